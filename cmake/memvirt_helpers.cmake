@@ -1,0 +1,37 @@
+# memvirt_add_test(NAME <name> SOURCES <src...> [LIBS <lib...>] [LABELS <label...>]
+#                  [ENV <VAR=value...>] [TIMEOUT <seconds>])
+# A GoogleTest binary registered with ctest as one test per TEST() (gtest_discover_tests).
+# Label "unit" is added unless LABELS is given; "slow" tests are excluded from sanitizer runs
+# by .ci/run only if they are labelled so.
+function(memvirt_add_test)
+  cmake_parse_arguments(T "" "NAME;TIMEOUT" "SOURCES;LIBS;LABELS;ENV" ${ARGN})
+  if(NOT BUILD_TESTS)
+    return()
+  endif()
+  if(NOT T_LABELS)
+    set(T_LABELS unit)
+  endif()
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 300)
+  endif()
+  add_executable(${T_NAME} ${T_SOURCES})
+  target_link_libraries(${T_NAME} PRIVATE ${T_LIBS} GTest::gtest GTest::gmock GTest::gtest_main
+                                          Threads::Threads)
+  set_target_properties(${T_NAME} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${MEMVIRT_TEST_BIN_DIR})
+  gtest_discover_tests(${T_NAME}
+    DISCOVERY_TIMEOUT 60
+    PROPERTIES LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT} ENVIRONMENT "${T_ENV}")
+endfunction()
+
+# memvirt_use_sim_driver(<target>)
+# Links <target> the way an unmodified CUDA application is linked (toolkit stub, -lcuda) and
+# gives it a RUNPATH to build/lib/sim, so it runs on the simulated GPU without LD_LIBRARY_PATH.
+# LD_LIBRARY_PATH still takes precedence (RUNPATH semantics): pointing it at a real driver's
+# directory runs the same binary on a GPU.
+function(memvirt_use_sim_driver target)
+  target_link_libraries(${target} PRIVATE cuda::stub)
+  set_property(TARGET ${target} APPEND PROPERTY BUILD_RPATH ${MEMVIRT_SIM_LIB_DIR})
+  if(TARGET memsim_cuda)
+    add_dependencies(${target} memsim_cuda)
+  endif()
+endfunction()
