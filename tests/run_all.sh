@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Sets up, builds and runs every memvirt test from a fresh clone.
+#   ./tests/run_all.sh                 # Release build in ./build, all tests
+#   BUILD_DIR=build-asan SANITIZE=address ./tests/run_all.sh -LE slow
+# Extra arguments are passed to ctest (e.g. -L unit, -R Sim).
+# Environment: BUILD_DIR (default build), BUILD_TYPE (Release), SANITIZE (address|thread),
+# BUILD_BENCHMARKS (ON), JOBS (nproc), SKIP_DEPS=1 to skip the package check.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [[ "${SKIP_DEPS:-0}" != 1 ]]; then
+  ./deploy/install-deps.sh
+fi
+
+BUILD_DIR=${BUILD_DIR:-build}
+JOBS=${JOBS:-$(nproc)}
+cmake -S . -B "$BUILD_DIR" \
+  -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-Release}" \
+  -DSANITIZE="${SANITIZE:-}" \
+  -DBUILD_TESTS=ON \
+  -DBUILD_BENCHMARKS="${BUILD_BENCHMARKS:-ON}"
+cmake --build "$BUILD_DIR" -j"$JOBS"
+ctest --test-dir "$BUILD_DIR" --output-on-failure --no-tests=error -j"$JOBS" "$@"
