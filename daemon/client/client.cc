@@ -1,0 +1,361 @@
+#include "memvirt/client.h"
+
+#include <sys/stat.h>
+
+#include <condition_variable>
+#include <cstdlib>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "glog/logging.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "memvirt/v1/memvirt.grpc.pb.h"
+
+namespace memvirt::client {
+namespace {
+
+constexpr char kDefaultSocket[] = "/run/memvirt/memvirtd.sock";
+constexpr uint32_t kProtocolVersion = 1;
+
+void ToProto(const GpuUsage& u, v1::GpuUsage* p) {
+  p->set_gpu_uuid(u.gpu_uuid);
+  p->set_resident_bytes(u.resident_bytes);
+  p->set_host_bytes(u.host_bytes);
+  p->set_nvme_bytes(u.nvme_bytes);
+  p->set_paged_in_bytes(u.paged_in_bytes);
+  p->set_paged_out_bytes(u.paged_out_bytes);
+  p->set_nvme_read_bytes(u.nvme_read_bytes);
+  p->set_nvme_write_bytes(u.nvme_write_bytes);
+}
+
+Directive FromProto(const v1::Directive& p) {
+  Directive d;
+  d.id = p.directive_id();
+  switch (p.kind()) {
+    case v1::Directive::EVICT:
+      d.kind = Directive::Kind::kEvict;
+      break;
+    case v1::Directive::DEMOTE:
+      d.kind = Directive::Kind::kDemote;
+      break;
+    case v1::Directive::HOST_BUDGET:
+      d.kind = Directive::Kind::kHostBudget;
+      break;
+    default:
+      d.kind = Directive::Kind::kBudget;
+  }
+  d.gpu_uuid = p.gpu_uuid();
+  d.budget_bytes = p.budget_bytes();
+  d.bytes = p.bytes();
+  d.deadline = std::chrono::milliseconds(p.deadline_ms());
+  return d;
+}
+
+using Stream = grpc::ClientReaderWriter<v1::ClientMessage, v1::DaemonMessage>;
+
+// Note [connection thread]
+// One thread owns the connection: it connects, registers, then reads directives until the
+// stream breaks, and reconnects with backoff. A second thread per session drains the outgoing
+// queue, because a sync stream allows one reader and one writer concurrently. The callbacks
+// run on the connection thread.
+class ClientImpl final : public Client {
+ public:
+  explicit ClientImpl(Options o) : options_(std::move(o)) {
+    if (options_.socket_path.empty()) {
+      const char* env = std::getenv("MEMSHIM_DAEMON_SOCKET");
+      options_.socket_path = (env != nullptr && *env != '\0') ? env : kDefaultSocket;
+    }
+    for (const GpuClaim& g : options_.gpus) last_usage_[g.gpu_uuid].gpu_uuid = g.gpu_uuid;
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~ClientImpl() override { Close(); }
+
+  State state() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return state_;
+  }
+
+  bool WaitConnected(std::chrono::milliseconds timeout) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] { return state_ == State::kConnected; });
+  }
+
+  std::optional<uint64_t> Budget(const std::string& gpu_uuid) const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = budgets_.find(gpu_uuid);
+    if (it == budgets_.end()) return std::nullopt;
+    return it->second;
+  }
+
+  pid_t daemon_pid() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return daemon_pid_;
+  }
+
+  uint64_t registrations() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return registrations_;
+  }
+
+  void SendHints(HintBatch batch) override {
+    v1::ClientMessage m;
+    v1::HintBatch* h = m.mutable_hints();
+    h->set_iteration(batch.iteration);
+    for (const AllocHint& a : batch.allocs) {
+      v1::AllocHint* p = h->add_allocs();
+      p->set_alloc_id(a.alloc_id);
+      p->set_gpu_uuid(a.gpu_uuid);
+      p->set_bytes(a.bytes);
+      p->set_freed(a.freed);
+    }
+    for (const AccessSummary& a : batch.accesses) {
+      v1::AccessSummary* p = h->add_accesses();
+      p->set_alloc_id(a.alloc_id);
+      p->set_accesses(a.accesses);
+      p->set_first_launch(a.first_launch);
+      p->set_last_launch(a.last_launch);
+    }
+    for (const GpuUsage& u : batch.usage) ToProto(u, h->add_usage());
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const GpuUsage& u : batch.usage) RememberUsage(u);
+    if (state_ != State::kConnected) return;
+    Enqueue(std::move(m), /*droppable=*/true);
+  }
+
+  void Ack(uint64_t directive_id, bool complied, std::optional<GpuUsage> usage) override {
+    if (directive_id == 0) return;  // Informational (Note [initial budgets]).
+    v1::ClientMessage m;
+    m.mutable_ack()->set_directive_id(directive_id);
+    m.mutable_ack()->set_complied(complied);
+    if (usage.has_value()) ToProto(*usage, m.mutable_ack()->mutable_usage());
+    std::lock_guard<std::mutex> lock(mu_);
+    if (usage.has_value()) RememberUsage(*usage);
+    if (state_ != State::kConnected) return;
+    Enqueue(std::move(m), /*droppable=*/false);
+  }
+
+  bool PollDirective(Directive* out) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (polled_.empty()) return false;
+    *out = std::move(polled_.front());
+    polled_.pop_front();
+    return true;
+  }
+
+  void Close() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stop_) return;
+      stop_ = true;
+      if (context_ != nullptr) context_->TryCancel();
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+    SetState(State::kClosed, /*notify=*/false);  // Callbacks run only on the client thread.
+  }
+
+ private:
+  void RememberUsage(const GpuUsage& u) {
+    if (last_usage_.count(u.gpu_uuid) > 0) last_usage_[u.gpu_uuid] = u;
+  }
+
+  // REQUIRES: mu_ held.
+  void Enqueue(v1::ClientMessage m, bool droppable) {
+    if (droppable && outbox_.size() >= options_.max_queued_messages) return;
+    outbox_.push_back(std::move(m));
+    cv_.notify_all();
+  }
+
+  void SetState(State s, bool notify = true) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (state_ == s) return;
+      state_ = s;
+    }
+    cv_.notify_all();
+    if (notify && options_.on_state) options_.on_state(s);
+  }
+
+  void Deliver(const Directive& d) {
+    if (options_.on_directive) {
+      options_.on_directive(d);
+      return;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    polled_.push_back(d);
+  }
+
+  v1::ClientMessage RegisterMessage() {
+    v1::ClientMessage m;
+    v1::RegisterRequest* r = m.mutable_register_();
+    r->set_protocol_version(kProtocolVersion);
+    r->set_process_name(options_.process_name);
+    r->set_host_demand_bytes(options_.host_demand_bytes);
+    for (const GpuClaim& g : options_.gpus) {
+      v1::GpuClaim* c = r->add_gpus();
+      c->set_gpu_uuid(g.gpu_uuid);
+      c->set_device_memory_bytes(g.device_memory_bytes);
+      c->set_demand_bytes(g.demand_bytes);
+      c->set_min_bytes(g.min_bytes);
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [uuid, u] : last_usage_) ToProto(u, r->add_usage());
+    return m;
+  }
+
+  // One session: connect, register, read until the stream ends. Returns whether it
+  // registered (which resets the backoff).
+  bool RunSession() {
+    struct stat st;
+    if (stat(options_.socket_path.c_str(), &st) != 0) return false;  // No daemon.
+    auto channel =
+        grpc::CreateChannel("unix:" + options_.socket_path, grpc::InsecureChannelCredentials());
+    auto stub = v1::ClientService::NewStub(channel);
+    auto context = std::make_unique<grpc::ClientContext>();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stop_) return false;
+      context_ = context.get();
+    }
+    std::unique_ptr<Stream> stream = stub->Session(context.get());
+    bool registered = false;
+    v1::DaemonMessage in;
+    if (stream->Write(RegisterMessage()) && stream->Read(&in) && in.has_registered()) {
+      registered = true;
+      OnRegistered(in.registered());
+      std::thread writer([&] { WriteLoop(stream.get()); });
+      while (stream->Read(&in)) {
+        if (in.has_directive()) {
+          const Directive d = FromProto(in.directive());
+          if (d.kind == Directive::Kind::kBudget) {
+            std::lock_guard<std::mutex> lock(mu_);
+            budgets_[d.gpu_uuid] = d.budget_bytes;
+          }
+          Deliver(d);
+        }
+      }
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        session_over_ = true;
+      }
+      cv_.notify_all();
+      context->TryCancel();
+      writer.join();
+    } else {
+      context->TryCancel();
+    }
+    const grpc::Status status = stream->Finish();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      context_ = nullptr;
+      session_over_ = false;
+      outbox_.clear();
+    }
+    bool stopping;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping = stop_;
+    }
+    if (!stopping) {
+      LOG(WARNING) << "memvirt: daemon session at " << options_.socket_path
+                   << (registered ? " ended: " : " failed: ") << status.error_code() << " "
+                   << status.error_message();
+    }
+    return registered;
+  }
+
+  void OnRegistered(const v1::Registered& r) {
+    std::vector<Directive> initial;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      daemon_pid_ = static_cast<pid_t>(r.pid());
+      ++registrations_;
+      for (const v1::GpuBudget& b : r.budgets()) {
+        budgets_[b.gpu_uuid()] = b.budget_bytes();
+        Directive d;
+        d.kind = Directive::Kind::kBudget;
+        d.gpu_uuid = b.gpu_uuid();
+        d.budget_bytes = b.budget_bytes();
+        initial.push_back(d);
+      }
+      Directive host;
+      host.kind = Directive::Kind::kHostBudget;
+      host.budget_bytes = r.host_budget_bytes();
+      initial.push_back(host);
+    }
+    SetState(State::kConnected);
+    for (const Directive& d : initial) Deliver(d);
+  }
+
+  void WriteLoop(Stream* stream) {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (true) {
+      cv_.wait(lock, [&] { return stop_ || session_over_ || !outbox_.empty(); });
+      if (stop_ || session_over_) return;
+      v1::ClientMessage m = std::move(outbox_.front());
+      outbox_.pop_front();
+      lock.unlock();
+      const bool ok = stream->Write(m);
+      lock.lock();
+      if (!ok) return;  // The reader sees the broken stream too.
+    }
+  }
+
+  void Run() {
+    auto backoff = options_.initial_backoff;
+    while (true) {
+      const bool registered = RunSession();
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (stop_) return;
+      }
+      SetState(State::kDisconnected);
+      if (registered) backoff = options_.initial_backoff;
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_for(lock, backoff, [&] { return stop_; });
+      if (stop_) return;
+      backoff = std::min(backoff * 2, options_.max_backoff);
+    }
+  }
+
+  Options options_;
+  std::thread thread_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  State state_ = State::kConnecting;  // guarded by mu_ (all below too)
+  bool stop_ = false;
+  bool session_over_ = false;
+  grpc::ClientContext* context_ = nullptr;
+  std::deque<v1::ClientMessage> outbox_;
+  std::deque<Directive> polled_;
+  std::map<std::string, uint64_t> budgets_;
+  std::map<std::string, GpuUsage> last_usage_;
+  pid_t daemon_pid_ = 0;
+  uint64_t registrations_ = 0;
+};
+
+}  // namespace
+
+const char* StateName(State s) {
+  switch (s) {
+    case State::kConnecting:
+      return "connecting";
+    case State::kConnected:
+      return "connected";
+    case State::kDisconnected:
+      return "disconnected";
+    case State::kClosed:
+      return "closed";
+  }
+  return "unknown";
+}
+
+std::unique_ptr<Client> Client::Start(Options options) {
+  return std::make_unique<ClientImpl>(std::move(options));
+}
+
+}  // namespace memvirt::client

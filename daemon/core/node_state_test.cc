@@ -1,0 +1,374 @@
+#include "daemon/core/node_state.h"
+
+#include <random>
+
+#include "gtest/gtest.h"
+
+namespace memvirt::daemon {
+namespace {
+
+constexpr uint64_t kMiB = 1 << 20;
+constexpr char kGpu[] = "GPU-00000000-0000-0000-0000-000000000001";
+
+class RecordingSink : public DirectiveSink {
+ public:
+  void OnRegistered(const RegisterResult& r) override {
+    registered = true;
+    result = r;
+  }
+  void OnDirective(const Directive& d) override {
+    EXPECT_TRUE(registered) << "directive before Registered";
+    directives.push_back(d);
+  }
+  // Latest budget the client was told for kGpu.
+  uint64_t Budget() const {
+    uint64_t b = result.budgets.empty() ? 0 : result.budgets[0].budget_bytes;
+    for (const Directive& d : directives) {
+      if (d.kind == Directive::Kind::kBudget) b = d.budget_bytes;
+    }
+    return b;
+  }
+  bool registered = false;
+  RegisterResult result;
+  std::vector<Directive> directives;
+};
+
+PeerCredentials Peer(pid_t pid, uid_t uid = 1000) { return {.pid = pid, .uid = uid, .gid = uid}; }
+const PeerCredentials kRoot{.pid = 1, .uid = 0, .gid = 0};
+
+Registration OneGpu(uint64_t device_bytes, uint64_t demand = 0, uint64_t min = 0) {
+  Registration r;
+  r.protocol_version = 1;
+  r.gpus.push_back({kGpu, device_bytes, demand, min});
+  return r;
+}
+
+class NodeStateTest : public ::testing::Test {
+ protected:
+  NodeOptions Options() {
+    NodeOptions o;
+    o.reserve_bytes = 100 * kMiB;
+    o.shrink_deadline = absl::Seconds(1);
+    return o;
+  }
+  uint64_t HeldSum(NodeState& node) {
+    auto s = node.GetStatus(kRoot);
+    EXPECT_TRUE(s.ok());
+    return s->gpus.at(0).budget_sum_bytes;
+  }
+  void AckLastShrink(NodeState& node, ClientId id, RecordingSink& sink) {
+    for (auto it = sink.directives.rbegin(); it != sink.directives.rend(); ++it) {
+      if (it->kind == Directive::Kind::kBudget && it->deadline > absl::ZeroDuration()) {
+        ASSERT_TRUE(node.Acknowledge(id, {.directive_id = it->id, .complied = true}).ok());
+        return;
+      }
+    }
+    FAIL() << "no shrink to acknowledge";
+  }
+  FakeClock clock_;
+};
+
+TEST_F(NodeStateTest, FirstClientGetsAllButReserve) {
+  NodeState node(Options(), &clock_);
+  RecordingSink sink;
+  auto id = node.Register(Peer(10), OneGpu(1000 * kMiB), &sink);
+  ASSERT_TRUE(id.ok()) << id.status();
+  ASSERT_TRUE(sink.registered);
+  EXPECT_EQ(sink.result.pid, 10);
+  EXPECT_EQ(sink.Budget(), 900 * kMiB);
+  EXPECT_TRUE(sink.directives.empty());
+}
+
+TEST_F(NodeStateTest, NewcomerGetsShareAfterOthersShrink) {
+  NodeState node(Options(), &clock_);
+  RecordingSink a, b;
+  auto ida = node.Register(Peer(10), OneGpu(1000 * kMiB), &a);
+  auto idb = node.Register(Peer(11), OneGpu(1000 * kMiB), &b);
+  ASSERT_TRUE(ida.ok() && idb.ok());
+  // A is told to shrink to half at once; B may only use what nobody holds.
+  ASSERT_EQ(a.directives.size(), 1u);
+  EXPECT_EQ(a.directives[0].budget_bytes, 450 * kMiB);
+  EXPECT_GT(a.directives[0].deadline, absl::ZeroDuration());
+  EXPECT_EQ(b.Budget(), 0u);
+  EXPECT_LE(HeldSum(node), 900 * kMiB);
+  // After A complies, B grows to its share.
+  AckLastShrink(node, *ida, a);
+  EXPECT_EQ(b.Budget(), 450 * kMiB);
+  EXPECT_EQ(HeldSum(node), 900 * kMiB);
+}
+
+TEST_F(NodeStateTest, UnregisterReclaimsBudgetForOthers) {
+  NodeState node(Options(), &clock_);
+  RecordingSink a, b;
+  auto ida = node.Register(Peer(10), OneGpu(1000 * kMiB), &a);
+  auto idb = node.Register(Peer(11), OneGpu(1000 * kMiB), &b);
+  AckLastShrink(node, *ida, a);
+  node.Unregister(*ida);
+  EXPECT_EQ(b.Budget(), 900 * kMiB);
+  auto s = node.GetStatus(kRoot);
+  ASSERT_EQ(s->clients.size(), 1u);
+  EXPECT_EQ(s->clients[0].creds.pid, 11);
+  EXPECT_EQ(s->totals.clients_reclaimed, 1u);
+  node.Unregister(*idb);
+  node.Unregister(*idb);  // Idempotent.
+  EXPECT_EQ(HeldSum(node), 0u);
+}
+
+TEST_F(NodeStateTest, UnackedShrinkBecomesOverdueAndStaysHeld) {
+  NodeState node(Options(), &clock_);
+  RecordingSink a, b;
+  ASSERT_TRUE(node.Register(Peer(10), OneGpu(1000 * kMiB), &a).ok());
+  ASSERT_TRUE(node.Register(Peer(11), OneGpu(1000 * kMiB), &b).ok());
+  node.Tick();
+  EXPECT_FALSE(node.GetStatus(kRoot)->clients[0].gpus[0].shrink_overdue);
+  clock_.Advance(absl::Seconds(2));
+  node.Tick();
+  auto s = node.GetStatus(kRoot);
+  EXPECT_TRUE(s->clients[0].gpus[0].shrink_overdue);
+  EXPECT_EQ(s->totals.shrinks_overdue, 1u);
+  EXPECT_EQ(b.Budget(), 0u);  // Never over-commit for a non-compliant client.
+  EXPECT_LE(HeldSum(node), 900 * kMiB);
+}
+
+TEST_F(NodeStateTest, ThreeClientsNeverOvercommitWhateverTheAckOrder) {
+  NodeState node(Options(), &clock_);
+  RecordingSink s[3];
+  ClientId ids[3];
+  for (int i = 0; i < 3; ++i) {
+    auto id = node.Register(Peer(10 + i), OneGpu(1000 * kMiB), &s[i]);
+    ASSERT_TRUE(id.ok());
+    ids[i] = *id;
+    EXPECT_LE(HeldSum(node), 900 * kMiB);
+  }
+  // Only the first client holds more than its share; the others grow once it complies.
+  EXPECT_EQ(s[1].Budget(), 0u);
+  EXPECT_EQ(s[2].Budget(), 0u);
+  AckLastShrink(node, ids[0], s[0]);
+  EXPECT_LE(HeldSum(node), 900 * kMiB);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(s[i].Budget(), 300 * kMiB) << i;
+}
+
+TEST_F(NodeStateTest, ReRegistrationHoldsCurrentResidencyUntilAck) {
+  NodeOptions o = Options();
+  o.restart_grace = absl::Seconds(2);
+  NodeState node(o, &clock_);
+  RecordingSink a, b;
+  Registration ra = OneGpu(1000 * kMiB);
+  ra.usage.push_back({.gpu_uuid = kGpu, .resident_bytes = 800 * kMiB});
+  Registration rb = OneGpu(1000 * kMiB);
+  rb.usage.push_back({.gpu_uuid = kGpu, .resident_bytes = 100 * kMiB});
+  auto ida = node.Register(Peer(10), ra, &a);
+  auto idb = node.Register(Peer(11), rb, &b);
+  ASSERT_TRUE(ida.ok() && idb.ok());
+  EXPECT_LE(HeldSum(node), 900 * kMiB);
+  EXPECT_EQ(a.Budget(), 450 * kMiB);
+  EXPECT_EQ(b.Budget(), 100 * kMiB);  // Grace period: no growth beyond residency.
+  AckLastShrink(node, *ida, a);
+  EXPECT_EQ(b.Budget(), 100 * kMiB);
+  clock_.Advance(absl::Seconds(3));
+  node.Tick();
+  EXPECT_EQ(b.Budget(), 450 * kMiB);
+  EXPECT_EQ(HeldSum(node), 900 * kMiB);
+}
+
+TEST_F(NodeStateTest, SetQuotaRequiresOperatorAndCaps) {
+  NodeState node(Options(), &clock_);
+  RecordingSink a;
+  ASSERT_TRUE(node.Register(Peer(10), OneGpu(1000 * kMiB), &a).ok());
+  EXPECT_EQ(node.SetQuota(Peer(99), 10, kGpu, 10 * kMiB).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(node.SetQuota(Peer(10), 10, kGpu, 10 * kMiB).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  auto t = node.SetQuota(kRoot, 10, kGpu, 200 * kMiB);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(*t, 200 * kMiB);
+  EXPECT_EQ(a.Budget(), 200 * kMiB);
+  EXPECT_EQ(node.SetQuota(kRoot, 12345, kGpu, 1).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(node.SetQuota(kRoot, 0, kGpu, 1).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(node.SetQuota(kRoot, 10, "", 1).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(node.SetQuota(kRoot, 10, kGpu, kMaxBytes + 1).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(node.SetQuota(kRoot, 10, kGpu, 0).ok());  // Remove the quota.
+  EXPECT_EQ(a.Budget(), 900 * kMiB);
+}
+
+TEST_F(NodeStateTest, AdminGroupMayOperate) {
+  NodeOptions o = Options();
+  o.admin_gid = 4242;
+  NodeState node(o, &clock_);
+  RecordingSink a;
+  ASSERT_TRUE(node.Register(Peer(10), OneGpu(1000 * kMiB), &a).ok());
+  PeerCredentials admin{.pid = 5, .uid = 1001, .gid = 1001, .groups = {4242}};
+  EXPECT_TRUE(node.SetQuota(admin, 10, kGpu, 10 * kMiB).ok());
+}
+
+TEST_F(NodeStateTest, DrainMovesEveryoneOffAndUndrainRestores) {
+  NodeState node(Options(), &clock_);
+  RecordingSink a;
+  auto id = node.Register(Peer(10), OneGpu(1000 * kMiB), &a);
+  EXPECT_FALSE(node.Drain(Peer(10), kGpu, false).ok());
+  auto n = node.Drain(kRoot, kGpu, false);
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 1u);
+  EXPECT_EQ(a.Budget(), 0u);
+  RecordingSink late;
+  ASSERT_TRUE(node.Register(Peer(11), OneGpu(1000 * kMiB), &late).ok());
+  EXPECT_EQ(late.Budget(), 0u);
+  AckLastShrink(node, *id, a);
+  ASSERT_TRUE(node.Drain(kRoot, kGpu, true).ok());
+  EXPECT_EQ(a.Budget() + late.Budget(), 900 * kMiB);
+  EXPECT_EQ(node.Drain(kRoot, "GPU-unknown", false).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(NodeStateTest, UsersSeeOnlyTheirOwnClients) {
+  NodeState node(Options(), &clock_);
+  RecordingSink a, b;
+  ASSERT_TRUE(node.Register(Peer(10, 1000), OneGpu(1000 * kMiB), &a).ok());
+  ASSERT_TRUE(node.Register(Peer(11, 1001), OneGpu(1000 * kMiB), &b).ok());
+  auto s = node.GetStatus(Peer(50, 1000));
+  ASSERT_EQ(s->clients.size(), 1u);
+  EXPECT_EQ(s->clients[0].creds.pid, 10);
+  EXPECT_EQ(node.GetStatus(kRoot)->clients.size(), 2u);
+  EXPECT_TRUE(node.GetClient(Peer(50, 1000), 10).ok());
+  EXPECT_EQ(node.GetClient(Peer(50, 1000), 11).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(NodeStateTest, RejectsMalformedRegistrations) {
+  NodeState node(Options(), &clock_);
+  RecordingSink sink;
+  auto code = [&](const Registration& r) {
+    return node.Register(Peer(10), r, &sink).status().code();
+  };
+  EXPECT_EQ(code(Registration{}), absl::StatusCode::kInvalidArgument);
+  Registration r = OneGpu(1000 * kMiB);
+  r.gpus[0].gpu_uuid = "";
+  EXPECT_EQ(code(r), absl::StatusCode::kInvalidArgument);
+  r = OneGpu(0);
+  EXPECT_EQ(code(r), absl::StatusCode::kInvalidArgument);
+  r = OneGpu(kMaxBytes + 1);
+  EXPECT_EQ(code(r), absl::StatusCode::kInvalidArgument);
+  r = OneGpu(1000, 100, 200);  // min > demand
+  EXPECT_EQ(code(r), absl::StatusCode::kInvalidArgument);
+  r = OneGpu(1000);
+  r.gpus.push_back(r.gpus[0]);  // duplicate uuid
+  EXPECT_EQ(code(r), absl::StatusCode::kInvalidArgument);
+  r = OneGpu(1000);
+  r.gpus[0].gpu_uuid = "GPU with spaces";
+  EXPECT_EQ(code(r), absl::StatusCode::kInvalidArgument);
+  r = OneGpu(1000);
+  r.usage.push_back({.gpu_uuid = "GPU-other"});
+  EXPECT_EQ(code(r), absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(sink.registered);
+  EXPECT_EQ(node.client_count(), 0u);
+  ASSERT_TRUE(node.Register(Peer(10), OneGpu(1000), &sink).ok());
+  RecordingSink dup;
+  EXPECT_EQ(node.Register(Peer(10), OneGpu(1000), &dup).status().code(),
+            absl::StatusCode::kAlreadyExists);
+}
+
+TEST_F(NodeStateTest, HintsTrackAllocationsUsageAndRates) {
+  NodeState node(Options(), &clock_);
+  RecordingSink a;
+  auto id = node.Register(Peer(10), OneGpu(1000 * kMiB), &a);
+  HintBatch h;
+  h.iteration = 1;
+  h.allocs = {{1, kGpu, 10 * kMiB, false}, {2, kGpu, 20 * kMiB, false}};
+  h.usage = {{.gpu_uuid = kGpu, .resident_bytes = 30 * kMiB, .paged_in_bytes = 0}};
+  ASSERT_TRUE(node.ReportHints(*id, h).ok());
+  clock_.Advance(absl::Seconds(2));
+  h.iteration = 2;
+  h.allocs = {{1, "", 0, true}};
+  h.usage = {{.gpu_uuid = kGpu,
+              .resident_bytes = 20 * kMiB,
+              .host_bytes = 5 * kMiB,
+              .paged_in_bytes = 8 * kMiB,
+              .paged_out_bytes = 4 * kMiB}};
+  ASSERT_TRUE(node.ReportHints(*id, h).ok());
+  auto c = node.GetClient(kRoot, 10);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->live_allocations, 1u);
+  EXPECT_EQ(c->live_allocation_bytes, 20 * kMiB);
+  EXPECT_EQ(c->iteration, 2u);
+  EXPECT_DOUBLE_EQ(c->gpus[0].page_in_bytes_per_second, 4.0 * kMiB);
+  EXPECT_DOUBLE_EQ(c->gpus[0].page_out_bytes_per_second, 2.0 * kMiB);
+  auto s = node.GetStatus(kRoot);
+  EXPECT_EQ(s->host_used_bytes, 5 * kMiB);
+  EXPECT_EQ(s->totals.paged_in_bytes, 8 * kMiB);
+  // Invalid batches change nothing.
+  HintBatch bad;
+  bad.iteration = 3;
+  bad.usage = {{.gpu_uuid = "GPU-unregistered"}};
+  EXPECT_EQ(node.ReportHints(*id, bad).code(), absl::StatusCode::kInvalidArgument);
+  bad.usage.clear();
+  bad.iteration = 1;
+  EXPECT_EQ(node.ReportHints(*id, bad).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(node.Acknowledge(*id, {.directive_id = 999}).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(node.ReportHints(*id + 100, h).code(), absl::StatusCode::kNotFound);
+  node.Unregister(*id);
+  EXPECT_EQ(node.GetStatus(kRoot)->host_used_bytes, 0u);
+}
+
+TEST_F(NodeStateTest, HostTierIsSharedAndReclaimed) {
+  NodeOptions o = Options();
+  o.host_capacity_bytes = 1000 * kMiB;
+  NodeState node(o, &clock_);
+  RecordingSink a, b;
+  auto ida = node.Register(Peer(10), OneGpu(1000 * kMiB), &a);
+  EXPECT_EQ(a.result.host_budget_bytes, 1000 * kMiB);
+  ASSERT_TRUE(node.Register(Peer(11), OneGpu(1000 * kMiB), &b).ok());
+  EXPECT_EQ(b.result.host_budget_bytes, 500 * kMiB);
+  bool told = false;
+  for (const Directive& d : a.directives) {
+    if (d.kind == Directive::Kind::kHostBudget) told = d.budget_bytes == 500 * kMiB;
+  }
+  EXPECT_TRUE(told);
+  node.Unregister(*ida);
+  EXPECT_EQ(b.directives.back().kind, Directive::Kind::kHostBudget);
+  EXPECT_EQ(b.directives.back().budget_bytes, 1000 * kMiB);
+}
+
+// Random operation sequences: the ledger never over-commits when clients comply.
+TEST_F(NodeStateTest, RandomOperationsKeepLedgerWithinCapacity) {
+  std::mt19937 rng(7);
+  NodeState node(Options(), &clock_);
+  std::map<pid_t, std::pair<ClientId, std::unique_ptr<RecordingSink>>> live;
+  for (int step = 0; step < 3000; ++step) {
+    const pid_t pid = 100 + rng() % 6;
+    auto it = live.find(pid);
+    switch (rng() % 4) {
+      case 0:
+        if (it == live.end()) {
+          auto sink = std::make_unique<RecordingSink>();
+          auto id = node.Register(Peer(pid),
+                                  OneGpu(1000 * kMiB, (rng() % 2) * (rng() % 1000) * kMiB,
+                                         (rng() % 3 == 0) * (rng() % 300) * kMiB),
+                                  sink.get());
+          if (id.ok()) live[pid] = {*id, std::move(sink)};
+        }
+        break;
+      case 1:
+        if (it != live.end()) {
+          node.Unregister(it->second.first);
+          live.erase(it);
+        }
+        break;
+      case 2:
+        if (it != live.end() && !it->second.second->directives.empty()) {
+          const Directive& d = it->second.second->directives.back();
+          ASSERT_TRUE(
+              node.Acknowledge(it->second.first, {.directive_id = d.id, .complied = true}).ok());
+        }
+        break;
+      case 3:
+        if (it != live.end()) {
+          (void)node.SetQuota(kRoot, pid, kGpu, (rng() % 2) * (rng() % 900) * kMiB);
+        }
+        break;
+    }
+    ASSERT_LE(HeldSum(node), 900 * kMiB) << "step " << step;
+  }
+}
+
+}  // namespace
+}  // namespace memvirt::daemon

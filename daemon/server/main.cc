@@ -1,0 +1,238 @@
+// memvirtd: the memvirt node daemon. See docs/operations.md.
+#include <poll.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <systemd/sd-daemon.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "daemon/core/clock.h"
+#include "daemon/core/node_state.h"
+#include "daemon/core/size_parse.h"
+#include "daemon/server/config.h"
+#include "daemon/server/metrics.h"
+#include "daemon/server/operator_service.h"
+#include "daemon/server/peer_listener.h"
+#include "daemon/server/pid_watcher.h"
+#include "daemon/server/session_service.h"
+#include "gflags/gflags.h"
+#include "glog/logging.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/server.h"
+#include "grpcpp/server_builder.h"
+
+DEFINE_string(config, "",
+              "Config file (versioned key = value lines), e.g. /etc/memvirt/memvirtd.conf");
+DEFINE_string(socket, "/run/memvirt/memvirtd.sock", "Unix socket to serve on (mode 0660)");
+DEFINE_string(socket_group, "", "Group (name or gid) owning the socket; empty: the daemon's");
+DEFINE_string(admin_group, "", "Group (name or gid) allowed operator calls besides root");
+DEFINE_string(gpu, "", "Known GPUs as UUID:SIZE[,UUID:SIZE...]; others are learned from clients");
+DEFINE_string(reserve, "256M", "HBM per GPU kept out of every budget");
+DEFINE_string(host_memory, "0", "Host tier capacity shared by all clients (0 = unlimited)");
+DEFINE_int32(shrink_deadline_ms, 2000, "Time a client has to comply with a shrink");
+DEFINE_int32(restart_grace_ms, 1500,
+             "After startup, budgets grow only into memory clients already hold for this long");
+DEFINE_int32(hint_interval_ms, 100, "Hint batch period suggested to clients");
+DEFINE_string(metrics_listen, "", "host:port of the Prometheus endpoint (empty: off)");
+DEFINE_int32(shutdown_timeout_ms, 500, "Deadline for in-flight calls at shutdown");
+DEFINE_int32(tick_ms, 100, "Period of deadline checks");
+
+namespace memvirt::daemon {
+namespace {
+
+std::atomic<int> g_signal{0};
+int g_wake_fd = -1;
+
+void OnSignal(int sig) {
+  g_signal.store(sig);
+  const uint64_t one = 1;
+  (void)!write(g_wake_fd, &one, sizeof(one));
+}
+
+const std::vector<std::string> kLayeredFlags = {
+    "socket",           "socket_group",   "admin_group",         "gpu",
+    "reserve",          "host_memory",    "shrink_deadline_ms",  "restart_grace_ms",
+    "hint_interval_ms", "metrics_listen", "shutdown_timeout_ms", "tick_ms"};
+
+absl::Status LoadLayers() {
+  std::string path = FLAGS_config;
+  if (path.empty()) {
+    if (const char* env = std::getenv("MEMVIRTD_CONFIG")) path = env;
+  }
+  std::map<std::string, std::string> file_values;
+  if (!path.empty()) {
+    absl::StatusOr<std::map<std::string, std::string>> v = ReadConfigFile(path);
+    if (!v.ok()) return v.status();
+    file_values = *std::move(v);
+  }
+  FlagAccess access{
+      .names = kLayeredFlags,
+      .set_on_command_line =
+          [](const std::string& n) {
+            gflags::CommandLineFlagInfo info;
+            return gflags::GetCommandLineFlagInfo(n.c_str(), &info) && !info.is_default;
+          },
+      .set =
+          [](const std::string& n, const std::string& v) {
+            if (gflags::SetCommandLineOption(n.c_str(), v.c_str()).empty()) {
+              return absl::InvalidArgumentError(absl::StrCat("bad value '", v, "' for ", n));
+            }
+            return absl::OkStatus();
+          },
+      .getenv = [](const std::string& n) -> std::optional<std::string> {
+        const char* v = std::getenv(n.c_str());
+        if (v == nullptr) return std::nullopt;
+        return std::string(v);
+      }};
+  return ApplyConfigLayers(file_values, access);
+}
+
+absl::StatusOr<NodeOptions> OptionsFromFlags() {
+  NodeOptions o;
+  absl::StatusOr<uint64_t> reserve = ParseBytes(FLAGS_reserve);
+  if (!reserve.ok()) return reserve.status();
+  o.reserve_bytes = *reserve;
+  absl::StatusOr<uint64_t> host = ParseBytes(FLAGS_host_memory);
+  if (!host.ok()) return host.status();
+  o.host_capacity_bytes = *host;
+  absl::StatusOr<std::vector<StaticGpu>> gpus = ParseGpuList(FLAGS_gpu);
+  if (!gpus.ok()) return gpus.status();
+  o.gpus = *std::move(gpus);
+  absl::StatusOr<std::optional<gid_t>> admin = ResolveGroup(FLAGS_admin_group);
+  if (!admin.ok()) return admin.status();
+  o.admin_gid = *admin;
+  if (FLAGS_shrink_deadline_ms <= 0 || FLAGS_restart_grace_ms < 0 || FLAGS_hint_interval_ms <= 0 ||
+      FLAGS_tick_ms <= 0 || FLAGS_shutdown_timeout_ms < 0) {
+    return absl::InvalidArgumentError("time flags must be positive");
+  }
+  o.shrink_deadline = absl::Milliseconds(FLAGS_shrink_deadline_ms);
+  o.restart_grace = absl::Milliseconds(FLAGS_restart_grace_ms);
+  o.hint_interval_ms = static_cast<uint32_t>(FLAGS_hint_interval_ms);
+  return o;
+}
+
+int Run() {
+  if (absl::Status s = LoadLayers(); !s.ok()) {
+    LOG(ERROR) << s;
+    return 2;
+  }
+  absl::StatusOr<NodeOptions> options = OptionsFromFlags();
+  if (!options.ok()) {
+    LOG(ERROR) << "bad configuration: " << options.status();
+    return 2;
+  }
+  absl::StatusOr<std::optional<gid_t>> socket_group = ResolveGroup(FLAGS_socket_group);
+  if (!socket_group.ok()) {
+    LOG(ERROR) << socket_group.status();
+    return 2;
+  }
+  NodeState node(*options, SystemClock::Get());
+  if (absl::Status s = node.Validate(); !s.ok()) {
+    LOG(ERROR) << "bad configuration: " << s;
+    return 2;
+  }
+
+  // Note [signals]: gRPC starts threads from static initializers, before main(), so a
+  // blocked-signal mask cannot cover every thread. A handler records the signal and wakes
+  // the main loop through an eventfd instead (both async-signal-safe).
+  g_wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (g_wake_fd < 0) {
+    PLOG(ERROR) << "eventfd";
+    return 1;
+  }
+  struct sigaction sa = {};
+  sa.sa_handler = OnSignal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  PeerListener listener;
+  if (absl::Status s = listener.Bind({FLAGS_socket, *socket_group}); !s.ok()) {
+    LOG(ERROR) << "cannot serve on " << FLAGS_socket << ": " << s;
+    return 1;
+  }
+
+  PidWatcher pids([&node](uint64_t client) {
+    LOG(INFO) << "client " << client << " exited";
+    node.Unregister(client);
+  });
+  SessionService sessions(&node, &listener, &pids, options->hint_interval_ms);
+  OperatorService operators(&node, &listener);
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.RegisterService(&sessions);
+  builder.RegisterService(&operators);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr) {
+    LOG(ERROR) << "cannot start the gRPC server";
+    return 1;
+  }
+  grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
+  health->SetServingStatus(true);
+  listener.Start(server.get());
+
+  std::unique_ptr<MetricsEndpoint> metrics;
+  if (!FLAGS_metrics_listen.empty()) {
+    absl::StatusOr<std::unique_ptr<MetricsEndpoint>> m =
+        StartMetricsEndpoint(FLAGS_metrics_listen, &node);
+    if (!m.ok()) {
+      LOG(ERROR) << m.status();
+      return 1;
+    }
+    metrics = *std::move(m);
+    LOG(INFO) << "metrics listening on port " << metrics->port;
+  }
+
+  LOG(INFO) << "memvirtd " << MEMVIRT_VERSION << " serving on " << FLAGS_socket << " ("
+            << options->gpus.size() << " configured GPU(s), reserve " << options->reserve_bytes
+            << " bytes)";
+  sd_notifyf(0, "READY=1\nSTATUS=serving on %s\nMAINPID=%d", FLAGS_socket.c_str(), getpid());
+
+  uint64_t watchdog_usec = 0;
+  const bool watchdog = sd_watchdog_enabled(0, &watchdog_usec) > 0 && watchdog_usec > 0;
+  const absl::Duration watchdog_period = absl::Microseconds(watchdog_usec / 2);
+  absl::Time next_ping = absl::Now();
+  while (true) {
+    pollfd wake = {g_wake_fd, POLLIN, 0};
+    (void)poll(&wake, 1, FLAGS_tick_ms);
+    if (const int sig = g_signal.load(); sig != 0) {
+      LOG(INFO) << "received " << strsignal(sig) << ", shutting down";
+      break;
+    }
+    node.Tick();
+    if (watchdog && absl::Now() >= next_ping) {
+      sd_notify(0, "WATCHDOG=1");
+      next_ping = absl::Now() + watchdog_period;
+    }
+  }
+
+  sd_notify(0, "STOPPING=1");
+  health->SetServingStatus(false);
+  listener.Stop();
+  server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Milliseconds(FLAGS_shutdown_timeout_ms)));
+  server->Wait();
+  metrics.reset();
+  LOG(INFO) << "memvirtd stopped (" << node.client_count() << " client(s) were connected)";
+  return 0;
+}
+
+}  // namespace
+}  // namespace memvirt::daemon
+
+int main(int argc, char** argv) {
+  memvirt::daemon::NormalizeFlagDashes(argc, argv);
+  gflags::SetUsageMessage("memvirtd [flags]: memvirt node daemon (see docs/operations.md)");
+  gflags::SetVersionString(MEMVIRT_VERSION);
+  gflags::SetCommandLineOptionWithMode("logtostderr", "true", gflags::SET_FLAGS_DEFAULT);
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  google::InitGoogleLogging(argv[0]);
+  return memvirt::daemon::Run();
+}

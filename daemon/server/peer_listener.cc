@@ -1,0 +1,163 @@
+#include "daemon/server/peer_listener.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "glog/logging.h"
+#include "grpcpp/server.h"
+#include "grpcpp/server_posix.h"
+
+namespace memvirt::daemon {
+namespace {
+
+absl::Status Errno(absl::string_view what) {
+  return absl::InternalError(absl::StrCat(what, ": ", std::strerror(errno)));
+}
+
+bool FillAddress(const std::string& path, sockaddr_un* addr) {
+  std::memset(addr, 0, sizeof(*addr));
+  addr->sun_family = AF_UNIX;
+  if (path.size() >= sizeof(addr->sun_path)) return false;
+  std::memcpy(addr->sun_path, path.c_str(), path.size() + 1);
+  return true;
+}
+
+// True if a process accepts connections on `path`.
+bool SomeoneListens(const std::string& path) {
+  sockaddr_un addr;
+  if (!FillAddress(path, &addr)) return false;
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  const bool listening = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  close(fd);
+  return listening;
+}
+
+}  // namespace
+
+absl::StatusOr<PeerCredentials> ReadPeerCredentials(int fd) {
+  ucred cred{};
+  socklen_t len = sizeof(cred);
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+    return Errno("getsockopt(SO_PEERCRED)");
+  }
+  PeerCredentials peer{.pid = cred.pid, .uid = cred.uid, .gid = cred.gid, .groups = {}};
+  gid_t groups[64];
+  socklen_t glen = sizeof(groups);
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &glen) == 0) {
+    peer.groups.assign(groups, groups + glen / sizeof(gid_t));
+  }  // ERANGE (more than 64 groups) or an old kernel: primary gid only.
+  return peer;
+}
+
+PeerListener::~PeerListener() { Stop(); }
+
+absl::Status PeerListener::Bind(const SocketOptions& options) {
+  path_ = options.path;
+  sockaddr_un addr;
+  if (!FillAddress(path_, &addr)) return absl::InvalidArgumentError("socket path too long");
+  struct stat st;
+  if (lstat(path_.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) {
+      return absl::FailedPreconditionError(absl::StrCat(path_, " exists and is not a socket"));
+    }
+    if (SomeoneListens(path_)) {
+      return absl::FailedPreconditionError(absl::StrCat("another daemon is listening on ", path_));
+    }
+    LOG(INFO) << "removing stale socket " << path_;
+    unlink(path_.c_str());
+  }
+  listen_fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (listen_fd_ < 0) return Errno("socket");
+  // Note: bind() creates the node with the umask applied; tighten it before listen(), so
+  // nobody outside owner and group can connect in between.
+  const mode_t old_mask = umask(0117);
+  const int rc = bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  umask(old_mask);
+  if (rc != 0) return Errno(absl::StrCat("bind ", path_));
+  if (options.group.has_value() &&
+      chown(path_.c_str(), static_cast<uid_t>(-1), *options.group) != 0) {
+    return Errno(absl::StrCat("chown ", path_));
+  }
+  if (chmod(path_.c_str(), 0660) != 0) return Errno(absl::StrCat("chmod ", path_));
+  if (listen(listen_fd_, 128) != 0) return Errno("listen");
+  wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (wake_fd_ < 0) return Errno("eventfd");
+  return absl::OkStatus();
+}
+
+void PeerListener::Start(grpc::Server* server) {
+  thread_ = std::thread([this, server] { AcceptLoop(server); });
+}
+
+void PeerListener::Stop() {
+  if (thread_.joinable()) {
+    const uint64_t one = 1;
+    (void)!write(wake_fd_, &one, sizeof(one));
+    thread_.join();
+  }
+  if (listen_fd_ >= 0) {
+    close(listen_fd_);
+    listen_fd_ = -1;
+    unlink(path_.c_str());
+  }
+  if (wake_fd_ >= 0) {
+    close(wake_fd_);
+    wake_fd_ = -1;
+  }
+}
+
+void PeerListener::AcceptLoop(grpc::Server* server) {
+  pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+  while (true) {
+    if (poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      PLOG(ERROR) << "poll on " << path_;
+      return;
+    }
+    if (fds[1].revents != 0) return;
+    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) {
+      if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) {
+        PLOG(WARNING) << "accept on " << path_;
+      }
+      continue;
+    }
+    absl::StatusOr<PeerCredentials> peer = ReadPeerCredentials(fd);
+    if (!peer.ok()) {
+      LOG(WARNING) << "dropping connection: " << peer.status();
+      close(fd);
+      continue;
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      by_fd_[fd] = *peer;
+    }
+    VLOG(1) << "connection fd " << fd << " from pid " << peer->pid << " uid " << peer->uid;
+    grpc::AddInsecureChannelFromFd(server, fd);  // The server owns the fd from here on.
+  }
+}
+
+absl::StatusOr<PeerCredentials> PeerListener::Lookup(const std::string& grpc_peer) const {
+  int fd = -1;
+  if (!absl::StartsWith(grpc_peer, "fd:") || !absl::SimpleAtoi(grpc_peer.substr(3), &fd)) {
+    return absl::UnauthenticatedError(absl::StrCat("unknown peer '", grpc_peer, "'"));
+  }
+  absl::MutexLock lock(&mu_);
+  auto it = by_fd_.find(fd);
+  if (it == by_fd_.end()) return absl::UnauthenticatedError("connection without credentials");
+  return it->second;
+}
+
+}  // namespace memvirt::daemon

@@ -1,0 +1,161 @@
+#include "daemon/server/session_service.h"
+
+#include <deque>
+
+#include "absl/synchronization/mutex.h"
+#include "daemon/server/proto_convert.h"
+#include "glog/logging.h"
+
+namespace memvirt::daemon {
+namespace {
+
+// One client session. Reads are processed one at a time (the next read starts after the
+// previous message was handled); writes come from NodeState through DirectiveSink and are
+// queued, one in flight at a time.
+//
+// Note [session lifetime]
+// The registration lives exactly as long as the stream. When the read side ends (the client
+// closed it, or its process died and the kernel closed the socket), the reactor unregisters
+// first, so NodeState never calls the sink again, then finishes the call once no write is in
+// flight. gRPC calls OnDone() last, which deletes the reactor.
+class SessionReactor final : public grpc::ServerBidiReactor<v1::ClientMessage, v1::DaemonMessage>,
+                             public DirectiveSink {
+ public:
+  SessionReactor(NodeState* node, PidWatcher* pids, absl::StatusOr<PeerCredentials> peer,
+                 uint32_t hint_interval_ms)
+      : node_(node), pids_(pids), peer_(std::move(peer)), hint_interval_ms_(hint_interval_ms) {
+    if (!peer_.ok()) {
+      LOG(WARNING) << "session refused: " << peer_.status();
+      End(ToGrpcStatus(peer_.status()));
+      return;
+    }
+    StartRead(&in_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      End(grpc::Status::OK);
+      return;
+    }
+    if (absl::Status s = Handle(in_); !s.ok()) {
+      LOG(WARNING) << "pid " << peer_->pid << ": ending session: " << s;
+      End(ToGrpcStatus(s));
+      return;
+    }
+    StartRead(&in_);
+  }
+
+  void OnWriteDone(bool ok) override {
+    const v1::DaemonMessage* next = nullptr;
+    bool finish = false;
+    {
+      absl::MutexLock lock(&mu_);
+      out_.pop_front();
+      if (ok && !finishing_ && !out_.empty()) {
+        next = &out_.front();
+      } else {
+        writing_ = false;
+        finish = finishing_ && !finished_;
+        finished_ = finished_ || finish;
+      }
+    }
+    if (next != nullptr) StartWrite(next);
+    if (finish) Finish(final_status_);
+  }
+
+  void OnDone() override { delete this; }
+
+  // DirectiveSink (called with NodeState's lock held: only enqueue).
+  void OnRegistered(const RegisterResult& result) override {
+    v1::DaemonMessage m;
+    ToProto(result, hint_interval_ms_, m.mutable_registered());
+    Enqueue(std::move(m));
+  }
+  void OnDirective(const Directive& d) override {
+    v1::DaemonMessage m;
+    ToProto(d, m.mutable_directive());
+    Enqueue(std::move(m));
+  }
+
+ private:
+  absl::Status Handle(const v1::ClientMessage& m) {
+    switch (m.body_case()) {
+      case v1::ClientMessage::kRegister: {
+        if (id_ != 0) return absl::InvalidArgumentError("register: already registered");
+        absl::StatusOr<ClientId> id = node_->Register(*peer_, FromProto(m.register_()), this);
+        if (!id.ok()) return id.status();
+        id_ = *id;
+        if (pids_ != nullptr) {  // Note [pidfd] in daemon/server/pid_watcher.h
+          if (absl::Status s = pids_->Watch(id_, peer_->pid); !s.ok()) {
+            LOG(WARNING) << "pid " << peer_->pid << ": exit detection by socket only: " << s;
+          }
+        }
+        return absl::OkStatus();
+      }
+      case v1::ClientMessage::kHints:
+        if (id_ == 0) return absl::InvalidArgumentError("hints before register");
+        return node_->ReportHints(id_, FromProto(m.hints()));
+      case v1::ClientMessage::kAck:
+        if (id_ == 0) return absl::InvalidArgumentError("ack before register");
+        return node_->Acknowledge(id_, FromProto(m.ack()));
+      case v1::ClientMessage::BODY_NOT_SET:
+        break;
+    }
+    return absl::InvalidArgumentError("empty client message");
+  }
+
+  void Enqueue(v1::DaemonMessage m) {
+    const v1::DaemonMessage* start = nullptr;
+    {
+      absl::MutexLock lock(&mu_);
+      if (finishing_) return;
+      out_.push_back(std::move(m));  // deque: references to queued elements stay valid
+      if (!writing_) {
+        writing_ = true;
+        start = &out_.front();
+      }
+    }
+    if (start != nullptr) StartWrite(start);
+  }
+
+  // Ends the session (Note [session lifetime]).
+  void End(grpc::Status status) {
+    if (id_ != 0) {
+      if (pids_ != nullptr) pids_->Unwatch(id_);
+      node_->Unregister(id_);
+      id_ = 0;
+    }
+    bool finish = false;
+    {
+      absl::MutexLock lock(&mu_);
+      finishing_ = true;
+      final_status_ = std::move(status);
+      finish = !writing_ && !finished_;
+      finished_ = finished_ || finish;
+    }
+    if (finish) Finish(final_status_);
+  }
+
+  NodeState* const node_;
+  PidWatcher* const pids_;
+  const absl::StatusOr<PeerCredentials> peer_;
+  const uint32_t hint_interval_ms_;
+  v1::ClientMessage in_;
+  ClientId id_ = 0;  // Touched only by the read path (one reaction at a time).
+
+  absl::Mutex mu_;
+  std::deque<v1::DaemonMessage> out_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool finishing_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::Status final_status_;  // Written before finishing_ is set; read after.
+};
+
+}  // namespace
+
+grpc::ServerBidiReactor<v1::ClientMessage, v1::DaemonMessage>* SessionService::Session(
+    grpc::CallbackServerContext* context) {
+  return new SessionReactor(node_, pids_, peers_->Lookup(context->peer()), hint_interval_ms_);
+}
+
+}  // namespace memvirt::daemon

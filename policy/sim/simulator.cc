@@ -1,0 +1,542 @@
+#include "memvirt/policy/simulator.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <map>
+#include <memory>
+#include <set>
+#include <unordered_map>
+
+#include "absl/strings/str_cat.h"
+#include "memvirt/policy/block_layout.h"
+#include "memvirt/policy/policy.h"
+
+namespace memvirt::policy {
+
+absl::StatusOr<PolicyKind> ParsePolicyKind(std::string_view name) {
+  if (name == "lru") return PolicyKind::kLru;
+  if (name == "lifetime") return PolicyKind::kLifetime;
+  if (name == "belady") return PolicyKind::kBelady;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown policy '", std::string(name), "' (expected lru, lifetime or belady)"));
+}
+
+std::string_view PolicyKindName(PolicyKind kind) {
+  switch (kind) {
+    case PolicyKind::kLru: return "lru";
+    case PolicyKind::kLifetime: return "lifetime";
+    case PolicyKind::kBelady: return "belady";
+  }
+  return "?";
+}
+
+namespace {
+
+// One FIFO copy engine: transfers run back to back at a fixed bandwidth.
+struct Engine {
+  double bytes_per_us = 1;
+  double free_at = 0;
+  // Returns the completion time of a transfer that may start at `earliest`.
+  double Run(double earliest, uint64_t bytes) {
+    free_at = std::max(earliest, free_at) + static_cast<double>(bytes) / bytes_per_us;
+    return free_at;
+  }
+};
+
+// Free device memory as fragments stamped with the time they become usable.
+class DevicePool {
+ public:
+  explicit DevicePool(uint64_t capacity) : free_(capacity) {
+    if (capacity > 0) frags_.emplace(0.0, capacity);
+  }
+  uint64_t free_bytes() const { return free_; }
+  void Release(double when, uint64_t bytes) {
+    frags_.emplace(when, bytes);
+    free_ += bytes;
+  }
+  // Takes the earliest-usable bytes. REQUIRES: bytes <= free_bytes().
+  // Returns the time at which all of them are usable.
+  double Take(uint64_t bytes) {
+    double when = 0;
+    free_ -= bytes;
+    while (bytes > 0) {
+      auto it = frags_.begin();
+      when = std::max(when, it->first);
+      if (it->second <= bytes) {
+        bytes -= it->second;
+        frags_.erase(it);
+      } else {
+        it->second -= bytes;
+        bytes = 0;
+      }
+    }
+    return when;
+  }
+
+ private:
+  uint64_t free_;
+  std::multimap<double, uint64_t> frags_;
+};
+
+BlockKind KindOf(const std::string& kind) {
+  if (kind == "weight") return BlockKind::kWeight;
+  if (kind == "activation") return BlockKind::kActivation;
+  if (kind == "gradient") return BlockKind::kGradient;
+  if (kind == "workspace") return BlockKind::kWorkspace;
+  if (kind == "optimizer" || kind == "optimizer_state") return BlockKind::kOptimizerState;
+  return BlockKind::kOther;
+}
+
+bool Writes(AccessMode m) { return (static_cast<uint8_t>(m) & 2) != 0; }
+
+constexpr uint64_t kNotPinned = std::numeric_limits<uint64_t>::max();
+constexpr uint64_t kFar = uint64_t{1} << 62;
+
+class Simulation {
+ public:
+  Simulation(const trace::Trace& trace, const SimConfig& config)
+      : trace_(trace),
+        config_(config),
+        layout_(LayoutBlocks(trace, config.chunk_bytes, config.small_granularity)),
+        pool_(config.device_bytes) {
+    h2d_.bytes_per_us = d2h_.bytes_per_us = config.pcie_gbps * 1e3;
+    ssd_read_.bytes_per_us = ssd_write_.bytes_per_us = config.ssd_gbps * 1e3;
+  }
+
+  absl::StatusOr<SimResult> Run();
+
+ private:
+  enum class Backing : uint8_t { kNone, kHost, kSsd };
+  struct Block {
+    bool live = false;
+    bool has_data = false;
+    bool resident = false;
+    bool dirty = false;
+    bool in_host_set = false;
+    Backing backing = Backing::kNone;
+    double ready = 0;          // device copy usable from
+    double last_use_end = 0;   // end of the last kernel that used it
+    double backing_ready = 0;  // backing copy complete at
+    uint64_t pinned = kNotPinned;
+    uint64_t last_use_step = 0;
+    uint64_t host_key = 0;
+    bool prefetched_unused = false;
+  };
+
+  absl::Status Prepare();
+  void Birth(uint32_t tensor);
+  void Death(uint32_t tensor, double when);
+  absl::Status EnsureSpace(uint64_t bytes, double now, uint64_t step);
+  void Evict(BlockId id, double now);
+  double WriteBack(BlockId id, double earliest);
+  bool MakeHostRoom(BlockId id, uint64_t bytes, double now);
+  void DropBacking(BlockId id);
+  void Fetch(BlockId id, double now, double memory_ready, bool overwrites);
+  void Prefetch(double now, uint64_t step);
+  uint64_t HostKey(BlockId id) const;
+  void SetHostKey(BlockId id);
+
+  const trace::Trace& trace_;
+  const SimConfig& config_;
+  BlockLayout layout_;
+  DevicePool pool_;
+  Engine h2d_, d2h_, ssd_read_, ssd_write_;
+  std::unique_ptr<Policy> policy_;
+  std::vector<Block> blocks_;
+  std::vector<std::vector<BlockAccess>> accesses_;  // per kernel index
+  std::vector<uint64_t> kernel_device_bytes_;
+  std::vector<std::vector<uint32_t>> born_, dies_;  // per kernel index: tensor indices
+  std::vector<uint32_t> persistent_;                 // persistent tensors that are used
+  uint64_t host_used_ = 0;
+  std::set<std::pair<uint64_t, BlockId>> host_set_;  // host-backed blocks, demote largest first
+  IterationStats* stats_ = nullptr;
+  uint64_t now_step_ = 0;
+  SimResult result_;
+  uint64_t wasted_ = 0;
+  int why_ = 0;
+  bool debug_ = getenv("MEMVIRT_SIM_DEBUG") != nullptr;
+};
+
+absl::Status Simulation::Prepare() {
+  const size_t num_tensors = trace_.tensors.size();
+  const size_t num_kernels = trace_.kernels.size();
+  std::unordered_map<uint64_t, uint32_t> tensor_index;
+  for (size_t i = 0; i < num_tensors; ++i) tensor_index[trace_.tensors[i].id] = i;
+  std::unordered_map<uint64_t, size_t> kernel_index;
+  for (size_t k = 0; k < num_kernels; ++k) kernel_index[trace_.kernels[k].id] = k;
+
+  constexpr int64_t kNone = -1;
+  std::vector<int64_t> first_use(num_tensors, kNone), last_use(num_tensors, kNone),
+      free_at(num_tensors, kNone);
+  accesses_.resize(num_kernels);
+  kernel_device_bytes_.resize(num_kernels);
+  for (size_t k = 0; k < num_kernels; ++k) {
+    const trace::TraceKernel& kernel = trace_.kernels[k];
+    std::map<uint32_t, uint8_t> modes;  // tensor index -> read(1)|write(2)
+    for (uint64_t id : kernel.reads) modes[tensor_index.at(id)] |= 1;
+    for (uint64_t id : kernel.writes) modes[tensor_index.at(id)] |= 2;
+    uint64_t bytes = 0;
+    for (const auto& [t, m] : modes) {
+      if (first_use[t] == kNone) first_use[t] = static_cast<int64_t>(k);
+      last_use[t] = static_cast<int64_t>(k);
+      for (uint32_t c = 0; c < layout_.count[t]; ++c) {
+        const BlockId b = layout_.first[t] + c;
+        accesses_[k].push_back(BlockAccess{b, static_cast<AccessMode>(m)});
+        bytes += layout_.blocks[b].device_bytes;
+      }
+    }
+    kernel_device_bytes_[k] = bytes;
+    result_.max_kernel_bytes = std::max(result_.max_kernel_bytes, bytes);
+    if (bytes > config_.device_bytes) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "kernel ", kernel.id, " (", kernel.name, ") touches ", bytes,
+          " bytes of blocks, more than the device memory (", config_.device_bytes, ")"));
+    }
+  }
+  for (const trace::TraceFree& f : trace_.frees) {
+    const uint32_t t = tensor_index.at(f.tensor);
+    free_at[t] = std::max<int64_t>(free_at[t], static_cast<int64_t>(kernel_index.at(f.after_kernel)));
+  }
+  born_.resize(num_kernels);
+  dies_.resize(num_kernels);
+  uint64_t live = 0, live_device = 0;
+  std::vector<uint64_t> device_bytes_of(num_tensors, 0);
+  for (size_t t = 0; t < num_tensors; ++t) {
+    for (uint32_t c = 0; c < layout_.count[t]; ++c)
+      device_bytes_of[t] += layout_.blocks[layout_.first[t] + c].device_bytes;
+    if (first_use[t] == kNone) continue;
+    if (trace_.tensors[t].persistent) {
+      persistent_.push_back(static_cast<uint32_t>(t));
+      live += trace_.tensors[t].bytes;
+      live_device += device_bytes_of[t];
+      continue;
+    }
+    born_[first_use[t]].push_back(static_cast<uint32_t>(t));
+    dies_[std::max(last_use[t], free_at[t])].push_back(static_cast<uint32_t>(t));
+  }
+  for (size_t k = 0; k < num_kernels; ++k) {
+    for (uint32_t t : born_[k]) live += trace_.tensors[t].bytes, live_device += device_bytes_of[t];
+    result_.peak_live_bytes = std::max(result_.peak_live_bytes, live);
+    result_.peak_device_bytes = std::max(result_.peak_device_bytes, live_device);
+    for (uint32_t t : dies_[k]) live -= trace_.tensors[t].bytes, live_device -= device_bytes_of[t];
+  }
+  blocks_.resize(layout_.blocks.size());
+  result_.blocks = layout_.blocks.size();
+  result_.kernels = num_kernels;
+  for (const trace::TraceKernel& k : trace_.kernels) result_.ideal_us += k.us;
+  return absl::OkStatus();
+}
+
+uint64_t Simulation::HostKey(BlockId id) const {
+  // Larger key = demoted to SSD first: the farthest next use, or for a policy
+  // without next-use knowledge the least recently used.
+  std::optional<uint64_t> d = policy_->NextUseDistance(id);
+  if (d.has_value()) return std::min(now_step_ + *d, kFar - 1);
+  return kFar + (kFar - 1 - std::min(blocks_[id].last_use_step, kFar - 1));
+}
+
+void Simulation::SetHostKey(BlockId id) {
+  Block& b = blocks_[id];
+  if (!b.in_host_set) return;
+  host_set_.erase({b.host_key, id});
+  b.host_key = HostKey(id);
+  host_set_.insert({b.host_key, id});
+}
+
+void Simulation::DropBacking(BlockId id) {
+  Block& b = blocks_[id];
+  if (b.backing == Backing::kHost) {
+    host_used_ -= layout_.blocks[id].data_bytes;
+    if (b.in_host_set) host_set_.erase({b.host_key, id});
+    b.in_host_set = false;
+  }
+  b.backing = Backing::kNone;
+}
+
+bool Simulation::MakeHostRoom(BlockId id, uint64_t bytes, double now) {
+  if (host_used_ + bytes <= config_.host_bytes) return true;
+  const uint64_t key = HostKey(id);
+  while (host_used_ + bytes > config_.host_bytes) {
+    if (host_set_.empty()) return false;
+    auto last = std::prev(host_set_.end());
+    if (last->first <= key) return false;  // everything on the host is needed sooner
+    const BlockId h = last->second;
+    Block& hb = blocks_[h];
+    const uint64_t data = layout_.blocks[h].data_bytes;
+    hb.backing_ready = ssd_write_.Run(std::max(now, hb.backing_ready), data);
+    stats_->ssd_write_bytes += data;
+    host_set_.erase(last);
+    hb.in_host_set = false;
+    hb.backing = Backing::kSsd;
+    host_used_ -= data;
+  }
+  return true;
+}
+
+double Simulation::WriteBack(BlockId id, double earliest) {
+  Block& b = blocks_[id];
+  const uint64_t data = layout_.blocks[id].data_bytes;
+  const bool to_host = MakeHostRoom(id, data, earliest);
+  const double d2h_end = d2h_.Run(earliest, data);
+  stats_->d2h_bytes += data;
+  if (to_host) {
+    b.backing = Backing::kHost;
+    b.backing_ready = d2h_end;
+    host_used_ += data;
+    b.in_host_set = true;
+    b.host_key = HostKey(id);
+    host_set_.insert({b.host_key, id});
+  } else {
+    b.backing = Backing::kSsd;
+    b.backing_ready = ssd_write_.Run(d2h_end, data);
+    stats_->ssd_write_bytes += data;
+  }
+  return d2h_end;
+}
+
+void Simulation::Evict(BlockId id, double now) {
+  Block& b = blocks_[id];
+  const double earliest = std::max({now, b.last_use_end, b.ready});
+  double usable = earliest;
+  const bool dead = policy_->IsDead(id);
+  if (b.has_data && dead) {
+    if (b.dirty) ++stats_->dead_drops;
+    DropBacking(id);
+    b.has_data = false;
+  } else if (b.has_data && b.dirty) {
+    usable = WriteBack(id, earliest);
+  }
+  if (b.prefetched_unused) ++wasted_;
+  if (debug_ && b.prefetched_unused && wasted_ == 1) {
+    uint64_t res = 0, res_pf = 0, res_dead = 0, pinned = 0;
+    for (size_t i = 0; i < blocks_.size(); ++i) {
+      if (!blocks_[i].resident) continue;
+      res += layout_.blocks[i].device_bytes;
+      if (blocks_[i].prefetched_unused) res_pf += layout_.blocks[i].device_bytes;
+      if (policy_->IsDead(i)) res_dead += layout_.blocks[i].device_bytes;
+      if (blocks_[i].pinned == now_step_) pinned += layout_.blocks[i].device_bytes;
+    }
+    auto d = policy_->NextUseDistance(id);
+    std::fprintf(stderr, "first waste: res=%.2fG prefetched=%.2fG dead=%.2fG pinned=%.2fG pool=%.2fG dist=%ld\n",
+                 res / 1e9, res_pf / 1e9, res_dead / 1e9, pinned / 1e9, pool_.free_bytes() / 1e9,
+                 d ? (long)*d : -1L);
+  }
+  if (debug_ && b.prefetched_unused && wasted_ < 20)
+    std::fprintf(stderr, "wasted block %lu at step %lu now=%.0f ready=%.0f why=%d\n", (unsigned long)id,
+                 (unsigned long)now_step_, now, b.ready, why_);
+  b.resident = false;
+  b.dirty = false;
+  policy_->OnEvicted(id);
+  pool_.Release(usable, layout_.blocks[id].device_bytes);
+  ++stats_->evictions;
+}
+
+absl::Status Simulation::EnsureSpace(uint64_t bytes, double now, uint64_t step) {
+  while (pool_.free_bytes() < bytes) {
+    std::optional<BlockId> v =
+        policy_->PickVictim([&](BlockId b) { return blocks_[b].resident && blocks_[b].pinned != step; });
+    if (!v.has_value() || !blocks_[*v].resident || blocks_[*v].pinned == step) {
+      return absl::InternalError(absl::StrCat("policy ", std::string(policy_->name()),
+                                              " found no victim at step ", step));
+    }
+    why_ = 1;
+    Evict(*v, now);
+  }
+  return absl::OkStatus();
+}
+
+void Simulation::Fetch(BlockId id, double now, double memory_ready, bool overwrites) {
+  Block& b = blocks_[id];
+  const uint64_t data = layout_.blocks[id].data_bytes;
+  double ready = std::max(now, memory_ready);
+  if (b.has_data && !overwrites) {
+    if (b.backing == Backing::kHost) {
+      ready = h2d_.Run(std::max(ready, b.backing_ready), data);
+    } else {
+      const double staged = ssd_read_.Run(std::max(now, b.backing_ready), data);
+      stats_->ssd_read_bytes += data;
+      ready = h2d_.Run(std::max(staged, memory_ready), data);
+    }
+    stats_->h2d_bytes += data;
+  }
+  b.resident = true;
+  b.dirty = false;
+  b.ready = ready;
+  policy_->OnResident(id);
+}
+
+void Simulation::Prefetch(double now, uint64_t step) {
+  auto evictable = [&](BlockId b) { return blocks_[b].resident && blocks_[b].pinned != step; };
+  for (BlockId v : policy_->EvictAheadCandidates(evictable, pool_.free_bytes())) {
+    if (!evictable(v)) continue;
+    why_ = 2;
+    Evict(v, now);
+    ++stats_->evict_ahead;
+  }
+  std::vector<PrefetchRequest> wanted = policy_->PrefetchCandidates(config_.device_bytes);
+  for (const PrefetchRequest& r : wanted) {
+    Block& b = blocks_[r.block];
+    if (!b.live || b.resident) continue;
+    const uint64_t need = layout_.blocks[r.block].device_bytes;
+    while (pool_.free_bytes() < need) {
+      std::optional<BlockId> v = policy_->PickVictimForPrefetch(evictable, r.block);
+      if (!v.has_value() || !evictable(*v)) return;
+      why_ = 3;
+      Evict(*v, now);
+    }
+    const double memory_ready = pool_.Take(need);
+    Fetch(r.block, now, memory_ready, /*overwrites=*/false);
+    b.prefetched_unused = true;
+    ++stats_->prefetches;
+  }
+}
+
+void Simulation::Birth(uint32_t tensor) {
+  const trace::TraceTensor& t = trace_.tensors[tensor];
+  for (uint32_t c = 0; c < layout_.count[tensor]; ++c) {
+    const BlockId id = layout_.first[tensor] + c;
+    blocks_[id] = Block{};
+    blocks_[id].live = true;
+    policy_->OnAlloc(id, BlockInfo{layout_.blocks[id].device_bytes, KindOf(t.kind), t.persistent});
+  }
+}
+
+void Simulation::Death(uint32_t tensor, double when) {
+  for (uint32_t c = 0; c < layout_.count[tensor]; ++c) {
+    const BlockId id = layout_.first[tensor] + c;
+    Block& b = blocks_[id];
+    if (b.resident) pool_.Release(std::max(when, b.ready), layout_.blocks[id].device_bytes);
+    DropBacking(id);
+    policy_->OnFree(id);
+    b = Block{};
+  }
+}
+
+absl::StatusOr<SimResult> Simulation::Run() {
+  if (absl::Status st = Prepare(); !st.ok()) return st;
+  const uint64_t num_kernels = trace_.kernels.size();
+  const uint64_t iterations = static_cast<uint64_t>(config_.iterations);
+  LifetimeOptions options;
+  options.h2d_bytes_per_us = config_.pcie_gbps * 1e3;
+  switch (config_.policy) {
+    case PolicyKind::kLru:
+      policy_ = MakeLruPolicy();
+      break;
+    case PolicyKind::kLifetime:
+      policy_ = MakeLifetimePolicy(options);
+      break;
+    case PolicyKind::kBelady: {
+      std::vector<StepAccesses> future;
+      future.reserve(iterations * num_kernels);
+      for (uint64_t it = 0; it < iterations; ++it) {
+        for (uint64_t k = 0; k < num_kernels; ++k) {
+          future.push_back(StepAccesses{it * num_kernels + k, accesses_[k], trace_.kernels[k].us});
+        }
+      }
+      policy_ = MakeBeladyPolicy(std::move(future), options);
+      break;
+    }
+  }
+  result_.policy = std::string(policy_->name());
+  policy_->OnBudgetChange(config_.device_bytes);
+  result_.per_iteration.resize(iterations);
+  stats_ = &result_.per_iteration[0];
+
+  // Persistent tensors start in the host tier, spilling to SSD.
+  for (uint32_t t : persistent_) {
+    Birth(t);
+    for (uint32_t c = 0; c < layout_.count[t]; ++c) {
+      const BlockId id = layout_.first[t] + c;
+      Block& b = blocks_[id];
+      b.has_data = true;
+      const uint64_t data = layout_.blocks[id].data_bytes;
+      if (host_used_ + data <= config_.host_bytes) {
+        b.backing = Backing::kHost;
+        host_used_ += data;
+        b.in_host_set = true;
+        b.host_key = HostKey(id);
+        host_set_.insert({b.host_key, id});
+      } else {
+        b.backing = Backing::kSsd;
+      }
+    }
+  }
+
+  double now = 0;
+  for (uint64_t it = 0; it < iterations; ++it) {
+    stats_ = &result_.per_iteration[it];
+    const double iteration_start = now;
+    for (uint64_t k = 0; k < num_kernels; ++k) {
+      const uint64_t step = it * num_kernels + k;
+      now_step_ = step;
+      for (uint32_t t : born_[k]) Birth(t);
+      const std::vector<BlockAccess>& acc = accesses_[k];
+      policy_->OnAccess(step, acc);
+      policy_->OnStepDuration(step, trace_.kernels[k].us);
+      for (const BlockAccess& a : acc) blocks_[a.block].pinned = step;
+      // Demand: every block of the kernel resident before it starts.
+      for (const BlockAccess& a : acc) {
+        if (blocks_[a.block].resident) continue;
+        const uint64_t need = layout_.blocks[a.block].device_bytes;
+        if (absl::Status st = EnsureSpace(need, now, step); !st.ok()) return st;
+        const double memory_ready = pool_.Take(need);
+        Fetch(a.block, now, memory_ready, a.mode == AccessMode::kWrite);
+        ++stats_->demand_fetches;
+      }
+      double start = now;
+      for (const BlockAccess& a : acc) start = std::max(start, blocks_[a.block].ready);
+      stats_->stall_us += start - now;
+      if (debug_ && start - now > 1000) {
+        std::fprintf(stderr, "k=%lu us=%.0f stall=%.0f h2d_free_at=%.0f now=%.0f pool_free=%.2fG\n",
+                     (unsigned long)k, trace_.kernels[k].us, start - now, h2d_.free_at - now, now,
+                     pool_.free_bytes() / 1e9);
+      }
+      const double end = start + trace_.kernels[k].us;
+      for (const BlockAccess& a : acc) {
+        Block& b = blocks_[a.block];
+        b.last_use_end = end;
+        b.prefetched_unused = false;
+        b.last_use_step = step;
+        if (Writes(a.mode)) {
+          b.has_data = true;
+          b.dirty = true;
+          DropBacking(a.block);
+        } else {
+          SetHostKey(a.block);
+        }
+      }
+      // Deaths first: their memory, usable at `end`, may take prefetches.
+      for (uint32_t t : dies_[k]) Death(t, end);
+      Prefetch(start, step);
+      now = end;
+    }
+    stats_->time_us = now - iteration_start;
+    policy_->OnIterationMark();
+    // Next-use knowledge may have changed wholesale (an iteration was learned).
+    std::vector<BlockId> host_blocks;
+    host_blocks.reserve(host_set_.size());
+    for (const auto& [key, id] : host_set_) host_blocks.push_back(id);
+    for (BlockId id : host_blocks) SetHostKey(id);
+  }
+  if (debug_) std::fprintf(stderr, "wasted prefetches: %lu\n", (unsigned long)wasted_);
+  result_.reported = result_.per_iteration.back();
+  result_.slowdown = result_.ideal_us > 0 ? result_.reported.time_us / result_.ideal_us : 1.0;
+  return std::move(result_);
+}
+
+}  // namespace
+
+absl::StatusOr<SimResult> Simulate(const trace::Trace& trace, const SimConfig& config) {
+  if (config.iterations < 1) return absl::InvalidArgumentError("iterations must be >= 1");
+  if (!(config.pcie_gbps > 0) || !(config.ssd_gbps > 0))
+    return absl::InvalidArgumentError("bandwidths must be > 0");
+  if (config.chunk_bytes == 0 || config.small_granularity == 0)
+    return absl::InvalidArgumentError("chunk and granularity must be > 0");
+  if (config.device_bytes == 0) return absl::InvalidArgumentError("device memory must be > 0");
+  Simulation sim(trace, config);
+  return sim.Run();
+}
+
+}  // namespace memvirt::policy

@@ -1,0 +1,238 @@
+// The lifetime policy. See MakeLifetimePolicy() in policy.h.
+//
+// Note [learning the iteration]
+//   Every step's block set is recorded. The recording of one iteration
+//   becomes the schedule when an OnIterationMark() arrives, or, without
+//   marks, when a step repeats the signature of the first recorded step (the
+//   kernel sequence started over). From then on each step is matched against
+//   the expected position of the schedule; a mismatch re-synchronizes to a
+//   position with the same signature if there is one, otherwise the policy
+//   falls back to LRU until the sequence is recognized again. An iteration
+//   with mismatches replaces the schedule at the next mark; without marks, a
+//   whole period out of sync restarts learning.
+//
+// Note [why an LRU shadow]
+//   An embedded LRU receives every event, so that a fallback decision is
+//   available at any moment without rebuilding state.
+
+#include <algorithm>
+
+#include "absl/container/flat_hash_map.h"
+#include "memvirt/policy/policy.h"
+#include "planner.h"
+#include "schedule.h"
+
+namespace memvirt::policy {
+namespace {
+
+using internal::Planner;
+using internal::Schedule;
+
+std::vector<BlockAccess> Merged(std::span<const BlockAccess> accesses) {
+  std::vector<BlockAccess> v(accesses.begin(), accesses.end());
+  std::sort(v.begin(), v.end(),
+            [](const BlockAccess& a, const BlockAccess& b) { return a.block < b.block; });
+  std::vector<BlockAccess> out;
+  out.reserve(v.size());
+  for (const BlockAccess& a : v) {
+    if (!out.empty() && out.back().block == a.block) {
+      out.back().mode = internal::CombineModes(out.back().mode, a.mode);
+    } else {
+      out.push_back(a);
+    }
+  }
+  return out;
+}
+
+class LifetimePolicy final : public Policy {
+ public:
+  explicit LifetimePolicy(const LifetimeOptions& options)
+      : options_(options), lru_(MakeLruPolicy()) {}
+
+  std::string_view name() const override { return "lifetime"; }
+
+  void OnAlloc(BlockId block, const BlockInfo& info) override {
+    lru_->OnAlloc(block, info);
+    blocks_[block] = Known{info.bytes, false};
+    sizes_[block] = info.bytes;
+    if (planner_) planner_->Alloc(block, info.bytes);
+  }
+  void OnFree(BlockId block) override {
+    lru_->OnFree(block);
+    blocks_.erase(block);
+    if (planner_) planner_->Free(block);
+  }
+  void OnResident(BlockId block) override {
+    lru_->OnResident(block);
+    auto it = blocks_.find(block);
+    if (it != blocks_.end()) it->second.resident = true;
+    if (planner_) planner_->Resident(block);
+  }
+  void OnEvicted(BlockId block) override {
+    lru_->OnEvicted(block);
+    auto it = blocks_.find(block);
+    if (it != blocks_.end()) it->second.resident = false;
+    if (planner_) planner_->Evicted(block);
+  }
+  void OnBudgetChange(uint64_t device_bytes) override {
+    budget_ = device_bytes;
+    lru_->OnBudgetChange(device_bytes);
+    if (planner_) planner_->SetBudget(device_bytes);
+  }
+  void OnStepDuration(Step step, double duration_us) override {
+    for (auto it = recording_.rbegin(); it != recording_.rend(); ++it) {
+      if (it->step == step) {
+        it->duration_us = duration_us;
+        return;
+      }
+      if (it->step < step) return;
+    }
+  }
+
+  void OnAccess(Step step, std::span<const BlockAccess> accesses) override {
+    lru_->OnAccess(step, accesses);
+    std::vector<BlockAccess> merged = Merged(accesses);
+    const uint64_t sig = internal::AccessSignature(merged);
+    if (!planner_ && !marks_seen_ && options_.detect_iterations && recording_.size() >= 2 &&
+        sig == first_signature_) {
+      // The sequence started over: the recording is one iteration.
+      Learn(std::move(recording_));
+      recording_.clear();
+      position_ = static_cast<int64_t>(schedule_->size());
+      planner_->Realign(position_);
+      in_sync_ = true;
+    } else if (planner_) {
+      Follow(sig);
+    }
+    if (recording_.empty()) first_signature_ = sig;
+    recording_.push_back(StepAccesses{step, std::move(merged), 0});
+  }
+
+  void OnIterationMark() override {
+    marks_seen_ = true;
+    if (!recording_.empty() && (!planner_ || mismatch_)) {
+      Learn(std::move(recording_));
+    }
+    recording_.clear();
+    mismatch_ = false;
+    if (planner_) {
+      // Next expected step: position 0 of the next iteration.
+      const int64_t n = static_cast<int64_t>(schedule_->size());
+      position_ = ((position_ + 1 + n - 1) / n) * n - 1;
+      if (position_ < n - 1) position_ = n - 1;
+      planner_->Realign(position_);
+      in_sync_ = true;
+      out_of_sync_steps_ = 0;
+    }
+  }
+
+  std::optional<BlockId> PickVictim(EvictablePredicate can_evict) override {
+    if (Planning()) return planner_->PickVictim(can_evict);
+    return lru_->PickVictim(can_evict);
+  }
+  std::optional<BlockId> PickVictimForPrefetch(EvictablePredicate can_evict,
+                                               BlockId incoming) override {
+    if (Planning()) return planner_->PickVictimForPrefetch(can_evict, incoming);
+    return std::nullopt;
+  }
+  std::vector<PrefetchRequest> PrefetchCandidates(uint64_t byte_limit) override {
+    if (Planning()) return planner_->Prefetch(byte_limit);
+    return {};
+  }
+  std::vector<BlockId> EvictAheadCandidates(EvictablePredicate can_evict,
+                                            uint64_t free_bytes) override {
+    if (Planning()) return planner_->EvictAhead(can_evict, free_bytes);
+    return {};
+  }
+  bool IsDead(BlockId block) const override { return Planning() && planner_->IsDead(block); }
+  bool NextAccessOverwrites(BlockId block) const override {
+    return Planning() && planner_->NextAccessOverwrites(block);
+  }
+  std::optional<uint64_t> NextUseDistance(BlockId block) const override {
+    if (Planning()) return planner_->NextUseDistance(block);
+    return std::nullopt;
+  }
+
+ private:
+  struct Known {
+    uint64_t bytes = 0;
+    bool resident = false;
+  };
+
+  bool Planning() const { return planner_ != nullptr && in_sync_; }
+
+  void Learn(std::vector<StepAccesses> steps) {
+    schedule_ = std::make_shared<Schedule>(std::move(steps));
+    planner_ = std::make_unique<Planner>(schedule_, /*cyclic=*/true, options_);
+    planner_->SetBudget(budget_);
+    // Deterministic registration order (the map's order is not).
+    std::vector<BlockId> ids;
+    ids.reserve(blocks_.size());
+    for (const auto& [id, k] : blocks_) ids.push_back(id);
+    std::sort(ids.begin(), ids.end());
+    for (const auto& [id, bytes] : sizes_) planner_->RememberSize(id, bytes);
+    for (BlockId id : ids) {
+      planner_->Alloc(id, blocks_[id].bytes);
+      if (blocks_[id].resident) planner_->Resident(id);
+    }
+  }
+
+  void Follow(uint64_t sig) {
+    const int64_t n = static_cast<int64_t>(schedule_->size());
+    const int64_t expected = position_ + 1;
+    const int64_t p = expected % n;
+    if (schedule_->signature(p) == sig) {
+      position_ = expected;
+      planner_->Advance(position_);
+      in_sync_ = true;
+      out_of_sync_steps_ = 0;
+      return;
+    }
+    mismatch_ = true;
+    const std::vector<uint64_t>* candidates = schedule_->PositionsWithSignature(sig);
+    if (candidates != nullptr && !candidates->empty()) {
+      // The nearest matching position at or after the expected one.
+      auto it = std::lower_bound(candidates->begin(), candidates->end(), static_cast<uint64_t>(p));
+      const int64_t q = static_cast<int64_t>(it != candidates->end() ? *it : candidates->front());
+      position_ = expected - p + q + (q < p ? n : 0);
+      planner_->Realign(position_);
+      in_sync_ = true;
+      out_of_sync_steps_ = 0;
+      return;
+    }
+    position_ = expected;
+    in_sync_ = false;
+    if (++out_of_sync_steps_ > n && !marks_seen_) {
+      // The workload changed: learn again from scratch.
+      planner_.reset();
+      schedule_.reset();
+      recording_.clear();
+      out_of_sync_steps_ = 0;
+    }
+  }
+
+  LifetimeOptions options_;
+  std::unique_ptr<Policy> lru_;
+  absl::flat_hash_map<BlockId, Known> blocks_;
+  absl::flat_hash_map<BlockId, uint64_t> sizes_;  // every block ever allocated
+  uint64_t budget_ = 0;
+
+  std::vector<StepAccesses> recording_;
+  uint64_t first_signature_ = 0;
+  bool marks_seen_ = false;
+  bool mismatch_ = false;
+
+  std::shared_ptr<const Schedule> schedule_;
+  std::unique_ptr<Planner> planner_;
+  int64_t position_ = -1;
+  bool in_sync_ = false;
+  int64_t out_of_sync_steps_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Policy> MakeLifetimePolicy(const LifetimeOptions& options) {
+  return std::make_unique<LifetimePolicy>(options);
+}
+
+}  // namespace memvirt::policy

@@ -1,0 +1,108 @@
+// Planner: victim choice, dead-data detection and prefetch planning against a
+// known schedule (the full future for Belady/MIN, the learned iteration for
+// the lifetime policy).
+//
+// Thread safety: not thread-safe; owned and serialized by one Policy.
+//
+// Note [victim rank]
+//   Resident blocks are kept in one ordered set by rank, largest evicted
+//   first: dead blocks (no future read before the next overwrite, or no
+//   future use at all) rank above every live block, and within each group
+//   the farther the next use the higher the rank. Dropping a dead block costs
+//   no traffic; among live blocks the farthest next use is MIN's choice.
+
+#ifndef MEMVIRT_POLICY_SRC_PLANNER_H_
+#define MEMVIRT_POLICY_SRC_PLANNER_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "memvirt/policy/policy.h"
+#include "schedule.h"
+
+namespace memvirt::policy::internal {
+
+class Planner {
+ public:
+  // REQUIRES: schedule non-null.
+  Planner(std::shared_ptr<const Schedule> schedule, bool cyclic, const LifetimeOptions& options);
+
+  void Alloc(BlockId block, uint64_t bytes);
+  void Free(BlockId block);
+  void Resident(BlockId block);
+  void Evicted(BlockId block);
+  void SetBudget(uint64_t device_bytes);
+  // Size of a block that is not allocated now (e.g. freed in the previous
+  // iteration): lets the lookahead count the memory of its rebirth.
+  void RememberSize(BlockId block, uint64_t bytes);
+
+  // The step at absolute position `position` was launched: the blocks it
+  // touches get their next use recomputed. REQUIRES: position > position().
+  void Advance(int64_t position);
+  // Jump to `position` (the step just launched) and recompute every block.
+  void Realign(int64_t position);
+  int64_t position() const { return position_; }
+
+  std::optional<BlockId> PickVictim(EvictablePredicate can_evict) const;
+  std::optional<BlockId> PickVictimForPrefetch(EvictablePredicate can_evict,
+                                               BlockId incoming) const;
+  std::vector<PrefetchRequest> Prefetch(uint64_t byte_limit) const;
+  std::vector<BlockId> EvictAhead(EvictablePredicate can_evict, uint64_t free_bytes) const;
+
+  bool IsDead(BlockId block) const;
+  bool NextAccessOverwrites(BlockId block) const;
+  std::optional<uint64_t> NextUseDistance(BlockId block) const;
+
+ private:
+  static constexpr uint64_t kNever = uint64_t{1} << 62;
+  static constexpr uint64_t kDeadBit = uint64_t{1} << 63;
+
+  struct Block {
+    bool allocated = false;
+    bool resident = false;
+    bool dead = false;
+    uint64_t bytes = 0;      // kept after Free() for the lookahead
+    uint64_t next = kNever;  // absolute position of the next use
+    AccessMode next_mode = AccessMode::kReadWrite;
+    uint64_t rank = 0;
+  };
+
+  // The lookahead window's plan (Note [prefetch lookahead]), cached until
+  // anything it depends on changes.
+  struct Window {
+    bool valid = false;
+    std::vector<PrefetchRequest> prefetch;  // all candidates, soonest first
+    uint64_t peak_shortfall = 0;            // memory needed beyond what is resident
+    uint32_t stamp = 0;                     // in-window blocks carry this stamp
+  };
+
+  Block* Find(BlockId id);
+  const Block* Find(BlockId id) const;
+  void Refresh(BlockId id, Block& b);
+  static uint64_t RankOf(const Block& b) { return b.dead ? (kDeadBit | b.next) : b.next; }
+  bool InWindow(BlockId id) const;
+  const Window& PlanWindow() const;
+  void Invalidate() { window_.valid = false; }
+
+  std::shared_ptr<const Schedule> schedule_;
+  bool cyclic_;
+  LifetimeOptions options_;
+  uint64_t budget_ = 0;
+  int64_t position_ = -1;
+  std::vector<Block> dense_;                     // blocks of the schedule, by dense index
+  absl::flat_hash_map<BlockId, Block> extra_;    // blocks the schedule does not know
+  std::set<std::pair<uint64_t, BlockId>> victims_;  // resident blocks by rank
+  mutable std::vector<uint32_t> stamps_;   // by dense index: touched by the window
+  mutable std::vector<uint32_t> counted_;  // by dense index: holding window memory
+  mutable uint32_t epoch_ = 0;
+  mutable Window window_;
+};
+
+}  // namespace memvirt::policy::internal
+
+#endif  // MEMVIRT_POLICY_SRC_PLANNER_H_

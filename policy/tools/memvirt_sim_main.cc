@@ -1,0 +1,117 @@
+// memvirt-sim: trace-driven paging simulator (see docs/policy.md).
+//
+//   memvirt-sim --trace FILE.jsonl[.gz] --policy lru|lifetime|belady
+//               --device-memory BYTES --host-memory BYTES --pcie-gbps X
+//               --ssd-gbps Y [--chunk 2M] [--iterations N] --json
+//
+// Prints one JSON object on stdout. Exit status: 0 success, 1 simulation or
+// trace error, 2 bad command line.
+
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <string>
+
+#include "memvirt/policy/simulator.h"
+#include "memvirt/trace/memtrace.h"
+#include "tools/cli_values.h"
+
+namespace {
+
+constexpr char kUsage[] =
+    "usage: memvirt-sim --trace FILE.jsonl[.gz] --policy lru|lifetime|belady\n"
+    "                   --device-memory BYTES --host-memory BYTES --pcie-gbps X --ssd-gbps Y\n"
+    "                   [--chunk BYTES (default 2M)] [--small-granularity BYTES (default 4K)]\n"
+    "                   [--iterations N (default 2)] --json\n"
+    "BYTES: K/M/G/T and Ki/Mi/Gi/Ti are binary, KB/MB/GB/TB decimal. GB/s are decimal.\n";
+
+int Usage(const std::string& error) {
+  std::fprintf(stderr, "memvirt-sim: %s\n%s", error.c_str(), kUsage);
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using memvirt::policy::ParseByteSize;
+  std::map<std::string, std::string> values;
+  bool json = false;
+  static const char* kValueFlags[] = {"--trace",    "--policy",   "--device-memory",
+                                      "--host-memory", "--pcie-gbps", "--ssd-gbps",
+                                      "--chunk",    "--iterations", "--small-granularity"};
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    if (arg == "--json") {
+      json = true;
+      continue;
+    }
+    std::string name = arg, value;
+    bool has_value = false;
+    if (size_t eq = arg.find('='); eq != std::string::npos) {
+      name = arg.substr(0, eq);
+      value = arg.substr(eq + 1);
+      has_value = true;
+    }
+    bool known = false;
+    for (const char* f : kValueFlags) known |= name == f;
+    if (!known) return Usage("unknown flag '" + arg + "'");
+    if (!has_value) {
+      if (i + 1 >= argc) return Usage("flag " + name + " needs a value");
+      value = argv[++i];
+    }
+    if (values.count(name)) return Usage("flag " + name + " given twice");
+    values[name] = value;
+  }
+  if (!json) return Usage("--json is required (JSON is the only output format)");
+  for (const char* required :
+       {"--trace", "--policy", "--device-memory", "--host-memory", "--pcie-gbps", "--ssd-gbps"}) {
+    if (!values.count(required)) return Usage(std::string("missing ") + required);
+  }
+  memvirt::policy::SimConfig config;
+  auto policy = memvirt::policy::ParsePolicyKind(values["--policy"]);
+  if (!policy.ok()) return Usage(std::string(policy.status().message()));
+  config.policy = *policy;
+  auto device = ParseByteSize(values["--device-memory"]);
+  if (!device.ok() || *device == 0) return Usage("--device-memory: bad or zero size");
+  config.device_bytes = *device;
+  auto host = ParseByteSize(values["--host-memory"]);
+  if (!host.ok()) return Usage("--host-memory: " + std::string(host.status().message()));
+  config.host_bytes = *host;
+  auto pcie = memvirt::policy::ParsePositiveNumber(values["--pcie-gbps"]);
+  if (!pcie.ok()) return Usage("--pcie-gbps: " + std::string(pcie.status().message()));
+  config.pcie_gbps = *pcie;
+  auto ssd = memvirt::policy::ParsePositiveNumber(values["--ssd-gbps"]);
+  if (!ssd.ok()) return Usage("--ssd-gbps: " + std::string(ssd.status().message()));
+  config.ssd_gbps = *ssd;
+  if (values.count("--chunk")) {
+    auto chunk = ParseByteSize(values["--chunk"]);
+    if (!chunk.ok() || *chunk == 0) return Usage("--chunk: bad or zero size");
+    config.chunk_bytes = *chunk;
+  }
+  if (values.count("--small-granularity")) {
+    auto g = ParseByteSize(values["--small-granularity"]);
+    if (!g.ok() || *g == 0) return Usage("--small-granularity: bad or zero size");
+    config.small_granularity = *g;
+  }
+  if (values.count("--iterations")) {
+    auto n = memvirt::policy::ParsePositiveInt(values["--iterations"]);
+    if (!n.ok()) return Usage("--iterations: " + std::string(n.status().message()));
+    config.iterations = *n;
+  }
+  auto trace = memvirt::trace::ReadTrace(values["--trace"]);
+  if (!trace.ok()) {
+    std::fprintf(stderr, "memvirt-sim: %s\n", std::string(trace.status().message()).c_str());
+    return 1;
+  }
+  auto result = memvirt::policy::Simulate(*trace, config);
+  if (!result.ok()) {
+    std::fprintf(stderr, "memvirt-sim: %s\n", std::string(result.status().message()).c_str());
+    return 1;
+  }
+  std::printf("%s\n", memvirt::policy::FormatResultJson(*result, config).c_str());
+  return 0;
+}

@@ -1,0 +1,97 @@
+// Hands out device addresses inside the VA reservation: size classes for
+// small blocks, chunk-aligned ranges for large ones. It only does address
+// arithmetic and bookkeeping in the ChunkTable; it never calls the driver.
+//
+// Thread safety: not thread-safe; ShimCore serializes calls.
+//
+// Note [size classes]
+//   Blocks up to kSmallMax bytes come from 2 MiB slab chunks of one class
+//   each (256 B steps up to 1 KiB, then four classes per power of two), so a
+//   warm alloc/free pair is a vector pop/push plus a bitmap update. A slab
+//   chunk never straddles two blocks, so residency of a small block is the
+//   residency of its one chunk. Slabs are kept once created (their chunks
+//   stay committed) which bounds fragmentation work at the cost of holding
+//   the high-water mark of small allocations.
+//
+// Note [large blocks]
+//   Larger blocks are rounded up to whole chunks and placed best-fit in a
+//   free-range map (coalescing on free), so every chunk of a large block
+//   belongs to that block alone and can be paged independently of others.
+#ifndef MEMVIRT_SHIM_CORE_BLOCK_ALLOCATOR_H_
+#define MEMVIRT_SHIM_CORE_BLOCK_ALLOCATOR_H_
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "shim/core/chunk_table.h"
+
+namespace memvirt::shim {
+
+class BlockAllocator {
+ public:
+  static constexpr uint64_t kSmallMax = 1ull << 20;
+  static constexpr uint64_t kMinAlign = 256;
+
+  // `table` must outlive the allocator. At most `max_committed_chunks` chunks
+  // are owned by live blocks or slabs at any time (the virtual capacity).
+  BlockAllocator(ChunkTable* table, uint32_t max_committed_chunks);
+
+  struct Allocation {
+    uint64_t offset = 0;          // from the reservation base
+    uint32_t new_first = kNoIndex;  // chunks newly committed by this call
+    uint32_t new_count = 0;
+  };
+  // Returns false if the request cannot be met within the capacity or VA.
+  // REQUIRES: bytes > 0.
+  bool Allocate(uint64_t bytes, Allocation* out);
+
+  struct Release {
+    uint64_t bytes = 0;            // usable bytes of the freed block
+    uint32_t freed_first = kNoIndex;  // chunks no longer owned by any block
+    uint32_t freed_count = 0;
+  };
+  // Frees the block starting at `offset`. Returns false if `offset` is not the
+  // start of a live block (the caller reports CUDA_ERROR_INVALID_VALUE).
+  bool Free(uint64_t offset, Release* out);
+
+  // For any address inside a live block: its start offset and usable size.
+  bool Lookup(uint64_t offset, uint64_t* block_offset, uint64_t* block_bytes) const;
+
+  uint32_t committed_chunks() const { return committed_; }
+  uint32_t max_committed_chunks() const { return max_committed_; }
+  uint64_t live_bytes() const { return live_bytes_; }
+
+  static int ClassOf(uint64_t bytes);  // -1 if larger than kSmallMax
+  static uint64_t ClassBytes(int size_class);
+  static int NumClasses();
+
+ private:
+  struct Slab {
+    uint32_t chunk = kNoIndex;
+    uint8_t size_class = 0;
+    uint32_t bump = 0;  // objects carved so far
+    uint32_t live = 0;
+    std::vector<uint64_t> live_bits;
+  };
+
+  bool AllocateRange(uint32_t count, uint32_t* first);
+  void FreeRange(uint32_t first, uint32_t count);
+  bool AllocateSmall(int size_class, uint64_t* offset, Allocation* out);
+
+  ChunkTable* table_;
+  uint32_t max_committed_;
+  uint32_t committed_ = 0;
+  uint64_t live_bytes_ = 0;
+  std::map<uint32_t, uint32_t> free_by_start_;          // start -> count
+  std::set<std::pair<uint32_t, uint32_t>> free_by_size_;  // (count, start)
+  std::vector<Slab> slabs_;
+  std::vector<std::vector<uint64_t>> class_free_;  // per class: free object offsets
+  std::vector<uint32_t> class_current_slab_;       // per class: slab being carved
+};
+
+}  // namespace memvirt::shim
+
+#endif  // MEMVIRT_SHIM_CORE_BLOCK_ALLOCATOR_H_

@@ -1,0 +1,140 @@
+#include "shim/core/block_allocator.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <set>
+
+namespace memvirt::shim {
+namespace {
+
+class BlockAllocatorTest : public ::testing::Test {
+ protected:
+  BlockAllocatorTest() : table_(0x10000000000ull, 64), alloc_(&table_, 48) {}
+  ChunkTable table_;
+  BlockAllocator alloc_;
+};
+
+TEST_F(BlockAllocatorTest, SizeClassesAreMonotonicAndCoverSmallRange) {
+  uint64_t prev = 0;
+  for (int c = 0; c < BlockAllocator::NumClasses(); ++c) {
+    EXPECT_GT(BlockAllocator::ClassBytes(c), prev);
+    EXPECT_EQ(BlockAllocator::ClassBytes(c) % BlockAllocator::kMinAlign, 0u);
+    prev = BlockAllocator::ClassBytes(c);
+  }
+  EXPECT_EQ(prev, BlockAllocator::kSmallMax);
+  for (uint64_t n : {1ull, 255ull, 256ull, 257ull, 1000ull, 70000ull, 1ull << 20}) {
+    const int c = BlockAllocator::ClassOf(n);
+    ASSERT_GE(c, 0);
+    EXPECT_GE(BlockAllocator::ClassBytes(c), n);
+    if (c > 0) {
+      EXPECT_LT(BlockAllocator::ClassBytes(c - 1), n);
+    }
+  }
+  EXPECT_EQ(BlockAllocator::ClassOf((1ull << 20) + 1), -1);
+}
+
+TEST_F(BlockAllocatorTest, SmallBlocksDoNotOverlapAndShareSlabs) {
+  std::set<uint64_t> offsets;
+  for (int i = 0; i < 1000; ++i) {
+    BlockAllocator::Allocation a;
+    ASSERT_TRUE(alloc_.Allocate(300, &a));
+    EXPECT_EQ(a.offset % 256, 0u);
+    EXPECT_TRUE(offsets.insert(a.offset).second);
+  }
+  // 1000 x 512 B fit in one 2 MiB slab.
+  EXPECT_EQ(alloc_.committed_chunks(), 1u);
+  uint64_t prev = 0;
+  for (uint64_t off : offsets) {
+    if (prev != 0) {
+      EXPECT_GE(off - prev, 512u);
+    }
+    prev = off;
+  }
+}
+
+TEST_F(BlockAllocatorTest, FreeThenAllocateReusesSmallBlock) {
+  BlockAllocator::Allocation a, b;
+  ASSERT_TRUE(alloc_.Allocate(4096, &a));
+  BlockAllocator::Release rel;
+  ASSERT_TRUE(alloc_.Free(a.offset, &rel));
+  EXPECT_EQ(rel.bytes, 4096u);
+  ASSERT_TRUE(alloc_.Allocate(4000, &b));
+  EXPECT_EQ(a.offset, b.offset);
+}
+
+TEST_F(BlockAllocatorTest, RejectsDoubleAndInteriorFree) {
+  BlockAllocator::Allocation a, big;
+  ASSERT_TRUE(alloc_.Allocate(1024, &a));
+  ASSERT_TRUE(alloc_.Allocate(5 << 20, &big));
+  BlockAllocator::Release rel;
+  EXPECT_FALSE(alloc_.Free(a.offset + 256, &rel));
+  EXPECT_FALSE(alloc_.Free(big.offset + kChunkBytes, &rel));
+  EXPECT_TRUE(alloc_.Free(a.offset, &rel));
+  EXPECT_FALSE(alloc_.Free(a.offset, &rel));
+  EXPECT_TRUE(alloc_.Free(big.offset, &rel));
+  EXPECT_EQ(rel.freed_count, 3u);
+  EXPECT_FALSE(alloc_.Free(big.offset, &rel));
+}
+
+TEST_F(BlockAllocatorTest, LargeBlocksAreChunkAlignedAndOwnTheirChunks) {
+  BlockAllocator::Allocation a;
+  ASSERT_TRUE(alloc_.Allocate((3 << 20) + 7, &a));
+  EXPECT_EQ(a.offset % kChunkBytes, 0u);
+  EXPECT_EQ(a.new_count, 2u);
+  const uint32_t first = static_cast<uint32_t>(a.offset >> kChunkShift);
+  for (uint32_t c = first; c < first + 2; ++c) {
+    EXPECT_EQ(table_[c].kind, ChunkKind::kLarge);
+    EXPECT_EQ(table_[c].owner_first, first);
+    EXPECT_EQ(table_[c].owner_count, 2u);
+  }
+  uint64_t base, bytes;
+  ASSERT_TRUE(alloc_.Lookup(a.offset + (3 << 20), &base, &bytes));
+  EXPECT_EQ(base, a.offset);
+  EXPECT_EQ(bytes, (3u << 20) + 7);
+  EXPECT_FALSE(alloc_.Lookup(a.offset + (3 << 20) + 7, &base, &bytes));  // past the end
+}
+
+TEST_F(BlockAllocatorTest, CapacityLimitsCommittedChunksAndFreeRestoresIt) {
+  std::vector<uint64_t> blocks;
+  BlockAllocator::Allocation a;
+  while (alloc_.Allocate(4 << 20, &a)) blocks.push_back(a.offset);
+  EXPECT_EQ(blocks.size(), 24u);  // 48 chunks of capacity
+  EXPECT_EQ(alloc_.committed_chunks(), 48u);
+  BlockAllocator::Release rel;
+  ASSERT_TRUE(alloc_.Free(blocks[3], &rel));
+  ASSERT_TRUE(alloc_.Free(blocks[4], &rel));
+  // Coalesced: an 8 MiB block fits where two 4 MiB blocks were.
+  ASSERT_TRUE(alloc_.Allocate(8 << 20, &a));
+  EXPECT_EQ(a.offset, blocks[3]);
+}
+
+TEST_F(BlockAllocatorTest, RandomizedAllocFreeKeepsBlocksDisjoint) {
+  std::mt19937_64 rng(7);
+  std::map<uint64_t, uint64_t> live;  // offset -> size
+  for (int i = 0; i < 20000; ++i) {
+    if (live.empty() || rng() % 2 == 0) {
+      uint64_t size = 1 + rng() % (rng() % 4 == 0 ? (6ull << 20) : 8192);
+      BlockAllocator::Allocation a;
+      if (!alloc_.Allocate(size, &a)) continue;
+      auto next = live.lower_bound(a.offset);
+      if (next != live.end()) {
+        ASSERT_LE(a.offset + size, next->first);
+      }
+      if (next != live.begin()) {
+        auto prev = std::prev(next);
+        ASSERT_LE(prev->first + prev->second, a.offset);
+      }
+      live[a.offset] = size;
+    } else {
+      auto it = live.begin();
+      std::advance(it, rng() % live.size());
+      BlockAllocator::Release rel;
+      ASSERT_TRUE(alloc_.Free(it->first, &rel));
+      live.erase(it);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace memvirt::shim

@@ -1,0 +1,89 @@
+// The chunk table: one entry per 2 MiB slot of the shim's VA reservation.
+//
+// Indexing is O(1): chunk = (ptr - base) >> 21. The allocator writes the
+// ownership fields (which block a chunk belongs to); the residency manager
+// writes the backing fields (where the chunk's bytes live now).
+//
+// Thread safety: not thread-safe; the owner (ShimCore) guards every access
+// with its mutex.
+#ifndef MEMVIRT_SHIM_CORE_CHUNK_TABLE_H_
+#define MEMVIRT_SHIM_CORE_CHUNK_TABLE_H_
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "shim/core/config.h"
+
+namespace memvirt::shim {
+
+inline constexpr uint32_t kNoIndex = 0xffffffffu;
+
+enum class ChunkKind : uint8_t {
+  kFree = 0,   // not part of any live block
+  kLarge = 1,  // part of a chunk-aligned block of owner_count chunks
+  kSlab = 2,   // holds small objects of one size class
+};
+
+enum class Residence : uint8_t {
+  kUnbacked = 0,  // no physical memory mapped at the chunk's VA
+  kDevice = 1,    // device physical chunk `phys` mapped
+  kHost = 2,      // host (HOST_NUMA) physical slot `phys` mapped: see Note [host mapping]
+};
+
+// Last use of a chunk by one tracked stream: (stream index, sequence number).
+struct StreamUse {
+  uint32_t stream = kNoIndex;
+  uint64_t seq = 0;
+};
+
+inline constexpr int kMaxUses = 4;
+
+struct ChunkEntry {
+  // Ownership (allocator).
+  ChunkKind kind = ChunkKind::kFree;
+  uint8_t size_class = 0;    // kSlab: size class index
+  uint32_t owner_first = kNoIndex;  // kLarge: first chunk of the block; kSlab: self
+  uint32_t owner_count = 0;         // kLarge: chunks in the block; kSlab: 1
+  uint32_t slab = kNoIndex;         // kSlab: index of the allocator's slab record
+  uint64_t block_bytes = 0;         // kLarge, at owner_first only: requested bytes
+
+  // Backing (residency manager).
+  Residence residence = Residence::kUnbacked;
+  bool live_data = false;    // contents may still be read (false once freed)
+  bool use_overflow = false; // more streams touched it than uses[] holds
+  uint8_t num_uses = 0;
+  uint32_t phys = kNoIndex;  // device handle index or host slot index
+  uint64_t fill_seq = 0;     // copy-stream sequence of the last page-in (0: none)
+  uint64_t stamp = 0;        // id of the last operation that touched it (deduplication)
+  StreamUse uses[kMaxUses];
+};
+
+class ChunkTable {
+ public:
+  ChunkTable() = default;
+  ChunkTable(CUdeviceptr base, uint32_t num_chunks) : base_(base), entries_(num_chunks) {}
+
+  CUdeviceptr base() const { return base_; }
+  uint32_t size() const { return static_cast<uint32_t>(entries_.size()); }
+  uint64_t bytes() const { return static_cast<uint64_t>(entries_.size()) << kChunkShift; }
+
+  // The one subtract-and-compare of the argument scan.
+  bool Contains(uint64_t ptr) const { return ptr - base_ < bytes(); }
+  uint32_t IndexOf(uint64_t ptr) const { return static_cast<uint32_t>((ptr - base_) >> kChunkShift); }
+  CUdeviceptr AddressOf(uint32_t index) const {
+    return base_ + (static_cast<uint64_t>(index) << kChunkShift);
+  }
+
+  ChunkEntry& operator[](uint32_t index) { return entries_[index]; }
+  const ChunkEntry& operator[](uint32_t index) const { return entries_[index]; }
+
+ private:
+  CUdeviceptr base_ = 0;
+  std::vector<ChunkEntry> entries_;
+};
+
+}  // namespace memvirt::shim
+
+#endif  // MEMVIRT_SHIM_CORE_CHUNK_TABLE_H_

@@ -1,0 +1,39 @@
+// Shim configuration, parsed from the environment (see docs/shim.md).
+//
+// Thread safety: ShimConfig is a plain value; ParseShimConfig is pure apart
+// from calling `getenv_fn`.
+#ifndef MEMVIRT_SHIM_CORE_CONFIG_H_
+#define MEMVIRT_SHIM_CORE_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+
+#include "shim/core/log.h"
+
+namespace memvirt::shim {
+
+inline constexpr uint64_t kChunkBytes = 2ull << 20;  // physical chunk size (2 MiB)
+inline constexpr int kChunkShift = 21;
+
+struct ShimConfig {
+  bool disabled = false;          // MEMSHIM_DISABLE=1: pure pass-through
+  uint64_t device_budget = 0;     // MEMSHIM_DEVICE_BUDGET; 0 = 90% of free at init
+  uint64_t host_budget = 0;       // MEMSHIM_HOST_BUDGET; 0 = half of physical RAM
+  uint64_t va_bytes = 0;          // MEMSHIM_VA_SIZE; 0 = derived from the budgets
+  std::string daemon_socket;      // MEMSHIM_DAEMON_SOCKET
+  std::string policy = "lru";     // MEMSHIM_POLICY: lru | lifetime
+  LogLevel log_level = LogLevel::kWarn;  // MEMSHIM_LOG
+  uint32_t event_batch = 32;      // MEMSHIM_EVENT_BATCH: launches per batched event
+};
+
+using GetEnvFn = const char* (*)(const char* name);
+
+// Parses byte sizes such as "512M", "3G", "1048576", "2.5G" (K/M/G/T, powers
+// of 1024). Returns false on malformed text.
+bool ParseBytes(const char* text, uint64_t* out);
+
+ShimConfig ParseShimConfig(GetEnvFn getenv_fn);
+
+}  // namespace memvirt::shim
+
+#endif  // MEMVIRT_SHIM_CORE_CONFIG_H_

@@ -1,0 +1,58 @@
+#include "shim/core/config.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+namespace memvirt::shim {
+namespace {
+
+std::map<std::string, std::string>* g_env = nullptr;
+const char* FakeGetenv(const char* name) {
+  auto it = g_env->find(name);
+  return it == g_env->end() ? nullptr : it->second.c_str();
+}
+
+TEST(ParseBytesTest, AcceptsSuffixes) {
+  uint64_t v = 0;
+  ASSERT_TRUE(ParseBytes("1048576", &v));
+  EXPECT_EQ(v, 1048576u);
+  ASSERT_TRUE(ParseBytes("512M", &v));
+  EXPECT_EQ(v, 512ull << 20);
+  ASSERT_TRUE(ParseBytes("3g", &v));
+  EXPECT_EQ(v, 3ull << 30);
+  ASSERT_TRUE(ParseBytes("1.5GiB", &v));
+  EXPECT_EQ(v, 3ull << 29);
+  ASSERT_TRUE(ParseBytes("64K", &v));
+  EXPECT_EQ(v, 64ull << 10);
+  EXPECT_FALSE(ParseBytes("", &v));
+  EXPECT_FALSE(ParseBytes("abc", &v));
+  EXPECT_FALSE(ParseBytes("12Q", &v));
+  EXPECT_FALSE(ParseBytes("-1", &v));
+}
+
+TEST(ShimConfigTest, ReadsEnvironment) {
+  std::map<std::string, std::string> env = {{"MEMSHIM_DISABLE", "1"},
+                                            {"MEMSHIM_DEVICE_BUDGET", "2G"},
+                                            {"MEMSHIM_HOST_BUDGET", "8G"},
+                                            {"MEMSHIM_LOG", "debug"},
+                                            {"MEMSHIM_POLICY", "lifetime"}};
+  g_env = &env;
+  ShimConfig c = ParseShimConfig(&FakeGetenv);
+  EXPECT_TRUE(c.disabled);
+  EXPECT_EQ(c.device_budget, 2ull << 30);
+  EXPECT_EQ(c.host_budget, 8ull << 30);
+  EXPECT_EQ(c.log_level, LogLevel::kDebug);
+  EXPECT_EQ(c.policy, "lifetime");
+  env = {{"MEMSHIM_DISABLE", "0"}, {"MEMSHIM_DEVICE_BUDGET", "junk"}};
+  c = ParseShimConfig(&FakeGetenv);
+  EXPECT_FALSE(c.disabled);
+  EXPECT_EQ(c.device_budget, 0u);
+  EXPECT_EQ(c.policy, "lru");
+  EXPECT_EQ(c.log_level, LogLevel::kWarn);
+  g_env = nullptr;
+}
+
+}  // namespace
+}  // namespace memvirt::shim

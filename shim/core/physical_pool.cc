@@ -1,0 +1,130 @@
+#include "shim/core/physical_pool.h"
+
+#include "shim/core/log.h"
+
+namespace memvirt::shim {
+
+PhysicalPool::PhysicalPool(const Driver* driver, CUdevice device, int host_numa_id)
+    : driver_(driver), device_id_(device), host_numa_id_(host_numa_id) {}
+
+PhysicalPool::~PhysicalPool() {
+  for (uint32_t i = 0; i < host_.size(); ++i) {
+    driver_->cuMemUnmap(mirror(i), kChunkBytes);
+    driver_->cuMemRelease(host_[i]);
+  }
+  if (mirror_bytes_ != 0) driver_->cuMemAddressFree(mirror_base_, mirror_bytes_);
+  for (CUmemGenericAllocationHandle h : device_) {
+    if (h != 0) driver_->cuMemRelease(h);
+  }
+}
+
+CUresult PhysicalPool::Init(uint32_t device_chunks, uint32_t host_chunks) {
+  device_limit_ = device_chunks;
+  if (host_chunks == 0) return CUDA_SUCCESS;
+  const uint64_t bytes = static_cast<uint64_t>(host_chunks) << kChunkShift;
+  CUresult r = driver_->cuMemAddressReserve(&mirror_base_, bytes, kChunkBytes, 0, 0);
+  if (r != CUDA_SUCCESS) {
+    MEMSHIM_LOG(kWarn, "cannot reserve %llu bytes for the host tier (%d); host tier disabled",
+                static_cast<unsigned long long>(bytes), r);
+    return r;
+  }
+  mirror_bytes_ = bytes;
+  host_limit_ = host_chunks;
+  return CUDA_SUCCESS;
+}
+
+CUresult PhysicalPool::MapAt(CUdeviceptr va, CUmemGenericAllocationHandle handle) {
+  CUresult r = driver_->cuMemMap(va, kChunkBytes, 0, handle, 0);
+  if (r != CUDA_SUCCESS) return r;
+  CUmemAccessDesc access = {};
+  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  access.location.id = device_id_;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  r = driver_->cuMemSetAccess(va, kChunkBytes, &access, 1);
+  if (r != CUDA_SUCCESS) driver_->cuMemUnmap(va, kChunkBytes);
+  return r;
+}
+
+CUresult PhysicalPool::UnmapAt(CUdeviceptr va) { return driver_->cuMemUnmap(va, kChunkBytes); }
+
+CUresult PhysicalPool::AcquireDevice(uint32_t* index) {
+  if (device_in_use_ >= device_limit_) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (!device_free_.empty()) {
+    *index = device_free_.back();
+    device_free_.pop_back();
+    ++device_in_use_;
+    return CUDA_SUCCESS;
+  }
+  CUmemAllocationProp prop = {};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = device_id_;
+  CUmemGenericAllocationHandle handle = 0;
+  CUresult r = driver_->cuMemCreate(&handle, kChunkBytes, &prop, 0);
+  if (r != CUDA_SUCCESS) return r == CUDA_ERROR_OUT_OF_MEMORY ? r : CUDA_ERROR_OUT_OF_MEMORY;
+  *index = static_cast<uint32_t>(device_.size());
+  device_.push_back(handle);
+  ++device_in_use_;
+  return CUDA_SUCCESS;
+}
+
+void PhysicalPool::ReleaseDevice(uint32_t index) {
+  --device_in_use_;
+  if (device_in_use_ + device_free_.size() + 1 > device_limit_) {
+    // Over budget (the budget shrank): give the memory back to the driver.
+    driver_->cuMemRelease(device_[index]);
+    device_[index] = 0;
+    ++device_destroyed_;
+    return;
+  }
+  device_free_.push_back(index);
+}
+
+void PhysicalPool::SetDeviceLimit(uint32_t chunks) {
+  device_limit_ = chunks;
+  while (!device_free_.empty() && device_in_use_ + device_free_.size() > device_limit_) {
+    uint32_t index = device_free_.back();
+    device_free_.pop_back();
+    driver_->cuMemRelease(device_[index]);
+    device_[index] = 0;
+    ++device_destroyed_;
+  }
+}
+
+CUresult PhysicalPool::AcquireHost(uint32_t* slot) {
+  if (!host_free_.empty()) {
+    *slot = host_free_.back();
+    host_free_.pop_back();
+    ++host_in_use_;
+    return CUDA_SUCCESS;
+  }
+  if (host_.size() >= host_limit_) return CUDA_ERROR_OUT_OF_MEMORY;
+  CUmemAllocationProp prop = {};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
+  prop.location.id = host_numa_id_;
+  CUmemGenericAllocationHandle handle = 0;
+  CUresult r = driver_->cuMemCreate(&handle, kChunkBytes, &prop, 0);
+  if (r != CUDA_SUCCESS) {
+    MEMSHIM_LOG(kWarn, "host-tier cuMemCreate failed (%d)", r);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  const uint32_t index = static_cast<uint32_t>(host_.size());
+  r = MapAt(mirror_base_ + (static_cast<uint64_t>(index) << kChunkShift), handle);
+  if (r != CUDA_SUCCESS) {
+    MEMSHIM_LOG(kWarn, "host-tier mirror map failed (%d)", r);
+    driver_->cuMemRelease(handle);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  host_.push_back(handle);
+  *slot = index;
+  ++host_in_use_;
+  return CUDA_SUCCESS;
+}
+
+void PhysicalPool::ReleaseHost(uint32_t slot) {
+  --host_in_use_;
+  host_free_.push_back(slot);
+}
+
+}  // namespace memvirt::shim

@@ -1,0 +1,82 @@
+// Physical memory the shim maps into its reservation, in 2 MiB units:
+// device chunks (cuMemCreate on the GPU) within the device budget, and host
+// slots (cuMemCreate with CU_MEM_LOCATION_TYPE_HOST_NUMA) within the host
+// budget. Both are created on first need and reused afterwards.
+//
+// Every host slot is also mapped permanently at its own address in a private
+// "mirror" reservation, so a chunk's bytes can be copied between the device
+// and the host with plain device-to-device copies on a stream.
+//
+// Thread safety: not thread-safe; ShimCore serializes calls.
+#ifndef MEMVIRT_SHIM_CORE_PHYSICAL_POOL_H_
+#define MEMVIRT_SHIM_CORE_PHYSICAL_POOL_H_
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "shim/core/config.h"
+#include "shim/driver/driver.h"
+
+namespace memvirt::shim {
+
+class PhysicalPool {
+ public:
+  PhysicalPool(const Driver* driver, CUdevice device, int host_numa_id);
+  ~PhysicalPool();
+  PhysicalPool(const PhysicalPool&) = delete;
+  PhysicalPool& operator=(const PhysicalPool&) = delete;
+
+  // Reserves the mirror range for `host_chunks` slots. A failure leaves the
+  // host tier empty (no eviction possible), which Init reports.
+  CUresult Init(uint32_t device_chunks, uint32_t host_chunks);
+
+  // Device chunks: CUDA_ERROR_OUT_OF_MEMORY when the budget is used up (the
+  // caller evicts and retries) or the driver refuses.
+  CUresult AcquireDevice(uint32_t* index);
+  void ReleaseDevice(uint32_t index);
+  CUmemGenericAllocationHandle device_handle(uint32_t index) const { return device_[index]; }
+
+  // Host slots: CUDA_ERROR_OUT_OF_MEMORY when the host budget is used up.
+  CUresult AcquireHost(uint32_t* slot);
+  void ReleaseHost(uint32_t slot);
+  CUmemGenericAllocationHandle host_handle(uint32_t slot) const { return host_[slot]; }
+  CUdeviceptr mirror(uint32_t slot) const {
+    return mirror_base_ + (static_cast<uint64_t>(slot) << kChunkShift);
+  }
+  bool host_tier_available() const { return host_limit_ > 0; }
+
+  // Maps `handle` at `va` (one chunk) with read/write access for the device.
+  CUresult MapAt(CUdeviceptr va, CUmemGenericAllocationHandle handle);
+  CUresult UnmapAt(CUdeviceptr va);
+
+  // Budget in device chunks. Lowering it below device_in_use() is allowed: the
+  // caller evicts until device_in_use() <= device_limit().
+  void SetDeviceLimit(uint32_t chunks);
+  uint32_t device_limit() const { return device_limit_; }
+  uint32_t device_in_use() const { return device_in_use_; }
+  uint32_t host_limit() const { return host_limit_; }
+  uint32_t host_in_use() const { return host_in_use_; }
+  uint64_t device_created() const { return device_.size() - device_destroyed_; }
+
+ private:
+  const Driver* driver_;
+  CUdevice device_id_;
+  int host_numa_id_;
+  uint32_t device_limit_ = 0;
+  uint32_t host_limit_ = 0;
+  uint32_t device_in_use_ = 0;
+  uint32_t host_in_use_ = 0;
+  uint64_t device_destroyed_ = 0;
+  std::vector<CUmemGenericAllocationHandle> device_;  // 0 = released
+  std::vector<uint32_t> device_free_;
+  std::vector<CUmemGenericAllocationHandle> host_;
+  std::vector<uint32_t> host_free_;
+  CUdeviceptr mirror_base_ = 0;
+  uint64_t mirror_bytes_ = 0;
+};
+
+}  // namespace memvirt::shim
+
+#endif  // MEMVIRT_SHIM_CORE_PHYSICAL_POOL_H_

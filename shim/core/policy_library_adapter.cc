@@ -1,0 +1,85 @@
+#include "shim/core/policy_library_adapter.h"
+
+#include <vector>
+
+#include "memvirt/policy/policy.h"
+#include "shim/core/config.h"
+
+namespace memvirt::shim {
+namespace {
+
+// Note [event protocol]
+//   The library requires OnAlloc before any event naming a block and nothing
+//   after OnFree. The core reports residency changes of freed chunks too
+//   (they are reclaimed later), so the adapter filters events by liveness.
+class PolicyLibraryAdapter : public ResidencyPolicy {
+ public:
+  PolicyLibraryAdapter(std::unique_ptr<policy::Policy> policy, std::string name,
+                       uint32_t num_chunks)
+      : policy_(std::move(policy)), name_(std::move(name)), live_(num_chunks, false) {}
+
+  const char* name() const override { return name_.c_str(); }
+
+  void OnAlloc(uint32_t chunk) override {
+    live_[chunk] = true;
+    policy::BlockInfo info;
+    info.bytes = kChunkBytes;
+    policy_->OnAlloc(chunk, info);
+  }
+  void OnFree(uint32_t chunk) override {
+    if (!live_[chunk]) return;
+    live_[chunk] = false;
+    policy_->OnFree(chunk);
+  }
+  void OnAccess(uint64_t step, const uint32_t* chunks, size_t count) override {
+    accesses_.clear();
+    for (size_t i = 0; i < count; ++i) {
+      if (live_[chunks[i]]) accesses_.push_back({chunks[i], policy::AccessMode::kReadWrite});
+    }
+    policy_->OnAccess(step, accesses_);
+  }
+  void OnResident(uint32_t chunk) override {
+    if (live_[chunk]) policy_->OnResident(chunk);
+  }
+  void OnEvicted(uint32_t chunk) override {
+    if (live_[chunk]) policy_->OnEvicted(chunk);
+  }
+  void OnBudgetChange(uint64_t device_bytes) override { policy_->OnBudgetChange(device_bytes); }
+  void OnIterationMark() override { policy_->OnIterationMark(); }
+
+  bool PickVictim(Eligible eligible, void* context, uint32_t* victim) override {
+    auto picked = policy_->PickVictim([&](policy::BlockId block) {
+      return block < live_.size() && live_[block] && eligible(context, static_cast<uint32_t>(block));
+    });
+    if (!picked) return false;
+    *victim = static_cast<uint32_t>(*picked);
+    return true;
+  }
+
+  std::vector<uint32_t> PrefetchCandidates(uint64_t byte_limit) override {
+    std::vector<uint32_t> out;
+    for (const policy::PrefetchRequest& r : policy_->PrefetchCandidates(byte_limit)) {
+      if (r.block < live_.size() && live_[r.block]) out.push_back(static_cast<uint32_t>(r.block));
+    }
+    return out;
+  }
+
+ private:
+  std::unique_ptr<policy::Policy> policy_;
+  std::string name_;
+  std::vector<bool> live_;
+  std::vector<policy::BlockAccess> accesses_;
+};
+
+}  // namespace
+
+std::unique_ptr<ResidencyPolicy> MakePolicyLibraryAdapter(const std::string& which,
+                                                          uint32_t num_chunks) {
+  if (which == "lifetime") {
+    return std::make_unique<PolicyLibraryAdapter>(policy::MakeLifetimePolicy(), "lifetime",
+                                                  num_chunks);
+  }
+  return std::make_unique<PolicyLibraryAdapter>(policy::MakeLruPolicy(), "lru", num_chunks);
+}
+
+}  // namespace memvirt::shim

@@ -1,0 +1,915 @@
+#include "shim/core/shim_core.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "shim/core/log.h"
+
+namespace memvirt::shim {
+namespace {
+
+constexpr uint64_t kGiB = 1ull << 30;
+constexpr uint64_t kDefaultVaCap = 512 * kGiB;
+constexpr uint32_t kMaxEvictBatch = 16;
+constexpr size_t kMaxPendingFrees = 256;
+
+uint64_t RoundUpChunks(uint64_t bytes) {
+  return (bytes + kChunkBytes - 1) & ~(kChunkBytes - 1);
+}
+
+uint64_t PhysicalRamBytes() {
+  long pages = sysconf(_SC_PHYS_PAGES);
+  long page = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return 8 * kGiB;
+  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
+}
+
+}  // namespace
+
+ShimCore::ShimCore(const Driver* driver, ControlPlane* control)
+    : driver_(driver), control_(control) {}
+
+CUresult ShimCore::Create(const Driver* driver, const CoreOptions& options, ControlPlane* control,
+                          std::unique_ptr<ShimCore>* out) {
+  std::unique_ptr<ShimCore> core(new ShimCore(driver, control));
+  CUresult r = driver->cuCtxGetCurrent(&core->context_);
+  if (r != CUDA_SUCCESS) return r;
+  if (core->context_ == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  if ((r = driver->cuCtxGetDevice(&core->device_)) != CUDA_SUCCESS) return r;
+
+  size_t free_bytes = 0, total_bytes = 0;
+  if ((r = driver->cuMemGetInfo_v2(&free_bytes, &total_bytes)) != CUDA_SUCCESS) return r;
+  const uint64_t local_device =
+      options.device_budget != 0 ? options.device_budget : free_bytes / 10 * 9;
+  const uint64_t local_host =
+      options.host_budget != 0 ? options.host_budget : PhysicalRamBytes() / 2;
+  const uint64_t device_budget = control->InitialDeviceBudget(local_device);
+  const uint64_t host_budget = control->InitialHostBudget(local_host);
+  const uint32_t device_chunks = static_cast<uint32_t>(device_budget >> kChunkShift);
+  const uint32_t host_chunks = static_cast<uint32_t>(host_budget >> kChunkShift);
+
+  uint64_t va = options.va_bytes;
+  if (va == 0) {
+    va = std::max<uint64_t>(kGiB, (device_budget + host_budget) / 4 * 5);
+    va = std::min(va, kDefaultVaCap);
+  }
+  va = RoundUpChunks(va);
+  if ((r = driver->cuMemAddressReserve(&core->base_, va, kChunkBytes, 0, 0)) != CUDA_SUCCESS) {
+    MEMSHIM_LOG(kError, "cannot reserve %llu bytes of device address space (%d)",
+                static_cast<unsigned long long>(va), r);
+    return r;
+  }
+  core->va_bytes_ = va;
+  if ((r = driver->cuStreamCreate(&core->copy_stream_, CU_STREAM_NON_BLOCKING)) != CUDA_SUCCESS) {
+    driver->cuMemAddressFree(core->base_, va);
+    core->va_bytes_ = 0;
+    return r;
+  }
+  int numa = 0;
+  if (driver->cuDeviceGetAttribute(&numa, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, core->device_) !=
+          CUDA_SUCCESS ||
+      numa < 0) {
+    numa = 0;
+  }
+
+  MutexLock lock(&core->mu_);
+  const uint32_t num_chunks = static_cast<uint32_t>(va >> kChunkShift);
+  core->table_ = ChunkTable(core->base_, num_chunks);
+  core->pool_ = std::make_unique<PhysicalPool>(driver, core->device_, numa);
+  core->pool_->Init(device_chunks, host_chunks);
+  core->device_budget_chunks_ = device_chunks;
+  const uint32_t capacity =
+      std::min<uint64_t>(num_chunks, static_cast<uint64_t>(device_chunks) +
+                                         core->pool_->host_limit());
+  core->allocator_ = std::make_unique<BlockAllocator>(&core->table_, capacity);
+  core->tracker_ = std::make_unique<StreamTracker>(driver, options.event_batch);
+  core->copy_index_ = core->tracker_->Adopt(core->copy_stream_);
+  core->policy_ = MakeResidencyPolicy(options.policy, num_chunks);
+  core->policy_->OnBudgetChange(device_budget);
+  MEMSHIM_LOG(kInfo,
+              "virtual device memory: %llu MiB device budget, %llu MiB host tier, %llu MiB "
+              "address space, policy %s",
+              static_cast<unsigned long long>(device_budget >> 20),
+              static_cast<unsigned long long>(host_budget >> 20),
+              static_cast<unsigned long long>(va >> 20), core->policy_->name());
+  ShimCore* raw = core.get();
+  control->OnBudgetChange([raw](uint64_t bytes) { raw->SetDeviceBudget(bytes); });
+  *out = std::move(core);
+  return CUDA_SUCCESS;
+}
+
+ShimCore::~ShimCore() {
+  {
+    MutexLock lock(&mu_);
+    if (tracker_ != nullptr) tracker_->WaitForAll();
+    for (uint32_t c = 0; c < table_.size(); ++c) {
+      if (table_[c].residence != Residence::kUnbacked) pool_->UnmapAt(table_.AddressOf(c));
+    }
+    tracker_.reset();
+    pool_.reset();
+  }
+  if (copy_stream_ != nullptr) driver_->cuStreamDestroy_v2(copy_stream_);
+  if (va_bytes_ != 0) driver_->cuMemAddressFree(base_, va_bytes_);
+}
+
+// ---- Memory management -------------------------------------------------------
+
+void ShimCore::OnChunksCommitted(uint32_t first, uint32_t count) {
+  for (uint32_t c = first; c < first + count; ++c) {
+    ChunkEntry& e = table_[c];
+    e.live_data = true;
+    if (e.residence == Residence::kUnbacked) ++unbacked_owned_;
+    policy_->OnAlloc(c);
+    if (e.residence == Residence::kDevice) policy_->OnResident(c);  // warm chunk
+  }
+}
+
+void ShimCore::OnChunksFreed(uint32_t first, uint32_t count) {
+  for (uint32_t c = first; c < first + count; ++c) {
+    ChunkEntry& e = table_[c];
+    e.live_data = false;
+    if (e.residence == Residence::kUnbacked) {
+      --unbacked_owned_;
+    } else {
+      dead_.push_back(c);
+    }
+    policy_->OnFree(c);
+  }
+}
+
+CUresult ShimCore::Alloc(CUdeviceptr* ptr, uint64_t bytes) {
+  if (ptr == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  MutexLock lock(&mu_);
+  ProcessDeferred();
+  BlockAllocator::Allocation a;
+  bool ok = allocator_->Allocate(bytes, &a);
+  if (!ok && !pending_frees_.empty()) {
+    for (const PendingFree& f : pending_frees_) tracker_->WaitFor(f.stream, f.seq);
+    ProcessDeferred();
+    ok = allocator_->Allocate(bytes, &a);
+  }
+  if (!ok) {
+    MEMSHIM_LOG(kInfo, "allocation of %llu bytes exceeds the virtual capacity",
+                static_cast<unsigned long long>(bytes));
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  if (a.new_count != 0) OnChunksCommitted(a.new_first, a.new_count);
+  *ptr = base_ + a.offset;
+  return CUDA_SUCCESS;
+}
+
+CUresult ShimCore::AllocPitch(CUdeviceptr* ptr, size_t* pitch, size_t width, size_t height,
+                              unsigned element_bytes) {
+  if (pitch == nullptr || width == 0 || height == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (element_bytes != 4 && element_bytes != 8 && element_bytes != 16) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  constexpr size_t kPitchAlign = 512;
+  const size_t row = (width + kPitchAlign - 1) / kPitchAlign * kPitchAlign;
+  CUresult r = Alloc(ptr, static_cast<uint64_t>(row) * height);
+  if (r == CUDA_SUCCESS) *pitch = row;
+  return r;
+}
+
+CUresult ShimCore::FreeLocked(uint64_t offset) {
+  BlockAllocator::Release rel;
+  if (!allocator_->Free(offset, &rel)) return CUDA_ERROR_INVALID_VALUE;
+  if (rel.freed_count != 0) OnChunksFreed(rel.freed_first, rel.freed_count);
+  return CUDA_SUCCESS;
+}
+
+CUresult ShimCore::Free(CUdeviceptr ptr) {
+  MutexLock lock(&mu_);
+  ProcessDeferred();
+  return FreeLocked(ptr - base_);
+}
+
+CUresult ShimCore::FreeAsync(CUdeviceptr ptr, CUstream stream, bool per_thread) {
+  MutexLock lock(&mu_);
+  uint64_t block = 0, bytes = 0;
+  const uint64_t offset = ptr - base_;
+  if (!allocator_->Lookup(offset, &block, &bytes) || block != offset) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  for (const PendingFree& f : pending_frees_) {
+    if (f.offset == offset) return CUDA_ERROR_INVALID_VALUE;  // double free
+  }
+  const uint32_t index = tracker_->IndexOf(stream, per_thread);
+  const uint64_t seq = tracker_->issued(index);
+  if (seq == 0 || tracker_->IsComplete(index, seq)) return FreeLocked(offset);
+  pending_frees_.push_back({offset, index, seq});
+  if (pending_frees_.size() > kMaxPendingFrees) {
+    CUevent ignored;
+    tracker_->Cover(index, seq, &ignored);
+  }
+  return CUDA_SUCCESS;
+}
+
+void ShimCore::ProcessDeferred() {
+  if (!pending_frees_.empty()) {
+    size_t k = 0;
+    for (size_t i = 0; i < pending_frees_.size(); ++i) {
+      const PendingFree f = pending_frees_[i];
+      if (tracker_->IsComplete(f.stream, f.seq)) {
+        FreeLocked(f.offset);
+      } else {
+        pending_frees_[k++] = f;
+      }
+    }
+    pending_frees_.resize(k);
+  }
+  if (!pending_host_.empty()) {
+    size_t k = 0;
+    for (size_t i = 0; i < pending_host_.size(); ++i) {
+      if (tracker_->IsComplete(copy_index_, pending_host_[i].copy_seq)) {
+        pool_->ReleaseHost(pending_host_[i].slot);
+      } else {
+        pending_host_[k++] = pending_host_[i];
+      }
+    }
+    pending_host_.resize(k);
+  }
+  if (!opaque_uses_.empty()) {
+    size_t k = 0;
+    for (size_t i = 0; i < opaque_uses_.size(); ++i) {
+      if (!tracker_->IsComplete(opaque_uses_[i].stream, opaque_uses_[i].seq)) {
+        opaque_uses_[k++] = opaque_uses_[i];
+      }
+    }
+    opaque_uses_.resize(k);
+  }
+}
+
+CUresult ShimCore::GetInfo(size_t* free, size_t* total) {
+  if (free == nullptr || total == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  MutexLock lock(&mu_);
+  const uint64_t capacity = static_cast<uint64_t>(allocator_->max_committed_chunks())
+                            << kChunkShift;
+  const uint64_t committed = static_cast<uint64_t>(allocator_->committed_chunks()) << kChunkShift;
+  *total = capacity;
+  *free = capacity > committed ? capacity - committed : 0;
+  return CUDA_SUCCESS;
+}
+
+CUresult ShimCore::GetAddressRange(CUdeviceptr* base, size_t* size, CUdeviceptr ptr) {
+  MutexLock lock(&mu_);
+  uint64_t block = 0, bytes = 0;
+  if (!allocator_->Lookup(ptr - base_, &block, &bytes)) return CUDA_ERROR_NOT_FOUND;
+  if (base != nullptr) *base = base_ + block;
+  if (size != nullptr) *size = bytes;
+  return CUDA_SUCCESS;
+}
+
+bool ShimCore::PointerAttribute(CUpointer_attribute attribute, void* data, CUdeviceptr ptr,
+                                CUresult* result) {
+  MutexLock lock(&mu_);
+  uint64_t block = 0, bytes = 0;
+  if (!allocator_->Lookup(ptr - base_, &block, &bytes)) {
+    *result = CUDA_ERROR_INVALID_VALUE;
+    return true;
+  }
+  if (data == nullptr) {
+    *result = CUDA_ERROR_INVALID_VALUE;
+    return true;
+  }
+  *result = CUDA_SUCCESS;
+  switch (attribute) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT:
+      *static_cast<CUcontext*>(data) = context_;
+      return true;
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+      *static_cast<unsigned int*>(data) = CU_MEMORYTYPE_DEVICE;
+      return true;
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+      *static_cast<CUdeviceptr*>(data) = ptr;
+      return true;
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+      *result = CUDA_ERROR_INVALID_VALUE;
+      return true;
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+      *static_cast<unsigned int*>(data) = 0;
+      return true;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+      *static_cast<int*>(data) = device_;
+      return true;
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+      *static_cast<CUdeviceptr*>(data) = base_ + block;
+      return true;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+      *static_cast<size_t*>(data) = bytes;
+      return true;
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+      *static_cast<unsigned long long*>(data) = base_ + block;
+      return true;
+    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
+      *static_cast<CUmemoryPool*>(data) = nullptr;
+      return true;
+    default:
+      return false;
+  }
+}
+
+// ---- Argument scanning ---------------------------------------------------------
+
+const ShimCore::ParamLayout& ShimCore::LayoutOf(CUfunction function) {
+  auto [it, inserted] = layouts_.try_emplace(function);
+  if (!inserted) return it->second;
+  ParamLayout& layout = it->second;
+  bool use_kernel = false;
+  for (size_t i = 0;; ++i) {
+    size_t offset = 0, size = 0;
+    CUresult r = CUDA_ERROR_NOT_SUPPORTED;
+    if (!use_kernel && driver_->cuFuncGetParamInfo != nullptr) {
+      r = driver_->cuFuncGetParamInfo(function, i, &offset, &size);
+    }
+    if (r != CUDA_SUCCESS && r != CUDA_ERROR_INVALID_VALUE && i == 0 &&
+        driver_->cuKernelGetParamInfo != nullptr) {
+      // CUDA 12+ lets a CUkernel be launched as a CUfunction.
+      use_kernel = true;
+      r = driver_->cuKernelGetParamInfo(reinterpret_cast<CUkernel>(function), i, &offset, &size);
+    } else if (use_kernel) {
+      r = driver_->cuKernelGetParamInfo(reinterpret_cast<CUkernel>(function), i, &offset, &size);
+    }
+    if (r == CUDA_SUCCESS) {
+      layout.params.emplace_back(static_cast<uint32_t>(offset), static_cast<uint32_t>(size));
+      continue;
+    }
+    layout.known = r == CUDA_ERROR_INVALID_VALUE;
+    if (!layout.known) {
+      MEMSHIM_LOG(kInfo, "no parameter info for kernel %p (%d): its launches are opaque",
+                  static_cast<void*>(function), r);
+    }
+    break;
+  }
+  return layout;
+}
+
+void ShimCore::TouchChunk(uint32_t chunk) {
+  ChunkEntry& e = table_[chunk];
+  if (e.stamp == stamp_) return;
+  e.stamp = stamp_;
+  touched_.push_back(chunk);
+}
+
+void ShimCore::TouchWord(uint64_t word) {
+  if (!table_.Contains(word)) return;  // one subtract-and-compare
+  const ChunkEntry& e = table_[table_.IndexOf(word)];
+  if (e.kind == ChunkKind::kFree) return;
+  const uint32_t first = e.owner_first;
+  if (table_[first].stamp == stamp_) return;  // whole block already touched
+  for (uint32_t c = first; c < first + e.owner_count; ++c) TouchChunk(c);
+}
+
+void ShimCore::TouchRange(const MemRange& range) {
+  if (range.bytes == 0 || !table_.Contains(range.ptr)) return;
+  const uint64_t end = std::min<uint64_t>(range.ptr - base_ + range.bytes, table_.bytes());
+  const uint32_t first = table_.IndexOf(range.ptr);
+  const uint32_t last = static_cast<uint32_t>((end - 1) >> kChunkShift);
+  for (uint32_t c = first; c <= last; ++c) {
+    if (table_[c].kind != ChunkKind::kFree) TouchChunk(c);
+  }
+}
+
+void ShimCore::ScanBytes(const void* data, size_t bytes) {
+  const char* p = static_cast<const char*>(data);
+  for (size_t off = 0; off + sizeof(uint64_t) <= bytes; off += sizeof(uint64_t)) {
+    uint64_t word;
+    memcpy(&word, p + off, sizeof(word));
+    TouchWord(word);
+  }
+}
+
+// ---- Residency -------------------------------------------------------------------
+
+bool ShimCore::IsCapturing(CUstream handle) {
+  if (captures_active_ == 0 || driver_->cuStreamIsCapturing == nullptr) return false;
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (driver_->cuStreamIsCapturing(handle, &status) != CUDA_SUCCESS) return false;
+  return status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+bool ShimCore::ChunkIdle(uint32_t chunk) {
+  ChunkEntry& e = table_[chunk];
+  if (e.fill_seq != 0 && !tracker_->IsComplete(copy_index_, e.fill_seq)) return false;
+  if (e.use_overflow) {
+    for (uint32_t s = 0; s < tracker_->num_streams(); ++s) {
+      if (!tracker_->IsComplete(s, tracker_->issued(s))) return false;
+    }
+    e.use_overflow = false;
+    e.num_uses = 0;
+  }
+  for (int i = 0; i < e.num_uses; ++i) {
+    if (!tracker_->IsComplete(e.uses[i].stream, e.uses[i].seq)) return false;
+  }
+  e.num_uses = 0;
+  for (const StreamUse& u : opaque_uses_) {
+    if (!tracker_->IsComplete(u.stream, u.seq)) return false;
+  }
+  return true;
+}
+
+void ShimCore::WaitChunkIdle(uint32_t chunk) {
+  ++stats_.host_waits;
+  ChunkEntry& e = table_[chunk];
+  if (e.fill_seq != 0) tracker_->WaitFor(copy_index_, e.fill_seq);
+  if (e.use_overflow) {
+    tracker_->WaitForAll();
+    e.use_overflow = false;
+    e.num_uses = 0;
+  }
+  for (int i = 0; i < e.num_uses; ++i) tracker_->WaitFor(e.uses[i].stream, e.uses[i].seq);
+  e.num_uses = 0;
+  for (const StreamUse& u : opaque_uses_) tracker_->WaitFor(u.stream, u.seq);
+}
+
+void ShimCore::AddUse(uint32_t chunk, uint32_t stream, uint64_t seq) {
+  ChunkEntry& e = table_[chunk];
+  for (int i = 0; i < e.num_uses; ++i) {
+    if (e.uses[i].stream == stream) {
+      e.uses[i].seq = seq;
+      return;
+    }
+  }
+  if (e.num_uses == kMaxUses) {
+    int k = 0;
+    for (int i = 0; i < e.num_uses; ++i) {
+      if (!tracker_->IsComplete(e.uses[i].stream, e.uses[i].seq)) e.uses[k++] = e.uses[i];
+    }
+    e.num_uses = static_cast<uint8_t>(k);
+  }
+  if (e.num_uses < kMaxUses) {
+    e.uses[e.num_uses++] = {stream, seq};
+  } else {
+    e.use_overflow = true;  // conservative: idle only once every stream drained
+  }
+}
+
+bool ShimCore::EligibleThunk(void* self, uint32_t chunk) {
+  ShimCore* core = static_cast<ShimCore*>(self);
+  const ChunkEntry& e = core->table_[chunk];
+  if (e.residence != Residence::kDevice || e.stamp == core->stamp_) return false;
+  return !core->require_idle_ || core->ChunkIdle(chunk);
+}
+
+bool ShimCore::ReclaimDead(bool device, bool host) {
+  size_t k = 0;
+  bool reclaimed = false;
+  for (size_t i = 0; i < dead_.size(); ++i) {
+    const uint32_t c = dead_[i];
+    ChunkEntry& e = table_[c];
+    if (e.kind != ChunkKind::kFree || e.residence == Residence::kUnbacked) continue;  // drop
+    const bool wanted = (device && e.residence == Residence::kDevice) ||
+                        (host && e.residence == Residence::kHost);
+    if (reclaimed || !wanted || !ChunkIdle(c)) {
+      dead_[k++] = c;
+      continue;
+    }
+    pool_->UnmapAt(table_.AddressOf(c));
+    if (e.residence == Residence::kDevice) {
+      pool_->ReleaseDevice(e.phys);
+    } else {
+      pool_->ReleaseHost(e.phys);
+    }
+    e.residence = Residence::kUnbacked;
+    policy_->OnEvicted(c);
+    ++stats_.drops;
+    reclaimed = true;
+  }
+  dead_.resize(k);
+  return reclaimed;
+}
+
+uint32_t ShimCore::EvictBatch(const std::vector<uint32_t>& victims) {
+  std::vector<std::pair<uint32_t, uint32_t>> moves;  // (chunk, host slot)
+  std::vector<uint32_t> drops;
+  for (uint32_t v : victims) {
+    ChunkEntry& e = table_[v];
+    if (!e.live_data) {
+      drops.push_back(v);
+      continue;
+    }
+    uint32_t slot;
+    if (AcquireHost(&slot) != CUDA_SUCCESS) break;
+    CUresult r = driver_->cuMemcpyDtoDAsync_v2(pool_->mirror(slot), table_.AddressOf(v),
+                                               kChunkBytes, copy_stream_);
+    if (r != CUDA_SUCCESS) {
+      MEMSHIM_LOG(kError, "page-out copy failed (%d); chunk stays on the device", r);
+      pool_->ReleaseHost(slot);
+      break;
+    }
+    moves.emplace_back(v, slot);
+  }
+  if (!moves.empty()) {
+    const uint64_t seq = tracker_->Issue(copy_index_);
+    ++stats_.host_waits;
+    if (tracker_->WaitFor(copy_index_, seq) != CUDA_SUCCESS) {
+      MEMSHIM_LOG(kError, "page-out copy did not complete cleanly");
+    }
+  }
+  uint32_t done = 0;
+  for (auto [v, slot] : moves) {
+    ChunkEntry& e = table_[v];
+    const CUdeviceptr va = table_.AddressOf(v);
+    CUresult r = pool_->UnmapAt(va);
+    if (r == CUDA_SUCCESS) r = pool_->MapAt(va, pool_->host_handle(slot));
+    if (r != CUDA_SUCCESS) {
+      MEMSHIM_LOG(kError, "remapping an evicted chunk failed (%d)", r);
+      pool_->MapAt(va, pool_->device_handle(e.phys));
+      pool_->ReleaseHost(slot);
+      continue;
+    }
+    pool_->ReleaseDevice(e.phys);
+    e.residence = Residence::kHost;
+    e.phys = slot;
+    policy_->OnEvicted(v);
+    ++stats_.evictions;
+    ++done;
+  }
+  for (uint32_t v : drops) {
+    ChunkEntry& e = table_[v];
+    if (pool_->UnmapAt(table_.AddressOf(v)) != CUDA_SUCCESS) continue;
+    pool_->ReleaseDevice(e.phys);
+    e.residence = Residence::kUnbacked;
+    if (e.kind != ChunkKind::kFree) ++unbacked_owned_;
+    policy_->OnEvicted(v);
+    ++stats_.drops;
+    ++done;
+  }
+  return done;
+}
+
+bool ShimCore::EvictSome(uint32_t want) {
+  if (ReclaimDead(/*device=*/true, /*host=*/false)) return true;
+  want = std::clamp<uint32_t>(want, 1, kMaxEvictBatch);
+  std::vector<uint32_t> victims;
+  require_idle_ = true;
+  uint32_t v;
+  while (victims.size() < want && policy_->PickVictim(&EligibleThunk, this, &v)) {
+    victims.push_back(v);
+    table_[v].stamp = stamp_;  // not picked twice; restored below
+  }
+  if (victims.empty()) {
+    // Make finished work visible (events on streams with uncovered work),
+    // then look again before waiting.
+    tracker_->CoverAll();
+    if (ReclaimDead(/*device=*/true, /*host=*/false)) return true;
+    while (victims.size() < want && policy_->PickVictim(&EligibleThunk, this, &v)) {
+      victims.push_back(v);
+      table_[v].stamp = stamp_;
+    }
+  }
+  if (victims.empty()) {
+    // Everything evictable is still in use: wait for the best candidate.
+    require_idle_ = false;
+    if (policy_->PickVictim(&EligibleThunk, this, &v)) {
+      WaitChunkIdle(v);
+      victims.push_back(v);
+    }
+    require_idle_ = true;
+  }
+  for (uint32_t c : victims) table_[c].stamp = 0;
+  if (victims.empty()) return false;
+  return EvictBatch(victims) > 0;
+}
+
+CUresult ShimCore::AcquireHost(uint32_t* slot) {
+  if (pool_->AcquireHost(slot) == CUDA_SUCCESS) return CUDA_SUCCESS;
+  ProcessDeferred();
+  if (pool_->AcquireHost(slot) == CUDA_SUCCESS) return CUDA_SUCCESS;
+  if (ReclaimDead(/*device=*/false, /*host=*/true) && pool_->AcquireHost(slot) == CUDA_SUCCESS) {
+    return CUDA_SUCCESS;
+  }
+  if (!pending_host_.empty()) {
+    tracker_->WaitFor(copy_index_, pending_host_.back().copy_seq);
+    ProcessDeferred();
+    if (pool_->AcquireHost(slot) == CUDA_SUCCESS) return CUDA_SUCCESS;
+  }
+  return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+CUresult ShimCore::AcquireDevice(uint32_t* index, bool may_evict) {
+  uint32_t pressure = 1;
+  for (;;) {
+    if (pool_->AcquireDevice(index) == CUDA_SUCCESS) return CUDA_SUCCESS;
+    if (!may_evict) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (!EvictSome(pressure)) return CUDA_ERROR_OUT_OF_MEMORY;
+    pressure = kMaxEvictBatch / 2;  // under pressure: evict in batches
+  }
+}
+
+CUresult ShimCore::PageIn(uint32_t chunk, bool may_evict) {
+  ChunkEntry& e = table_[chunk];
+  const CUdeviceptr va = table_.AddressOf(chunk);
+  if (e.residence == Residence::kHost && !ChunkIdle(chunk)) {
+    if (!may_evict) return CUDA_ERROR_NOT_READY;
+    WaitChunkIdle(chunk);  // its host mapping may still be in use
+  }
+  uint32_t dev = 0;
+  CUresult r = AcquireDevice(&dev, may_evict);
+  if (r != CUDA_SUCCESS) {
+    if (!may_evict) return r;
+    if (e.residence == Residence::kHost) {
+      ++stats_.host_fallbacks;  // runs from host memory; see Note [host mapping]
+      return CUDA_SUCCESS;
+    }
+    uint32_t slot;
+    if (AcquireHost(&slot) != CUDA_SUCCESS) return CUDA_ERROR_OUT_OF_MEMORY;
+    if ((r = pool_->MapAt(va, pool_->host_handle(slot))) != CUDA_SUCCESS) {
+      pool_->ReleaseHost(slot);
+      return r;
+    }
+    e.residence = Residence::kHost;
+    e.phys = slot;
+    if (e.kind != ChunkKind::kFree) --unbacked_owned_;
+    ++stats_.host_fallbacks;
+    return CUDA_SUCCESS;
+  }
+  if (e.residence == Residence::kHost) {
+    if ((r = pool_->UnmapAt(va)) != CUDA_SUCCESS) {
+      MEMSHIM_LOG(kError, "unmapping a host-tier chunk failed (%d)", r);
+      pool_->ReleaseDevice(dev);
+      return r;
+    }
+    if ((r = pool_->MapAt(va, pool_->device_handle(dev))) != CUDA_SUCCESS) {
+      MEMSHIM_LOG(kError, "mapping a device chunk failed (%d); chunk stays in host memory", r);
+      pool_->MapAt(va, pool_->host_handle(e.phys));
+      pool_->ReleaseDevice(dev);
+      return CUDA_SUCCESS;
+    }
+    if (e.live_data) {
+      r = driver_->cuMemcpyDtoDAsync_v2(va, pool_->mirror(e.phys), kChunkBytes, copy_stream_);
+      if (r != CUDA_SUCCESS) MEMSHIM_LOG(kError, "page-in copy failed (%d)", r);
+    }
+    filled_.push_back(chunk);
+    releasing_.push_back(e.phys);
+    ++stats_.page_ins;
+  } else {
+    if ((r = pool_->MapAt(va, pool_->device_handle(dev))) != CUDA_SUCCESS) {
+      MEMSHIM_LOG(kError, "mapping a device chunk failed (%d)", r);
+      pool_->ReleaseDevice(dev);
+      return r;
+    }
+    if (e.kind != ChunkKind::kFree) --unbacked_owned_;
+    ++stats_.first_touches;
+  }
+  e.residence = Residence::kDevice;
+  e.phys = dev;
+  policy_->OnResident(chunk);
+  return CUDA_SUCCESS;
+}
+
+CUresult ShimCore::MakeResident(uint32_t stream, bool host_wait, bool capturing,
+                                Ticket* ticket) {
+  const uint64_t step = ++step_;
+  policy_->OnAccess(step, touched_.data(), touched_.size());
+  filled_.clear();
+  releasing_.clear();
+  CUresult result = CUDA_SUCCESS;
+  for (size_t i = 0; i < touched_.size(); ++i) {
+    const uint32_t c = touched_[i];
+    if (table_[c].residence == Residence::kDevice) continue;
+    CUresult r = PageIn(c, /*may_evict=*/true);
+    if (r != CUDA_SUCCESS) {
+      result = r;
+      break;
+    }
+  }
+  if (result == CUDA_SUCCESS && pool_->device_in_use() < pool_->device_limit()) {
+    const uint64_t room =
+        static_cast<uint64_t>(pool_->device_limit() - pool_->device_in_use()) << kChunkShift;
+    for (uint32_t c : policy_->PrefetchCandidates(room)) {
+      const ChunkEntry& e = table_[c];
+      if (e.kind == ChunkKind::kFree || e.residence != Residence::kHost) continue;
+      if (PageIn(c, /*may_evict=*/false) != CUDA_SUCCESS) break;
+      ++stats_.prefetches;
+    }
+  }
+  if (!filled_.empty()) {
+    const uint64_t copy_seq = tracker_->Issue(copy_index_);
+    for (uint32_t c : filled_) table_[c].fill_seq = copy_seq;
+    for (uint32_t slot : releasing_) pending_host_.push_back({slot, copy_seq});
+  }
+  uint64_t need = 0;
+  for (uint32_t c : touched_) {
+    const uint64_t fill = table_[c].fill_seq;
+    if (fill > need && !tracker_->IsComplete(copy_index_, fill)) need = fill;
+  }
+  if (need != 0) {
+    CUevent event = nullptr;
+    CUresult r = tracker_->Cover(copy_index_, need, &event);
+    if (r == CUDA_SUCCESS && event != nullptr) {
+      if (host_wait || capturing) {
+        ++stats_.host_waits;
+        r = driver_->cuEventSynchronize(event);
+      } else {
+        r = driver_->cuStreamWaitEvent(tracker_->HandleOf(stream), event, 0);
+      }
+    }
+    if (r != CUDA_SUCCESS) {
+      MEMSHIM_LOG(kWarn, "ordering a launch after its page-ins failed (%d); waiting on the host",
+                  r);
+      tracker_->WaitFor(copy_index_, need);
+    }
+  }
+  if (!capturing) {
+    const uint64_t seq = tracker_->Issue(stream);
+    for (uint32_t c : touched_) AddUse(c, stream, seq);
+    ticket->window = tracker_->EnqueueCounter(stream);
+    ticket->window->fetch_add(1, std::memory_order_acq_rel);
+  }
+  return result;
+}
+
+CUresult ShimCore::BackAllOwned() {
+  if (unbacked_owned_ == 0) return CUDA_SUCCESS;
+  for (uint32_t c = 0; c < table_.size() && unbacked_owned_ > 0; ++c) {
+    const ChunkEntry& e = table_[c];
+    if (e.kind == ChunkKind::kFree || e.residence != Residence::kUnbacked) continue;
+    TouchChunk(c);  // protect it from eviction by the chunks backed after it
+    CUresult r = PageIn(c, /*may_evict=*/true);
+    if (r != CUDA_SUCCESS) return r;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult ShimCore::BeforeLaunch(CUfunction function, void** params, void** extra, CUstream stream,
+                                bool per_thread, Ticket* ticket) {
+  MutexLock lock(&mu_);
+  ++stats_.launches;
+  ProcessDeferred();
+  ++stamp_;
+  touched_.clear();
+  bool decodable = true;
+  if (params != nullptr) {
+    const ParamLayout& layout = LayoutOf(function);
+    decodable = layout.known;
+    if (decodable) {
+      for (size_t i = 0; i < layout.params.size(); ++i) {
+        if (params[i] != nullptr) ScanBytes(params[i], layout.params[i].second);
+      }
+    }
+  } else if (extra != nullptr) {
+    const void* buffer = nullptr;
+    size_t bytes = 0;
+    for (void** e = extra; *e != CU_LAUNCH_PARAM_END; e += 2) {
+      if (e[0] == CU_LAUNCH_PARAM_BUFFER_POINTER) {
+        buffer = e[1];
+      } else if (e[0] == CU_LAUNCH_PARAM_BUFFER_SIZE) {
+        bytes = *static_cast<const size_t*>(e[1]);
+      } else {
+        decodable = false;
+        break;
+      }
+    }
+    if (decodable && buffer != nullptr) ScanBytes(buffer, bytes);
+  }
+  const uint32_t index = tracker_->IndexOf(stream, per_thread);
+  const bool capturing = IsCapturing(tracker_->HandleOf(index));
+  if (!decodable) return OpaqueLocked(index, capturing, ticket);
+  return MakeResident(index, /*host_wait=*/false, capturing, ticket);
+}
+
+CUresult ShimCore::OpaqueLocked(uint32_t index, bool capturing, Ticket* ticket) {
+  ++stats_.opaque_launches;
+  touched_.clear();
+  CUresult r = BackAllOwned();
+  if (r != CUDA_SUCCESS) return r;
+  touched_.clear();
+  // Wait for every fill, then count the launch as a use of every chunk.
+  const uint64_t all = tracker_->issued(copy_index_);
+  if (all != 0 && !tracker_->IsComplete(copy_index_, all)) {
+    CUevent event = nullptr;
+    if (tracker_->Cover(copy_index_, all, &event) == CUDA_SUCCESS && event != nullptr) {
+      if (capturing ||
+          driver_->cuStreamWaitEvent(tracker_->HandleOf(index), event, 0) != CUDA_SUCCESS) {
+        tracker_->WaitFor(copy_index_, all);
+      }
+    }
+  }
+  if (capturing) return CUDA_SUCCESS;
+  const uint64_t seq = tracker_->Issue(index);
+  bool found = false;
+  for (StreamUse& u : opaque_uses_) {
+    if (u.stream == index) {
+      u.seq = seq;
+      found = true;
+    }
+  }
+  if (!found) opaque_uses_.push_back({index, seq});
+  ticket->window = tracker_->EnqueueCounter(index);
+  ticket->window->fetch_add(1, std::memory_order_acq_rel);
+  return CUDA_SUCCESS;
+}
+
+CUresult ShimCore::BeforeOpaque(CUstream stream, bool per_thread, Ticket* ticket) {
+  MutexLock lock(&mu_);
+  ++stats_.launches;
+  ProcessDeferred();
+  ++stamp_;
+  const uint32_t index = tracker_->IndexOf(stream, per_thread);
+  return OpaqueLocked(index, IsCapturing(tracker_->HandleOf(index)), ticket);
+}
+
+CUresult ShimCore::BeforeAccess(const MemRange* ranges, int count, CUstream stream,
+                                bool per_thread, bool synchronous, Ticket* ticket) {
+  MutexLock lock(&mu_);
+  ProcessDeferred();
+  ++stamp_;
+  touched_.clear();
+  for (int i = 0; i < count; ++i) TouchRange(ranges[i]);
+  if (touched_.empty()) return CUDA_SUCCESS;
+  const uint32_t index = tracker_->IndexOf(stream, per_thread);
+  const bool capturing = IsCapturing(tracker_->HandleOf(index));
+  return MakeResident(index, synchronous, capturing, ticket);
+}
+
+// ---- Streams, capture, budgets ----------------------------------------------------
+
+void ShimCore::OnStreamDestroy(CUstream stream, bool per_thread) {
+  MutexLock lock(&mu_);
+  tracker_->Retire(stream, per_thread);
+}
+
+void ShimCore::OnCaptureBegin(CUstream stream, bool per_thread) {
+  MutexLock lock(&mu_);
+  ++captures_active_;
+  // Cover everything issued so far: no event is recorded on it during capture.
+  const uint32_t index = tracker_->IndexOf(stream, per_thread);
+  CUevent ignored;
+  tracker_->Cover(index, tracker_->issued(index), &ignored);
+}
+
+void ShimCore::OnCaptureEnd() {
+  MutexLock lock(&mu_);
+  if (captures_active_ > 0) --captures_active_;
+}
+
+void ShimCore::EnforceDeviceLimit() {
+  const uint64_t pinned_chunks = RoundUpChunks(app_pinned_bytes_) >> kChunkShift;
+  const uint32_t limit = pinned_chunks >= device_budget_chunks_
+                             ? 0
+                             : static_cast<uint32_t>(device_budget_chunks_ - pinned_chunks);
+  pool_->SetDeviceLimit(limit);
+  ++stamp_;  // nothing is protected
+  while (pool_->device_in_use() > pool_->device_limit()) {
+    if (!EvictSome(pool_->device_in_use() - pool_->device_limit())) {
+      MEMSHIM_LOG(kWarn, "cannot shrink below %u device chunks yet", pool_->device_in_use());
+      break;
+    }
+  }
+  pool_->SetDeviceLimit(limit);
+}
+
+void ShimCore::SetDeviceBudget(uint64_t bytes) {
+  MutexLock lock(&mu_);
+  device_budget_chunks_ = static_cast<uint32_t>(bytes >> kChunkShift);
+  policy_->OnBudgetChange(bytes);
+  EnforceDeviceLimit();
+}
+
+void ShimCore::OnAppPhysicalCreate(CUmemGenericAllocationHandle handle, uint64_t bytes) {
+  MutexLock lock(&mu_);
+  app_handles_[handle] = bytes;
+  app_pinned_bytes_ += bytes;
+  EnforceDeviceLimit();
+}
+
+void ShimCore::OnAppPhysicalRelease(CUmemGenericAllocationHandle handle) {
+  MutexLock lock(&mu_);
+  auto it = app_handles_.find(handle);
+  if (it == app_handles_.end()) return;
+  app_pinned_bytes_ -= it->second;
+  app_handles_.erase(it);
+  EnforceDeviceLimit();
+}
+
+CUresult ShimCore::Synchronize() {
+  MutexLock lock(&mu_);
+  CUresult r = tracker_->WaitForAll();
+  ProcessDeferred();
+  return r;
+}
+
+CoreStats ShimCore::stats() {
+  MutexLock lock(&mu_);
+  CoreStats s = stats_;
+  s.events_recorded = tracker_->events_recorded();
+  s.device_chunks_in_use = pool_->device_in_use();
+  s.device_chunk_limit = pool_->device_limit();
+  s.host_slots_in_use = pool_->host_in_use();
+  s.host_slot_limit = pool_->host_limit();
+  s.committed_chunks = allocator_->committed_chunks();
+  s.live_bytes = allocator_->live_bytes();
+  return s;
+}
+
+Residence ShimCore::ResidenceOf(CUdeviceptr ptr) {
+  MutexLock lock(&mu_);
+  if (!table_.Contains(ptr)) return Residence::kUnbacked;
+  return table_[table_.IndexOf(ptr)].residence;
+}
+
+}  // namespace memvirt::shim

@@ -1,0 +1,247 @@
+// ShimCore: virtual device memory for one process and one device.
+//
+// Owns the VA reservation, the block allocator, the chunk table, physical
+// chunks (device and host tier), stream sequence tracking and the policy. The
+// hook layer calls it around every intercepted driver call; it reaches the
+// driver only through the injected Driver table.
+//
+// Thread safety: every public method is thread-safe (one internal mutex).
+// Owns() and the Ticket returned by the Before*() calls may be used without
+// the lock. Before*() must be followed by exactly one AfterEnqueue() with the
+// same ticket once the real driver call has returned (see Note [enqueue
+// window] in stream_tracker.h).
+//
+// Note [host mapping]
+//   An evicted chunk is not left unmapped: its bytes are copied into a host
+//   slot (physical memory created with CU_MEM_LOCATION_TYPE_HOST_NUMA) and
+//   that slot is mapped at the chunk's own address. A kernel whose arguments
+//   the shim cannot decode, a pointer stored inside device memory, or a graph
+//   launch therefore never faults: at worst it reads host memory over the
+//   interconnect. The cost is one extra cuMemMap/cuMemUnmap pair per page
+//   transition and that "opaque" launches count as a use of every chunk (no
+//   chunk they may touch is remapped until they completed).
+//
+// Note [residency before launch]
+//   Before a launch, copy or memset, every chunk it can touch is made
+//   device-resident: a free or evicted device chunk is mapped at the chunk's
+//   address and, if the chunk held data in the host tier, filled on the
+//   shim's non-blocking copy stream. The launch stream then waits on one
+//   event recorded after the fills (cuStreamWaitEvent): the host never waits
+//   on this path. Hits (already resident, fill complete) cost a table lookup
+//   and a sequence-number store per chunk.
+//
+// Note [eviction]
+//   Victims come from the policy, restricted to chunks whose last use on
+//   every stream has completed (per-stream sequence numbers, batched events)
+//   and that the current operation does not touch. Evictions are done in
+//   batches: the device-to-host copies are enqueued together and the host
+//   waits once before the mappings change (a mapping change is not stream
+//   ordered). Freed chunks are reclaimed first, without a copy.
+#ifndef MEMVIRT_SHIM_CORE_SHIM_CORE_H_
+#define MEMVIRT_SHIM_CORE_SHIM_CORE_H_
+
+#include <cuda.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "shim/core/block_allocator.h"
+#include "shim/core/chunk_table.h"
+#include "shim/core/control_plane.h"
+#include "shim/core/physical_pool.h"
+#include "shim/core/residency_policy.h"
+#include "shim/core/stream_tracker.h"
+#include "shim/core/thread_annotations.h"
+#include "shim/driver/driver.h"
+
+namespace memvirt::shim {
+
+struct CoreOptions {
+  uint64_t device_budget = 0;  // 0: 90% of the device's free memory at creation
+  uint64_t host_budget = 0;    // 0: half of the physical RAM
+  uint64_t va_bytes = 0;       // 0: 1.25 x (device + host budget), at least 1 GiB
+  uint32_t event_batch = 32;
+  std::string policy = "lru";
+};
+
+// A byte range an operation may touch.
+struct MemRange {
+  CUdeviceptr ptr = 0;
+  uint64_t bytes = 0;
+};
+
+struct CoreStats {
+  uint64_t launches = 0;
+  uint64_t opaque_launches = 0;
+  uint64_t page_ins = 0;        // chunks filled from the host tier
+  uint64_t first_touches = 0;   // chunks backed without a copy
+  uint64_t evictions = 0;       // chunks copied to the host tier
+  uint64_t drops = 0;           // freed chunks reclaimed without a copy
+  uint64_t host_fallbacks = 0;  // chunks left in (or placed in) the host tier for an access
+  uint64_t prefetches = 0;
+  uint64_t host_waits = 0;      // times the host blocked on device work
+  uint64_t events_recorded = 0;
+  uint32_t device_chunks_in_use = 0;
+  uint32_t device_chunk_limit = 0;
+  uint32_t host_slots_in_use = 0;
+  uint32_t host_slot_limit = 0;
+  uint32_t committed_chunks = 0;
+  uint64_t live_bytes = 0;
+};
+
+class ShimCore {
+ public:
+  // Creates the core in the calling thread's current context. REQUIRES: a
+  // current context; `driver` and `control` outlive the core.
+  static CUresult Create(const Driver* driver, const CoreOptions& options, ControlPlane* control,
+                         std::unique_ptr<ShimCore>* out);
+  ~ShimCore();
+  ShimCore(const ShimCore&) = delete;
+  ShimCore& operator=(const ShimCore&) = delete;
+
+  // True if `ptr` lies in the shim's reservation (lock-free).
+  bool Owns(CUdeviceptr ptr) const { return ptr - base_ < va_bytes_; }
+  CUdeviceptr base() const { return base_; }
+  uint64_t va_bytes() const { return va_bytes_; }
+
+  // ---- Memory management --------------------------------------------------
+  CUresult Alloc(CUdeviceptr* ptr, uint64_t bytes) MEMSHIM_EXCLUDES(mu_);
+  CUresult AllocPitch(CUdeviceptr* ptr, size_t* pitch, size_t width, size_t height,
+                      unsigned element_bytes) MEMSHIM_EXCLUDES(mu_);
+  // REQUIRES: Owns(ptr). CUDA_ERROR_INVALID_VALUE if ptr is not a live block.
+  CUresult Free(CUdeviceptr ptr) MEMSHIM_EXCLUDES(mu_);
+  // Stream-ordered free: the block is reused only after `stream` passed this
+  // point. REQUIRES: Owns(ptr).
+  CUresult FreeAsync(CUdeviceptr ptr, CUstream stream, bool per_thread) MEMSHIM_EXCLUDES(mu_);
+  // Virtual capacity: total = device + host budget, free = total - committed.
+  CUresult GetInfo(size_t* free, size_t* total) MEMSHIM_EXCLUDES(mu_);
+  CUresult GetAddressRange(CUdeviceptr* base, size_t* size, CUdeviceptr ptr)
+      MEMSHIM_EXCLUDES(mu_);
+  // Answers a pointer attribute for an owned pointer. Returns false if the
+  // attribute should be answered by the driver instead.
+  bool PointerAttribute(CUpointer_attribute attribute, void* data, CUdeviceptr ptr,
+                        CUresult* result) MEMSHIM_EXCLUDES(mu_);
+
+  // ---- Residency ----------------------------------------------------------
+  struct Ticket {
+    std::atomic<int>* window = nullptr;
+  };
+  // Before cuLaunchKernel/Ex/Cooperative: decodes the arguments and makes
+  // what they reach resident, stream-ordered before the launch.
+  CUresult BeforeLaunch(CUfunction function, void** params, void** extra, CUstream stream,
+                        bool per_thread, Ticket* ticket) MEMSHIM_EXCLUDES(mu_);
+  // Before copies and memsets. `synchronous`: the operation blocks the host
+  // (cuMemcpy, cuMemsetD8, ...), so fills are awaited on the host.
+  CUresult BeforeAccess(const MemRange* ranges, int count, CUstream stream, bool per_thread,
+                        bool synchronous, Ticket* ticket) MEMSHIM_EXCLUDES(mu_);
+  // Before work whose reach is unknown (graph launches): see Note [host mapping].
+  CUresult BeforeOpaque(CUstream stream, bool per_thread, Ticket* ticket) MEMSHIM_EXCLUDES(mu_);
+  static void AfterEnqueue(const Ticket& ticket) {
+    if (ticket.window != nullptr) ticket.window->fetch_sub(1, std::memory_order_release);
+  }
+
+  // ---- Streams, capture, budgets -------------------------------------------
+  void OnStreamDestroy(CUstream stream, bool per_thread) MEMSHIM_EXCLUDES(mu_);
+  void OnCaptureBegin(CUstream stream, bool per_thread) MEMSHIM_EXCLUDES(mu_);
+  void OnCaptureEnd() MEMSHIM_EXCLUDES(mu_);
+  // Physical memory the application creates itself through the VMM API: it
+  // is pinned on the device and reduces the shim's device budget.
+  void OnAppPhysicalCreate(CUmemGenericAllocationHandle handle, uint64_t bytes)
+      MEMSHIM_EXCLUDES(mu_);
+  void OnAppPhysicalRelease(CUmemGenericAllocationHandle handle) MEMSHIM_EXCLUDES(mu_);
+  void SetDeviceBudget(uint64_t bytes) MEMSHIM_EXCLUDES(mu_);
+  // Waits for all tracked work (tests and shutdown).
+  CUresult Synchronize() MEMSHIM_EXCLUDES(mu_);
+
+  CoreStats stats() MEMSHIM_EXCLUDES(mu_);
+  // For tests: the residence of the chunk holding `ptr`.
+  Residence ResidenceOf(CUdeviceptr ptr) MEMSHIM_EXCLUDES(mu_);
+
+ private:
+  struct ParamLayout {
+    bool known = false;
+    std::vector<std::pair<uint32_t, uint32_t>> params;  // (offset, size)
+  };
+  struct PendingFree {
+    uint64_t offset;
+    uint32_t stream;
+    uint64_t seq;
+  };
+  struct PendingHostRelease {
+    uint32_t slot;
+    uint64_t copy_seq;
+  };
+
+  ShimCore(const Driver* driver, ControlPlane* control);
+
+  // Argument scanning.
+  const ParamLayout& LayoutOf(CUfunction function) MEMSHIM_REQUIRES(mu_);
+  void TouchWord(uint64_t word) MEMSHIM_REQUIRES(mu_);
+  void TouchChunk(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
+  void TouchRange(const MemRange& range) MEMSHIM_REQUIRES(mu_);
+  void ScanBytes(const void* data, size_t bytes) MEMSHIM_REQUIRES(mu_);
+
+  // Residency mechanism.
+  CUresult MakeResident(uint32_t stream, bool host_wait, bool capturing, Ticket* ticket)
+      MEMSHIM_REQUIRES(mu_);
+  CUresult PageIn(uint32_t chunk, bool may_evict) MEMSHIM_REQUIRES(mu_);
+  CUresult AcquireDevice(uint32_t* index, bool may_evict) MEMSHIM_REQUIRES(mu_);
+  CUresult AcquireHost(uint32_t* slot) MEMSHIM_REQUIRES(mu_);
+  bool EvictSome(uint32_t want) MEMSHIM_REQUIRES(mu_);
+  bool require_idle_ MEMSHIM_GUARDED_BY(mu_) = true;
+  bool ReclaimDead(bool device, bool host) MEMSHIM_REQUIRES(mu_);
+  uint32_t EvictBatch(const std::vector<uint32_t>& victims) MEMSHIM_REQUIRES(mu_);
+  bool ChunkIdle(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
+  void WaitChunkIdle(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
+  void AddUse(uint32_t chunk, uint32_t stream, uint64_t seq) MEMSHIM_REQUIRES(mu_);
+  void ProcessDeferred() MEMSHIM_REQUIRES(mu_);
+  CUresult BackAllOwned() MEMSHIM_REQUIRES(mu_);
+  CUresult OpaqueLocked(uint32_t stream, bool capturing, Ticket* ticket) MEMSHIM_REQUIRES(mu_);
+  bool IsCapturing(CUstream handle) MEMSHIM_REQUIRES(mu_);
+  void OnChunksCommitted(uint32_t first, uint32_t count) MEMSHIM_REQUIRES(mu_);
+  void OnChunksFreed(uint32_t first, uint32_t count) MEMSHIM_REQUIRES(mu_);
+  CUresult FreeLocked(uint64_t offset) MEMSHIM_REQUIRES(mu_);
+  void EnforceDeviceLimit() MEMSHIM_REQUIRES(mu_);
+  static bool EligibleThunk(void* self, uint32_t chunk);
+
+  const Driver* const driver_;
+  ControlPlane* const control_;
+  CUcontext context_ = nullptr;
+  CUdevice device_ = 0;
+  CUdeviceptr base_ = 0;
+  uint64_t va_bytes_ = 0;
+  CUstream copy_stream_ = nullptr;
+
+  mutable Mutex mu_;
+  ChunkTable table_ MEMSHIM_GUARDED_BY(mu_);
+  std::unique_ptr<BlockAllocator> allocator_ MEMSHIM_GUARDED_BY(mu_);
+  std::unique_ptr<PhysicalPool> pool_ MEMSHIM_GUARDED_BY(mu_);
+  std::unique_ptr<StreamTracker> tracker_ MEMSHIM_GUARDED_BY(mu_);
+  std::unique_ptr<ResidencyPolicy> policy_ MEMSHIM_GUARDED_BY(mu_);
+  uint32_t copy_index_ MEMSHIM_GUARDED_BY(mu_) = 0;
+  uint32_t device_budget_chunks_ MEMSHIM_GUARDED_BY(mu_) = 0;
+  uint64_t app_pinned_bytes_ MEMSHIM_GUARDED_BY(mu_) = 0;
+  std::unordered_map<CUmemGenericAllocationHandle, uint64_t> app_handles_ MEMSHIM_GUARDED_BY(mu_);
+  std::unordered_map<CUfunction, ParamLayout> layouts_ MEMSHIM_GUARDED_BY(mu_);
+  // Chunks touched by the operation being prepared (deduplicated by stamp).
+  std::vector<uint32_t> touched_ MEMSHIM_GUARDED_BY(mu_);
+  uint64_t stamp_ MEMSHIM_GUARDED_BY(mu_) = 0;
+  uint64_t step_ MEMSHIM_GUARDED_BY(mu_) = 0;
+  std::vector<uint32_t> filled_ MEMSHIM_GUARDED_BY(mu_);  // chunks given a copy this op
+  std::vector<uint32_t> releasing_ MEMSHIM_GUARDED_BY(mu_);  // host slots freed by fills
+  std::vector<PendingHostRelease> pending_host_ MEMSHIM_GUARDED_BY(mu_);
+  std::vector<PendingFree> pending_frees_ MEMSHIM_GUARDED_BY(mu_);
+  std::vector<uint32_t> dead_ MEMSHIM_GUARDED_BY(mu_);  // freed chunks still backed
+  std::vector<StreamUse> opaque_uses_ MEMSHIM_GUARDED_BY(mu_);  // per stream index
+  uint32_t unbacked_owned_ MEMSHIM_GUARDED_BY(mu_) = 0;
+  int captures_active_ MEMSHIM_GUARDED_BY(mu_) = 0;
+  CoreStats stats_ MEMSHIM_GUARDED_BY(mu_);
+};
+
+}  // namespace memvirt::shim
+
+#endif  // MEMVIRT_SHIM_CORE_SHIM_CORE_H_

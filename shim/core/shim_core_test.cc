@@ -1,0 +1,461 @@
+#include "shim/core/shim_core.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include "shim/testing/fake_driver.h"
+
+namespace memvirt::shim {
+namespace {
+
+constexpr uint64_t kMiB = 1ull << 20;
+
+uint64_t Checksum(const void* p, uint64_t bytes) {
+  const unsigned char* b = static_cast<const unsigned char*>(p);
+  uint64_t h = 1469598103934665603ull;
+  for (uint64_t i = 0; i < bytes; ++i) h = (h ^ b[i]) * 1099511628211ull;
+  return h;
+}
+
+void FillPattern(void* p, uint64_t bytes, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  uint64_t* w = static_cast<uint64_t*>(p);
+  for (uint64_t i = 0; i < bytes / 8; ++i) w[i] = rng();
+}
+
+uint64_t PatternChecksum(uint64_t bytes, uint64_t seed) {
+  std::vector<uint64_t> buf(bytes / 8);
+  FillPattern(buf.data(), bytes, seed);
+  return Checksum(buf.data(), bytes);
+}
+
+class ShimCoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Make(&fake_.driver(), 8 * kMiB, 64 * kMiB); }
+
+  void Make(const Driver* driver, uint64_t device_budget, uint64_t host_budget) {
+    core_.reset();
+    CoreOptions options;
+    options.device_budget = device_budget;
+    options.host_budget = host_budget;
+    options.va_bytes = 256 * kMiB;
+    options.event_batch = 4;
+    ASSERT_EQ(ShimCore::Create(driver, options, &control_, &core_), CUDA_SUCCESS);
+  }
+
+  CUfunction Function(size_t pointer_args) {
+    while (functions_.size() <= pointer_args) {
+      functions_.push_back(fake_.MakeFunction(std::vector<uint32_t>(functions_.size(), 8)));
+    }
+    return functions_[pointer_args];
+  }
+
+  // A "kernel" taking `ptrs` as arguments whose body runs `body` once every
+  // byte of every [ptr, ptr + bytes) is found mapped.
+  CUresult Launch(CUstream stream, std::vector<CUdeviceptr> ptrs, uint64_t bytes,
+                  std::function<void()> body, CUfunction f = nullptr) {
+    std::vector<void*> params;
+    for (CUdeviceptr& p : ptrs) params.push_back(&p);
+    ShimCore::Ticket ticket;
+    CUresult r = core_->BeforeLaunch(f != nullptr ? f : Function(ptrs.size()), params.data(),
+                                     nullptr, stream, false, &ticket);
+    if (r != CUDA_SUCCESS) return r;
+    for (size_t i = 0; i + 1 < ptrs.size(); ++i) fake_.EnqueueTouch(stream, ptrs[i], bytes, {});
+    fake_.EnqueueTouch(stream, ptrs.back(), bytes, std::move(body));
+    ShimCore::AfterEnqueue(ticket);
+    return CUDA_SUCCESS;
+  }
+
+  CUresult Write(CUstream s, CUdeviceptr p, uint64_t bytes, uint64_t seed) {
+    return Launch(s, {p}, bytes,
+                  [p, bytes, seed] { FillPattern(reinterpret_cast<void*>(p), bytes, seed); });
+  }
+  CUresult Read(CUstream s, CUdeviceptr p, uint64_t bytes, uint64_t* sum) {
+    return Launch(s, {p}, bytes,
+                  [p, bytes, sum] { *sum = Checksum(reinterpret_cast<void*>(p), bytes); });
+  }
+
+  testing::FakeDriver fake_{64 * kMiB};
+  StandaloneControlPlane control_;
+  std::unique_ptr<ShimCore> core_;
+  std::vector<CUfunction> functions_;
+};
+
+TEST_F(ShimCoreTest, ReportsVirtualCapacity) {
+  size_t free = 0, total = 0;
+  ASSERT_EQ(core_->GetInfo(&free, &total), CUDA_SUCCESS);
+  EXPECT_EQ(total, 72 * kMiB);  // device budget + host tier
+  EXPECT_EQ(free, total);
+  CUdeviceptr p;
+  ASSERT_EQ(core_->Alloc(&p, 10 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(core_->GetInfo(&free, &total), CUDA_SUCCESS);
+  EXPECT_EQ(free, 62 * kMiB);
+  EXPECT_TRUE(core_->Owns(p));
+  EXPECT_FALSE(core_->Owns(p - 1 - (p - core_->base())));
+}
+
+TEST_F(ShimCoreTest, AddressRangeAndPointerAttributes) {
+  CUdeviceptr big, small;
+  ASSERT_EQ(core_->Alloc(&big, 5 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(core_->Alloc(&small, 1000), CUDA_SUCCESS);
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  ASSERT_EQ(core_->GetAddressRange(&base, &size, big + 3 * kMiB + 5), CUDA_SUCCESS);
+  EXPECT_EQ(base, big);
+  EXPECT_EQ(size, 5 * kMiB);
+  ASSERT_EQ(core_->GetAddressRange(&base, &size, small + 999), CUDA_SUCCESS);
+  EXPECT_EQ(base, small);
+  EXPECT_GE(size, 1000u);
+  unsigned int type = 0;
+  CUresult r;
+  ASSERT_TRUE(core_->PointerAttribute(CU_POINTER_ATTRIBUTE_MEMORY_TYPE, &type, big + 7, &r));
+  EXPECT_EQ(r, CUDA_SUCCESS);
+  EXPECT_EQ(type, static_cast<unsigned>(CU_MEMORYTYPE_DEVICE));
+  CUdeviceptr start = 0;
+  ASSERT_TRUE(core_->PointerAttribute(CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, &start, big + 7, &r));
+  EXPECT_EQ(start, big);
+  ASSERT_EQ(core_->Free(big), CUDA_SUCCESS);
+  EXPECT_EQ(core_->GetAddressRange(&base, &size, big), CUDA_ERROR_NOT_FOUND);
+  EXPECT_EQ(core_->Free(big), CUDA_ERROR_INVALID_VALUE);
+}
+
+TEST_F(ShimCoreTest, OversubscribedDataSurvivesPagingWithoutFaults) {
+  constexpr int kBlocks = 12;  // 24 MiB through an 8 MiB budget
+  std::vector<CUdeviceptr> blocks(kBlocks);
+  CUstream s = fake_.CreateStream();
+  for (int i = 0; i < kBlocks; ++i) {
+    ASSERT_EQ(core_->Alloc(&blocks[i], 2 * kMiB), CUDA_SUCCESS);
+    ASSERT_EQ(Write(s, blocks[i], 2 * kMiB, i), CUDA_SUCCESS);
+  }
+  for (int round = 0; round < 2; ++round) {
+    for (int i = kBlocks - 1; i >= 0; --i) {
+      uint64_t sum = 0;
+      ASSERT_EQ(Read(s, blocks[i], 2 * kMiB, &sum), CUDA_SUCCESS);
+      EXPECT_EQ(sum, PatternChecksum(2 * kMiB, i)) << "block " << i;
+    }
+  }
+  const CoreStats st = core_->stats();
+  EXPECT_GT(st.evictions, 0u);
+  EXPECT_GT(st.page_ins, 0u);
+  EXPECT_LE(st.device_chunks_in_use, 4u);
+  EXPECT_LE(fake_.device_bytes_in_use(), 8 * kMiB);
+  EXPECT_EQ(fake_.faults(), 0u);
+}
+
+TEST_F(ShimCoreTest, LaunchWaitsForPageInOnTheCopyStream) {
+  // The copy stream starts held: a launch that needed a fill must not run
+  // until the fill ran, although its own stream is free.
+  Make(&fake_.driver(), 0, 0);  // reset with defaults first to drop the old core
+  fake_.set_hold_new_streams(true);
+  Make(&fake_.driver(), 4 * kMiB, 64 * kMiB);
+  fake_.set_hold_new_streams(false);
+  CUstream copy = fake_.created_streams().back();
+  CUstream s = fake_.CreateStream();
+  CUdeviceptr a, b, c;
+  ASSERT_EQ(core_->Alloc(&a, 2 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(core_->Alloc(&b, 2 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(core_->Alloc(&c, 2 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(Write(s, a, 2 * kMiB, 1), CUDA_SUCCESS);
+  ASSERT_EQ(Write(s, b, 2 * kMiB, 2), CUDA_SUCCESS);
+  ASSERT_EQ(Write(s, c, 2 * kMiB, 3), CUDA_SUCCESS);  // evicts a (host waits on the copy)
+  EXPECT_EQ(core_->ResidenceOf(a), Residence::kHost);
+  uint64_t sum = 0;
+  ASSERT_EQ(Read(s, a, 2 * kMiB, &sum), CUDA_SUCCESS);  // evicts b, fills a
+  EXPECT_EQ(sum, 0u) << "the read ran before its page-in was released";
+  fake_.Release(copy);
+  EXPECT_EQ(sum, PatternChecksum(2 * kMiB, 1));
+  EXPECT_EQ(fake_.faults(), 0u);
+}
+
+TEST_F(ShimCoreTest, NeverEvictsChunksOfPendingWork) {
+  Make(&fake_.driver(), 4 * kMiB, 64 * kMiB);
+  CUstream held = fake_.CreateStream();
+  CUstream s = fake_.CreateStream();
+  CUdeviceptr a, b, c;
+  ASSERT_EQ(core_->Alloc(&a, 2 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(core_->Alloc(&b, 2 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(core_->Alloc(&c, 2 * kMiB), CUDA_SUCCESS);
+  fake_.Hold(held);
+  ASSERT_EQ(Write(held, a, 2 * kMiB, 11), CUDA_SUCCESS);  // pending on a held stream
+  ASSERT_EQ(Write(s, b, 2 * kMiB, 12), CUDA_SUCCESS);
+  ASSERT_EQ(Write(s, c, 2 * kMiB, 13), CUDA_SUCCESS);  // needs a victim: b, not a
+  EXPECT_EQ(core_->ResidenceOf(a), Residence::kDevice);
+  EXPECT_EQ(core_->ResidenceOf(b), Residence::kHost);
+  fake_.Release(held);
+  uint64_t sum = 0;
+  ASSERT_EQ(Read(s, a, 2 * kMiB, &sum), CUDA_SUCCESS);
+  EXPECT_EQ(sum, PatternChecksum(2 * kMiB, 11));
+  ASSERT_EQ(Read(s, b, 2 * kMiB, &sum), CUDA_SUCCESS);
+  EXPECT_EQ(sum, PatternChecksum(2 * kMiB, 12));
+  EXPECT_EQ(fake_.faults(), 0u);
+}
+
+TEST_F(ShimCoreTest, WaitsWhenEveryCandidateIsInFlight) {
+  Make(&fake_.driver(), 4 * kMiB, 64 * kMiB);
+  CUstream held = fake_.CreateStream();
+  CUdeviceptr a, b, c;
+  ASSERT_EQ(core_->Alloc(&a, 2 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(core_->Alloc(&b, 2 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(core_->Alloc(&c, 2 * kMiB), CUDA_SUCCESS);
+  fake_.Hold(held);
+  ASSERT_EQ(Write(held, a, 2 * kMiB, 21), CUDA_SUCCESS);
+  ASSERT_EQ(Write(held, b, 2 * kMiB, 22), CUDA_SUCCESS);
+  // c needs a chunk; a and b are pending: the shim must wait, not remap them.
+  ASSERT_EQ(Write(held, c, 2 * kMiB, 23), CUDA_SUCCESS);
+  EXPECT_GT(core_->stats().host_waits, 0u);
+  fake_.Release(held);
+  for (auto [p, seed] : {std::pair{a, 21}, std::pair{b, 22}, std::pair{c, 23}}) {
+    uint64_t sum = 0;
+    ASSERT_EQ(Read(held, p, 2 * kMiB, &sum), CUDA_SUCCESS);
+    EXPECT_EQ(sum, PatternChecksum(2 * kMiB, seed));
+  }
+  EXPECT_EQ(fake_.faults(), 0u);
+}
+
+TEST_F(ShimCoreTest, OpaqueKernelsReachEveryChunkWithoutFaults) {
+  CUstream s = fake_.CreateStream();
+  std::vector<CUdeviceptr> blocks(8);
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_EQ(core_->Alloc(&blocks[i], 2 * kMiB), CUDA_SUCCESS);
+    if (i < 6) {
+      ASSERT_EQ(Write(s, blocks[i], 2 * kMiB, 100 + i), CUDA_SUCCESS);
+    }
+  }
+  // blocks 6, 7 were never touched (unbacked); 0..1 are in the host tier.
+  CUfunction opaque = fake_.MakeFunction({}, /*opaque=*/true);
+  std::vector<uint64_t> sums(8, 0);
+  void* no_args[] = {nullptr};
+  ShimCore::Ticket ticket;
+  ASSERT_EQ(core_->BeforeLaunch(opaque, no_args, nullptr, s, false, &ticket), CUDA_SUCCESS);
+  for (int i = 0; i < 8; ++i) {
+    CUdeviceptr p = blocks[i];
+    fake_.EnqueueTouch(s, p, 2 * kMiB, [p, i, &sums] {
+      sums[i] = Checksum(reinterpret_cast<void*>(p), 2 * kMiB);
+    });
+  }
+  ShimCore::AfterEnqueue(ticket);
+  EXPECT_EQ(fake_.faults(), 0u);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(sums[i], PatternChecksum(2 * kMiB, 100 + i));
+  EXPECT_EQ(core_->stats().opaque_launches, 1u);
+}
+
+TEST_F(ShimCoreTest, AllocationBeyondVirtualCapacityFailsCleanly) {
+  std::vector<CUdeviceptr> blocks;
+  CUdeviceptr p;
+  while (core_->Alloc(&p, 8 * kMiB) == CUDA_SUCCESS) blocks.push_back(p);
+  EXPECT_EQ(blocks.size(), 9u);  // 72 MiB of capacity
+  EXPECT_EQ(core_->Alloc(&p, 8 * kMiB), CUDA_ERROR_OUT_OF_MEMORY);
+  CUstream s = fake_.CreateStream();
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    ASSERT_EQ(Write(s, blocks[i], 8 * kMiB, i), CUDA_SUCCESS);
+  }
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    uint64_t sum;
+    ASSERT_EQ(Read(s, blocks[i], 8 * kMiB, &sum), CUDA_SUCCESS);
+    EXPECT_EQ(sum, PatternChecksum(8 * kMiB, i));
+  }
+  ASSERT_EQ(core_->Free(blocks[0]), CUDA_SUCCESS);
+  EXPECT_EQ(core_->Alloc(&p, 8 * kMiB), CUDA_SUCCESS);
+  EXPECT_EQ(fake_.faults(), 0u);
+}
+
+TEST_F(ShimCoreTest, FreedChunksAreReclaimedWithoutCopies) {
+  CUstream s = fake_.CreateStream();
+  CUdeviceptr a;
+  ASSERT_EQ(core_->Alloc(&a, 8 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(Write(s, a, 8 * kMiB, 5), CUDA_SUCCESS);
+  ASSERT_EQ(core_->Free(a), CUDA_SUCCESS);
+  CUdeviceptr b;
+  ASSERT_EQ(core_->Alloc(&b, 6 * kMiB), CUDA_SUCCESS);
+  CUdeviceptr c;
+  ASSERT_EQ(core_->Alloc(&c, 6 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(Write(s, b, 6 * kMiB, 6), CUDA_SUCCESS);
+  ASSERT_EQ(Write(s, c, 6 * kMiB, 7), CUDA_SUCCESS);
+  const CoreStats st = core_->stats();
+  EXPECT_GT(st.drops, 0u);
+  uint64_t sum;
+  ASSERT_EQ(Read(s, b, 6 * kMiB, &sum), CUDA_SUCCESS);
+  EXPECT_EQ(sum, PatternChecksum(6 * kMiB, 6));
+  EXPECT_EQ(fake_.faults(), 0u);
+}
+
+TEST_F(ShimCoreTest, FreeAsyncDefersReuseUntilTheStreamPassedIt) {
+  CUstream s = fake_.CreateStream();
+  CUdeviceptr a;
+  ASSERT_EQ(core_->Alloc(&a, 4096), CUDA_SUCCESS);
+  fake_.Hold(s);
+  ASSERT_EQ(Write(s, a, 4096, 1), CUDA_SUCCESS);
+  ASSERT_EQ(core_->FreeAsync(a, s, false), CUDA_SUCCESS);
+  CUdeviceptr b;
+  ASSERT_EQ(core_->Alloc(&b, 4096), CUDA_SUCCESS);
+  EXPECT_NE(a, b);  // a's pending work has not run yet
+  fake_.Release(s);
+  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  CUdeviceptr c;
+  ASSERT_EQ(core_->Alloc(&c, 4096), CUDA_SUCCESS);
+  EXPECT_EQ(c, a);
+}
+
+TEST_F(ShimCoreTest, CopiesAndMemsetsMakeTheirRangesResident) {
+  CUdeviceptr blocks[6];
+  CUstream s = fake_.CreateStream();
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_EQ(core_->Alloc(&blocks[i], 2 * kMiB), CUDA_SUCCESS);
+    ASSERT_EQ(Write(s, blocks[i], 2 * kMiB, 40 + i), CUDA_SUCCESS);
+  }
+  ASSERT_EQ(core_->ResidenceOf(blocks[0]), Residence::kHost);
+  MemRange range{blocks[0] + 100, 1000};
+  ShimCore::Ticket ticket;
+  ASSERT_EQ(core_->BeforeAccess(&range, 1, s, false, /*synchronous=*/true, &ticket),
+            CUDA_SUCCESS);
+  ShimCore::AfterEnqueue(ticket);
+  EXPECT_EQ(core_->ResidenceOf(blocks[0]), Residence::kDevice);
+  EXPECT_EQ(Checksum(reinterpret_cast<void*>(blocks[0]), 2 * kMiB),
+            PatternChecksum(2 * kMiB, 40));
+}
+
+TEST_F(ShimCoreTest, ExtraBufferArgumentsAreDecoded) {
+  CUstream s = fake_.CreateStream();
+  CUdeviceptr blocks[6];
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_EQ(core_->Alloc(&blocks[i], 2 * kMiB), CUDA_SUCCESS);
+    ASSERT_EQ(Write(s, blocks[i], 2 * kMiB, 60 + i), CUDA_SUCCESS);
+  }
+  ASSERT_EQ(core_->ResidenceOf(blocks[1]), Residence::kHost);
+  struct {
+    int n;
+    int pad;
+    CUdeviceptr p;
+  } args = {7, 0, blocks[1] + 64};
+  size_t size = sizeof(args);
+  void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &args, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
+                   CU_LAUNCH_PARAM_END};
+  ShimCore::Ticket ticket;
+  ASSERT_EQ(core_->BeforeLaunch(Function(0), nullptr, extra, s, false, &ticket), CUDA_SUCCESS);
+  ShimCore::AfterEnqueue(ticket);
+  EXPECT_EQ(core_->ResidenceOf(blocks[1]), Residence::kDevice);
+  EXPECT_EQ(core_->stats().opaque_launches, 0u);
+}
+
+TEST_F(ShimCoreTest, AppVmmMemoryShrinksTheDeviceBudget) {
+  CUstream s = fake_.CreateStream();
+  CUdeviceptr a;
+  ASSERT_EQ(core_->Alloc(&a, 8 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(Write(s, a, 8 * kMiB, 9), CUDA_SUCCESS);
+  EXPECT_EQ(core_->stats().device_chunks_in_use, 4u);
+  core_->OnAppPhysicalCreate(/*handle=*/12345, 4 * kMiB);
+  EXPECT_EQ(core_->stats().device_chunk_limit, 2u);
+  EXPECT_LE(core_->stats().device_chunks_in_use, 2u);
+  core_->OnAppPhysicalRelease(12345);
+  EXPECT_EQ(core_->stats().device_chunk_limit, 4u);
+  uint64_t sum;
+  ASSERT_EQ(Read(s, a, 8 * kMiB, &sum), CUDA_SUCCESS);
+  EXPECT_EQ(sum, PatternChecksum(8 * kMiB, 9));
+}
+
+class ShimCoreFaultTest : public ShimCoreTest {
+ protected:
+  void SetUp() override {
+    faults_ = std::make_unique<testing::FaultInjector>(fake_.driver());
+    Make(&faults_->driver(), 4 * kMiB, 64 * kMiB);
+  }
+  void TearDown() override {
+    core_.reset();
+    faults_.reset();
+  }
+  std::unique_ptr<testing::FaultInjector> faults_;
+};
+
+TEST_F(ShimCoreFaultTest, FailedDeviceCreateFallsBackToHostTier) {
+  CUstream s = fake_.CreateStream();
+  CUdeviceptr a;
+  ASSERT_EQ(core_->Alloc(&a, 2 * kMiB), CUDA_SUCCESS);
+  faults_->FailMemCreate(1);
+  ASSERT_EQ(Write(s, a, 2 * kMiB, 3), CUDA_SUCCESS);
+  EXPECT_EQ(core_->ResidenceOf(a), Residence::kHost);
+  EXPECT_GT(core_->stats().host_fallbacks, 0u);
+  uint64_t sum;
+  ASSERT_EQ(Read(s, a, 2 * kMiB, &sum), CUDA_SUCCESS);  // now moves to the device
+  EXPECT_EQ(sum, PatternChecksum(2 * kMiB, 3));
+  EXPECT_EQ(fake_.faults(), 0u);
+}
+
+TEST_F(ShimCoreFaultTest, NoPhysicalMemoryAtAllIsOutOfMemory) {
+  CUstream s = fake_.CreateStream();
+  CUdeviceptr a;
+  ASSERT_EQ(core_->Alloc(&a, 2 * kMiB), CUDA_SUCCESS);
+  faults_->FailMemCreate(1000);
+  EXPECT_EQ(Write(s, a, 2 * kMiB, 3), CUDA_ERROR_OUT_OF_MEMORY);
+  faults_->FailMemCreate(0);
+  EXPECT_EQ(Write(s, a, 2 * kMiB, 3), CUDA_SUCCESS);
+  EXPECT_EQ(fake_.faults(), 0u);
+}
+
+TEST_F(ShimCoreFaultTest, FailedMapIsReportedAndRecoverable) {
+  CUstream s = fake_.CreateStream();
+  CUdeviceptr a;
+  ASSERT_EQ(core_->Alloc(&a, 2 * kMiB), CUDA_SUCCESS);
+  faults_->FailMemMap(1);
+  EXPECT_NE(Write(s, a, 2 * kMiB, 4), CUDA_SUCCESS);
+  ASSERT_EQ(Write(s, a, 2 * kMiB, 4), CUDA_SUCCESS);
+  uint64_t sum;
+  ASSERT_EQ(Read(s, a, 2 * kMiB, &sum), CUDA_SUCCESS);
+  EXPECT_EQ(sum, PatternChecksum(2 * kMiB, 4));
+}
+
+TEST_F(ShimCoreFaultTest, FailedPageOutCopyKeepsDataOnTheDevice) {
+  CUstream s = fake_.CreateStream();
+  CUdeviceptr a, b, c;
+  ASSERT_EQ(core_->Alloc(&a, 2 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(core_->Alloc(&b, 2 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(core_->Alloc(&c, 2 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(Write(s, a, 2 * kMiB, 1), CUDA_SUCCESS);
+  ASSERT_EQ(Write(s, b, 2 * kMiB, 2), CUDA_SUCCESS);
+  faults_->FailCopy(1);
+  ASSERT_EQ(Write(s, c, 2 * kMiB, 3), CUDA_SUCCESS);  // c lands in the host tier
+  uint64_t sum;
+  for (auto [p, seed] : {std::pair{a, 1}, std::pair{b, 2}, std::pair{c, 3}}) {
+    ASSERT_EQ(Read(s, p, 2 * kMiB, &sum), CUDA_SUCCESS);
+    EXPECT_EQ(sum, PatternChecksum(2 * kMiB, seed));
+  }
+  EXPECT_EQ(fake_.faults(), 0u);
+}
+
+TEST_F(ShimCoreTest, ConcurrentStreamsFromManyThreadsKeepData) {
+  constexpr int kThreads = 4;
+  std::vector<std::thread> threads;
+  std::atomic<int> mismatches{0};
+  std::atomic<int> errors{0};
+  Function(1);  // created up front: the helper's cache is not thread-safe
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      CUstream s = fake_.CreateStream();
+      std::mt19937_64 rng(t);
+      for (int iter = 0; iter < 60; ++iter) {
+        CUdeviceptr p;
+        const uint64_t bytes = (1 + rng() % 3) * kMiB;
+        if (core_->Alloc(&p, bytes) != CUDA_SUCCESS) {
+          ++errors;
+          continue;
+        }
+        const uint64_t seed = rng();
+        if (Write(s, p, bytes, seed) != CUDA_SUCCESS) ++errors;
+        uint64_t sum = 0;
+        if (Read(s, p, bytes, &sum) != CUDA_SUCCESS) ++errors;
+        core_->Synchronize();
+        if (sum != PatternChecksum(bytes, seed)) ++mismatches;
+        if (core_->Free(p) != CUDA_SUCCESS) ++errors;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(mismatches.load(), 0);
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(fake_.faults(), 0u);
+}
+
+}  // namespace
+}  // namespace memvirt::shim

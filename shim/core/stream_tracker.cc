@@ -1,0 +1,186 @@
+#include "shim/core/stream_tracker.h"
+
+#include <sched.h>
+
+#include "shim/core/log.h"
+
+namespace memvirt::shim {
+namespace {
+
+std::atomic<uint64_t> g_generation{1};
+
+// The calling thread's per-thread default stream, per tracker instance.
+struct PerThreadSlot {
+  uint64_t generation = 0;
+  uint32_t index = 0;
+};
+thread_local PerThreadSlot t_per_thread;
+
+}  // namespace
+
+StreamTracker::StreamTracker(const Driver* driver, uint32_t event_batch)
+    : driver_(driver), event_batch_(event_batch == 0 ? 1 : event_batch),
+      generation_(g_generation.fetch_add(1)) {}
+
+StreamTracker::~StreamTracker() {
+  for (auto& s : streams_) {
+    for (auto& [seq, event] : s->pending) driver_->cuEventDestroy_v2(event);
+  }
+  for (CUevent e : free_events_) driver_->cuEventDestroy_v2(e);
+}
+
+uint32_t StreamTracker::NewState(CUstream handle) {
+  auto state = std::make_unique<State>();
+  state->handle = handle;
+  streams_.push_back(std::move(state));
+  return static_cast<uint32_t>(streams_.size() - 1);
+}
+
+uint32_t StreamTracker::IndexOf(CUstream handle, bool per_thread) {
+  if (handle == CU_STREAM_PER_THREAD || (per_thread && handle == nullptr)) {
+    if (t_per_thread.generation != generation_) {
+      t_per_thread.generation = generation_;
+      t_per_thread.index = NewState(CU_STREAM_PER_THREAD);
+    }
+    return t_per_thread.index;
+  }
+  if (handle == CU_STREAM_LEGACY) handle = nullptr;  // one legacy default stream
+  if (handle == last_handle_ && last_index_ != kNoStream) return last_index_;
+  auto [it, inserted] = by_handle_.try_emplace(handle, 0);
+  if (inserted) it->second = NewState(handle);
+  last_handle_ = handle;
+  last_index_ = it->second;
+  return it->second;
+}
+
+uint32_t StreamTracker::Adopt(CUstream handle) {
+  uint32_t index = NewState(handle);
+  by_handle_[handle] = index;
+  return index;
+}
+
+CUevent StreamTracker::TakeEvent() {
+  if (!free_events_.empty()) {
+    CUevent e = free_events_.back();
+    free_events_.pop_back();
+    return e;
+  }
+  CUevent e = nullptr;
+  if (driver_->cuEventCreate(&e, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) return nullptr;
+  return e;
+}
+
+CUresult StreamTracker::RecordNow(State* s) {
+  CUevent e = TakeEvent();
+  if (e == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
+  CUresult r = driver_->cuEventRecord(e, s->handle);
+  if (r != CUDA_SUCCESS) {
+    free_events_.push_back(e);
+    return r;
+  }
+  ++events_recorded_;
+  s->covered = s->issued;
+  s->since_event = 0;
+  s->pending.emplace_back(s->issued, e);
+  return CUDA_SUCCESS;
+}
+
+uint64_t StreamTracker::Issue(uint32_t index) {
+  State* s = streams_[index].get();
+  if (++s->since_event >= event_batch_ && s->covered < s->issued &&
+      s->enqueuing.load(std::memory_order_acquire) == 0) {
+    if (RecordNow(s) != CUDA_SUCCESS) s->since_event = 0;  // retry a batch later
+  }
+  return ++s->issued;
+}
+
+void StreamTracker::Poll(State* s) {
+  while (!s->pending.empty()) {
+    auto [seq, event] = s->pending.front();
+    CUresult r = driver_->cuEventQuery(event);
+    if (r == CUDA_ERROR_NOT_READY) return;
+    if (r != CUDA_SUCCESS) {
+      MEMSHIM_LOG(kWarn, "cuEventQuery failed (%d); treating the batch as complete", r);
+    }
+    s->completed = seq;
+    s->pending.pop_front();
+    free_events_.push_back(event);
+  }
+}
+
+bool StreamTracker::IsComplete(uint32_t index, uint64_t seq) {
+  State* s = streams_[index].get();
+  if (s->completed >= seq) return true;
+  if (s->covered < seq) return false;
+  Poll(s);
+  return s->completed >= seq;
+}
+
+CUresult StreamTracker::Cover(uint32_t index, uint64_t seq, CUevent* event) {
+  State* s = streams_[index].get();
+  if (s->covered < seq) {
+    while (s->enqueuing.load(std::memory_order_acquire) != 0) sched_yield();
+    CUresult r = RecordNow(s);
+    if (r != CUDA_SUCCESS) return r;
+  }
+  for (auto& [covered, e] : s->pending) {
+    if (covered >= seq) {
+      *event = e;
+      return CUDA_SUCCESS;
+    }
+  }
+  *event = nullptr;  // already complete
+  return CUDA_SUCCESS;
+}
+
+CUresult StreamTracker::WaitFor(uint32_t index, uint64_t seq) {
+  State* s = streams_[index].get();
+  if (s->completed >= seq) return CUDA_SUCCESS;
+  CUevent event = nullptr;
+  CUresult r = Cover(index, seq, &event);
+  if (r != CUDA_SUCCESS) return r;
+  if (event != nullptr) {
+    r = driver_->cuEventSynchronize(event);
+    if (r != CUDA_SUCCESS) {
+      MEMSHIM_LOG(kWarn, "cuEventSynchronize failed (%d)", r);
+    }
+  }
+  Poll(s);
+  if (s->completed < seq && r != CUDA_SUCCESS) s->completed = seq;  // sticky error
+  return r;
+}
+
+void StreamTracker::CoverAll() {
+  for (auto& s : streams_) {
+    if (s->covered < s->issued) {
+      CUevent ignored;
+      Cover(static_cast<uint32_t>(&s - &streams_[0]), s->issued, &ignored);
+    }
+  }
+}
+
+CUresult StreamTracker::WaitForAll() {
+  CUresult result = CUDA_SUCCESS;
+  for (uint32_t i = 0; i < streams_.size(); ++i) {
+    CUresult r = WaitFor(i, streams_[i]->issued);
+    if (r != CUDA_SUCCESS) result = r;
+  }
+  return result;
+}
+
+void StreamTracker::Retire(CUstream handle, bool per_thread) {
+  (void)per_thread;  // a per-thread default stream is never destroyed
+  if (handle == nullptr || handle == CU_STREAM_LEGACY || handle == CU_STREAM_PER_THREAD) return;
+  auto it = by_handle_.find(handle);
+  if (it == by_handle_.end()) return;
+  State* s = streams_[it->second].get();
+  if (s->covered < s->issued) {
+    while (s->enqueuing.load(std::memory_order_acquire) != 0) sched_yield();
+    if (RecordNow(s) != CUDA_SUCCESS) s->completed = s->issued;
+  }
+  s->handle = nullptr;  // never used for new work again
+  by_handle_.erase(it);
+  if (last_handle_ == handle) last_index_ = kNoStream;
+}
+
+}  // namespace memvirt::shim

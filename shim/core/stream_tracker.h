@@ -1,0 +1,112 @@
+// Per-stream launch sequence numbers and their completion, learned from
+// events recorded in batches.
+//
+// Every operation the shim lets through on a stream gets the next sequence
+// number of that stream (Issue). Completion is known through events: one is
+// recorded every `event_batch` operations, and on demand when the caller must
+// know that a specific sequence number has finished (WaitFor, Cover).
+//
+// Thread safety: not thread-safe except BeginEnqueue/EndEnqueue, which may be
+// called without the owner's lock. The owner (ShimCore) serializes all other
+// calls with its mutex.
+//
+// Note [enqueue window]
+//   A hook issues a sequence number under the core lock, releases the lock,
+//   then calls the real driver to enqueue the work. Between the two, another
+//   thread could record an event on the same stream that would not cover the
+//   work yet. Each stream therefore counts operations inside that window
+//   (BeginEnqueue before the lock is released, EndEnqueue after the real
+//   call returns); an event is only taken as covering everything issued when
+//   the window is empty: batched records are skipped while it is not, and
+//   on-demand records wait (yield) until it drains.
+#ifndef MEMVIRT_SHIM_CORE_STREAM_TRACKER_H_
+#define MEMVIRT_SHIM_CORE_STREAM_TRACKER_H_
+
+#include <cuda.h>
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "shim/driver/driver.h"
+
+namespace memvirt::shim {
+
+class StreamTracker {
+ public:
+  StreamTracker(const Driver* driver, uint32_t event_batch);
+  ~StreamTracker();
+  StreamTracker(const StreamTracker&) = delete;
+  StreamTracker& operator=(const StreamTracker&) = delete;
+
+  // Index of the stream `handle` as passed by the application. `per_thread`
+  // is true for the _ptsz/_ptds entry points, where handle 0 means the calling
+  // thread's per-thread default stream.
+  uint32_t IndexOf(CUstream handle, bool per_thread);
+  // Index of a stream created by the shim itself (its copy stream).
+  uint32_t Adopt(CUstream handle);
+  // The handle to pass to the driver for stream `index`.
+  CUstream HandleOf(uint32_t index) const { return streams_[index]->handle; }
+
+  // Next sequence number for an operation about to be enqueued on `index`.
+  uint64_t Issue(uint32_t index);
+  uint64_t issued(uint32_t index) const { return streams_[index]->issued; }
+
+  // Enqueue window (lock-free): see Note [enqueue window].
+  std::atomic<int>* EnqueueCounter(uint32_t index) { return &streams_[index]->enqueuing; }
+
+  // True if operation `seq` of stream `index` has completed (polls events).
+  bool IsComplete(uint32_t index, uint64_t seq);
+  // Makes sure an event covers `seq` and returns it (to cuStreamWaitEvent on).
+  CUresult Cover(uint32_t index, uint64_t seq, CUevent* event);
+  // Blocks the host until `seq` of stream `index` has completed.
+  CUresult WaitFor(uint32_t index, uint64_t seq);
+  // Records an event on every stream with uncovered work (no waiting), so
+  // that IsComplete() can see work that has already finished.
+  void CoverAll();
+  // Blocks until everything issued on every stream has completed.
+  CUresult WaitForAll();
+
+  // The application destroys `handle`: pending events keep tracking what was
+  // issued; a new stream reusing the handle gets a fresh index.
+  void Retire(CUstream handle, bool per_thread);
+
+  uint32_t num_streams() const { return static_cast<uint32_t>(streams_.size()); }
+  uint64_t events_recorded() const { return events_recorded_; }
+
+ private:
+  struct State {
+    CUstream handle = nullptr;
+    uint64_t issued = 0;
+    uint64_t covered = 0;    // highest seq covered by a recorded event
+    uint64_t completed = 0;  // highest seq known complete
+    uint32_t since_event = 0;
+    std::deque<std::pair<uint64_t, CUevent>> pending;  // (covered seq, event)
+    std::atomic<int> enqueuing{0};
+  };
+
+  uint32_t NewState(CUstream handle);
+  CUresult RecordNow(State* s);
+  void Poll(State* s);
+  CUevent TakeEvent();
+
+  const Driver* driver_;
+  const uint32_t event_batch_;
+  std::vector<std::unique_ptr<State>> streams_;
+  std::unordered_map<CUstream, uint32_t> by_handle_;
+  CUstream last_handle_ = nullptr;
+  uint32_t last_index_ = kNoStream;
+  std::vector<CUevent> free_events_;
+  uint64_t events_recorded_ = 0;
+  const uint64_t generation_;
+
+  static constexpr uint32_t kNoStream = 0xffffffffu;
+};
+
+}  // namespace memvirt::shim
+
+#endif  // MEMVIRT_SHIM_CORE_STREAM_TRACKER_H_

@@ -1,0 +1,388 @@
+#include "shim/testing/fake_driver.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstring>
+
+namespace memvirt::shim::testing {
+namespace {
+
+constexpr uint64_t kPage = 2ull << 20;
+FakeDriver* g_fake = nullptr;
+FaultInjector* g_faults = nullptr;
+
+}  // namespace
+
+// The C entry points, each a thin shell over the active FakeDriver.
+struct FakeEntryPoints {
+  using Self = FakeDriver;
+  static std::unique_lock<std::recursive_mutex> Lock() {
+    return std::unique_lock<std::recursive_mutex>(g_fake->mu_);
+  }
+
+  static CUresult CtxGetCurrent(CUcontext* ctx) {
+    *ctx = reinterpret_cast<CUcontext>(&g_fake->context_token_);
+    return CUDA_SUCCESS;
+  }
+  static CUresult CtxGetDevice(CUdevice* dev) {
+    *dev = 0;
+    return CUDA_SUCCESS;
+  }
+  static CUresult DeviceGetAttribute(int* value, CUdevice_attribute attr, CUdevice) {
+    *value = attr == CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID ? 0 : 1;
+    return CUDA_SUCCESS;
+  }
+  static CUresult MemGetInfo(size_t* free, size_t* total) {
+    auto lock = Lock();
+    *total = g_fake->device_capacity_;
+    *free = g_fake->device_capacity_ - g_fake->device_used_;
+    return CUDA_SUCCESS;
+  }
+  static CUresult AddressReserve(CUdeviceptr* ptr, size_t size, size_t align, CUdeviceptr,
+                                 unsigned long long) {
+    auto lock = Lock();
+    if (size == 0 || size % kPage != 0) return CUDA_ERROR_INVALID_VALUE;
+    if (align < kPage) align = kPage;
+    void* p = mmap(nullptr, size + align, PROT_NONE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+    uintptr_t base = (reinterpret_cast<uintptr_t>(p) + align - 1) & ~(align - 1);
+    uintptr_t start = reinterpret_cast<uintptr_t>(p);
+    if (base > start) munmap(p, base - start);
+    uintptr_t end = start + size + align;
+    if (end > base + size) munmap(reinterpret_cast<void*>(base + size), end - (base + size));
+    g_fake->reservations_[base] = size;
+    *ptr = base;
+    return CUDA_SUCCESS;
+  }
+  static CUresult AddressFree(CUdeviceptr ptr, size_t size) {
+    auto lock = Lock();
+    auto it = g_fake->reservations_.find(ptr);
+    if (it == g_fake->reservations_.end() || it->second != size) return CUDA_ERROR_INVALID_VALUE;
+    for (CUdeviceptr p = ptr; p < ptr + size; p += kPage) {
+      if (g_fake->mapped_.count(p)) return CUDA_ERROR_INVALID_VALUE;  // still mapped
+    }
+    munmap(reinterpret_cast<void*>(ptr), size);
+    g_fake->reservations_.erase(it);
+    return CUDA_SUCCESS;
+  }
+  static CUresult Create(CUmemGenericAllocationHandle* handle, size_t size,
+                         const CUmemAllocationProp* prop, unsigned long long) {
+    auto lock = Lock();
+    if (size == 0 || size % kPage != 0) return CUDA_ERROR_INVALID_VALUE;
+    const bool host = prop->location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA;
+    if (host && !g_fake->host_numa_supported_) return CUDA_ERROR_NOT_SUPPORTED;
+    if (!host && g_fake->device_used_ + size > g_fake->device_capacity_) {
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    int fd = memfd_create("fake-physical", 0);
+    if (fd < 0 || ftruncate(fd, static_cast<off_t>(size)) != 0) {
+      if (fd >= 0) close(fd);
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    (host ? g_fake->host_used_ : g_fake->device_used_) += size;
+    *handle = g_fake->next_handle_++;
+    g_fake->physical_[*handle] = {fd, size, host};
+    return CUDA_SUCCESS;
+  }
+  static CUresult Release(CUmemGenericAllocationHandle handle) {
+    auto lock = Lock();
+    auto it = g_fake->physical_.find(handle);
+    if (it == g_fake->physical_.end()) return CUDA_ERROR_INVALID_VALUE;
+    close(it->second.fd);
+    (it->second.host ? g_fake->host_used_ : g_fake->device_used_) -= it->second.bytes;
+    g_fake->physical_.erase(it);
+    return CUDA_SUCCESS;
+  }
+  static bool InReservation(CUdeviceptr ptr, size_t size) {
+    auto it = g_fake->reservations_.upper_bound(ptr);
+    if (it == g_fake->reservations_.begin()) return false;
+    --it;
+    return ptr >= it->first && ptr + size <= it->first + it->second;
+  }
+  static CUresult Map(CUdeviceptr ptr, size_t size, size_t offset,
+                      CUmemGenericAllocationHandle handle, unsigned long long) {
+    auto lock = Lock();
+    auto it = g_fake->physical_.find(handle);
+    if (it == g_fake->physical_.end() || offset + size > it->second.bytes ||
+        !InReservation(ptr, size) || size % kPage != 0) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    for (CUdeviceptr p = ptr; p < ptr + size; p += kPage) {
+      if (g_fake->mapped_.count(p)) return CUDA_ERROR_INVALID_VALUE;  // double map
+    }
+    void* m = mmap(reinterpret_cast<void*>(ptr), size, PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_FIXED, it->second.fd, static_cast<off_t>(offset));
+    if (m == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+    for (CUdeviceptr p = ptr; p < ptr + size; p += kPage) g_fake->mapped_.insert(p);
+    ++g_fake->maps_;
+    return CUDA_SUCCESS;
+  }
+  static CUresult Unmap(CUdeviceptr ptr, size_t size) {
+    auto lock = Lock();
+    for (CUdeviceptr p = ptr; p < ptr + size; p += kPage) {
+      if (!g_fake->mapped_.count(p)) return CUDA_ERROR_INVALID_VALUE;
+    }
+    mmap(reinterpret_cast<void*>(ptr), size, PROT_NONE,
+         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+    for (CUdeviceptr p = ptr; p < ptr + size; p += kPage) g_fake->mapped_.erase(p);
+    return CUDA_SUCCESS;
+  }
+  static CUresult SetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc*, size_t count) {
+    auto lock = Lock();
+    if (count == 0) return CUDA_ERROR_INVALID_VALUE;
+    return g_fake->IsMapped(ptr, size) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+  }
+  static CUresult CopyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream) {
+    auto lock = Lock();
+    ++g_fake->copies_;
+    g_fake->EnqueueTouch(stream, src, bytes, nullptr);
+    g_fake->EnqueueTouch(stream, dst, bytes, [dst, src, bytes] {
+      memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes);
+    });
+    return CUDA_SUCCESS;
+  }
+  static CUresult StreamCreate(CUstream* stream, unsigned) {
+    auto lock = Lock();
+    *stream = g_fake->CreateStream();
+    g_fake->StreamOf(*stream)->held = g_fake->hold_new_streams_;
+    g_fake->created_.push_back(*stream);
+    return CUDA_SUCCESS;
+  }
+  static CUresult StreamDestroy(CUstream stream) {
+    auto lock = Lock();
+    FakeDriver::Stream* s = g_fake->StreamOf(stream);
+    s->held = false;
+    g_fake->DrainLocked();
+    return CUDA_SUCCESS;
+  }
+  static CUresult StreamWaitEvent(CUstream stream, CUevent event, unsigned) {
+    auto lock = Lock();
+    auto* e = reinterpret_cast<FakeDriver::Event*>(event);
+    FakeDriver::Op op;
+    op.wait = e;
+    op.wait_token = e->recorded;
+    g_fake->StreamOf(stream)->queue.push_back(std::move(op));
+    g_fake->DrainLocked();
+    return CUDA_SUCCESS;
+  }
+  static CUresult EventCreate(CUevent* event, unsigned) {
+    auto lock = Lock();
+    g_fake->events_.push_back(std::make_unique<FakeDriver::Event>());
+    *event = reinterpret_cast<CUevent>(g_fake->events_.back().get());
+    return CUDA_SUCCESS;
+  }
+  static CUresult EventRecord(CUevent event, CUstream stream) {
+    auto lock = Lock();
+    auto* e = reinterpret_cast<FakeDriver::Event*>(event);
+    FakeDriver::Stream* s = g_fake->StreamOf(stream);
+    e->stream = s;
+    const uint64_t token = ++e->recorded;
+    FakeDriver::Op op;
+    op.fn = [e, token] { e->completed = token; };
+    s->queue.push_back(std::move(op));
+    g_fake->DrainLocked();
+    return CUDA_SUCCESS;
+  }
+  static CUresult EventQuery(CUevent event) {
+    auto lock = Lock();
+    auto* e = reinterpret_cast<FakeDriver::Event*>(event);
+    return e->completed == e->recorded ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+  }
+  static CUresult EventSynchronize(CUevent event) {
+    auto lock = Lock();
+    auto* e = reinterpret_cast<FakeDriver::Event*>(event);
+    return g_fake->RunUntil(e, /*force=*/true) ? CUDA_SUCCESS : CUDA_ERROR_UNKNOWN;
+  }
+  static CUresult EventDestroy(CUevent) { return CUDA_SUCCESS; }
+  static CUresult FuncGetParamInfo(CUfunction func, size_t index, size_t* offset, size_t* size) {
+    auto lock = Lock();
+    if (g_fake->opaque_functions_.count(func)) return CUDA_ERROR_NOT_SUPPORTED;
+    const auto* sizes = reinterpret_cast<const std::vector<uint32_t>*>(func);
+    if (index >= sizes->size()) return CUDA_ERROR_INVALID_VALUE;
+    size_t off = 0;
+    for (size_t i = 0; i <= index; ++i) {
+      const size_t align = std::min<size_t>((*sizes)[i], 8);
+      off = (off + align - 1) / align * align;
+      if (i == index) break;
+      off += (*sizes)[i];
+    }
+    *offset = off;
+    *size = (*sizes)[index];
+    return CUDA_SUCCESS;
+  }
+  static CUresult StreamIsCapturing(CUstream, CUstreamCaptureStatus* status) {
+    *status = CU_STREAM_CAPTURE_STATUS_NONE;
+    return CUDA_SUCCESS;
+  }
+};
+
+FakeDriver::FakeDriver(uint64_t device_bytes) : device_capacity_(device_bytes) {
+  g_fake = this;
+  using E = FakeEntryPoints;
+  driver_.cuCtxGetCurrent = &E::CtxGetCurrent;
+  driver_.cuCtxGetDevice = &E::CtxGetDevice;
+  driver_.cuDeviceGetAttribute = &E::DeviceGetAttribute;
+  driver_.cuMemGetInfo_v2 = &E::MemGetInfo;
+  driver_.cuMemAddressReserve = &E::AddressReserve;
+  driver_.cuMemAddressFree = &E::AddressFree;
+  driver_.cuMemCreate = &E::Create;
+  driver_.cuMemRelease = &E::Release;
+  driver_.cuMemMap = &E::Map;
+  driver_.cuMemUnmap = &E::Unmap;
+  driver_.cuMemSetAccess = &E::SetAccess;
+  driver_.cuMemcpyDtoDAsync_v2 = &E::CopyDtoDAsync;
+  driver_.cuStreamCreate = &E::StreamCreate;
+  driver_.cuStreamDestroy_v2 = &E::StreamDestroy;
+  driver_.cuStreamWaitEvent = &E::StreamWaitEvent;
+  driver_.cuEventCreate = &E::EventCreate;
+  driver_.cuEventRecord = &E::EventRecord;
+  driver_.cuEventQuery = &E::EventQuery;
+  driver_.cuEventSynchronize = &E::EventSynchronize;
+  driver_.cuEventDestroy_v2 = &E::EventDestroy;
+  driver_.cuFuncGetParamInfo = &E::FuncGetParamInfo;
+  driver_.cuStreamIsCapturing = &E::StreamIsCapturing;
+}
+
+FakeDriver::~FakeDriver() {
+  for (auto& [handle, p] : physical_) close(p.fd);
+  for (auto& [base, bytes] : reservations_) munmap(reinterpret_cast<void*>(base), bytes);
+  g_fake = nullptr;
+}
+
+CUfunction FakeDriver::MakeFunction(std::vector<uint32_t> param_sizes, bool opaque) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  functions_.push_back(std::make_unique<std::vector<uint32_t>>(std::move(param_sizes)));
+  auto f = reinterpret_cast<CUfunction>(functions_.back().get());
+  if (opaque) opaque_functions_.insert(f);
+  return f;
+}
+
+CUstream FakeDriver::CreateStream() {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  streams_.push_back(std::make_unique<Stream>());
+  return reinterpret_cast<CUstream>(streams_.back().get());
+}
+
+FakeDriver::Stream* FakeDriver::StreamOf(CUstream handle) {
+  if (handle == nullptr || handle == CU_STREAM_LEGACY || handle == CU_STREAM_PER_THREAD) {
+    return &legacy_;
+  }
+  return reinterpret_cast<Stream*>(handle);
+}
+
+std::vector<CUstream> FakeDriver::created_streams() {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  return created_;
+}
+
+bool FakeDriver::IsMapped(CUdeviceptr ptr, uint64_t bytes) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  if (bytes == 0) return true;
+  for (CUdeviceptr p = ptr & ~(kPage - 1); p < ptr + bytes; p += kPage) {
+    if (!mapped_.count(p)) return false;
+  }
+  return true;
+}
+
+void FakeDriver::Enqueue(CUstream stream, std::function<void()> work) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  Op op;
+  op.fn = std::move(work);
+  StreamOf(stream)->queue.push_back(std::move(op));
+  DrainLocked();
+}
+
+void FakeDriver::EnqueueTouch(CUstream stream, CUdeviceptr ptr, uint64_t bytes,
+                              std::function<void()> body) {
+  Enqueue(stream, [this, ptr, bytes, body = std::move(body)] {
+    if (!IsMapped(ptr, bytes)) {
+      ++faults_;
+      return;
+    }
+    if (body) body();
+  });
+}
+
+void FakeDriver::Hold(CUstream stream) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  StreamOf(stream)->held = true;
+}
+
+void FakeDriver::Release(CUstream stream) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  StreamOf(stream)->held = false;
+  DrainLocked();
+}
+
+bool FakeDriver::StepLocked(Stream* s, bool force) {
+  if (s->queue.empty() || (s->held && !force)) return false;
+  Op& front = s->queue.front();
+  if (front.wait != nullptr && front.wait->completed < front.wait_token) {
+    Event* e = front.wait;
+    while (e->completed < front.wait_token) {
+      if (e->stream == s || !StepLocked(e->stream, force)) return false;
+    }
+  }
+  Op op = std::move(s->queue.front());
+  s->queue.pop_front();
+  if (op.fn) op.fn();
+  return true;
+}
+
+void FakeDriver::DrainLocked() {
+  bool progress = true;
+  while (progress) {
+    progress = false;
+    while (StepLocked(&legacy_, false)) progress = true;
+    for (auto& s : streams_) {
+      while (StepLocked(s.get(), false)) progress = true;
+    }
+  }
+}
+
+bool FakeDriver::RunUntil(Event* e, bool force) {
+  while (e->completed < e->recorded) {
+    if (e->stream == nullptr || !StepLocked(e->stream, force)) return false;
+  }
+  DrainLocked();
+  return true;
+}
+
+}  // namespace memvirt::shim::testing
+
+namespace memvirt::shim::testing {
+
+struct FaultEntryPoints {
+  static bool Trip(int* counter) {
+    if (*counter <= 0) return false;
+    --*counter;
+    return true;
+  }
+  static CUresult Create(CUmemGenericAllocationHandle* h, size_t size,
+                         const CUmemAllocationProp* prop, unsigned long long flags) {
+    if (Trip(&g_faults->fail_create_)) return CUDA_ERROR_OUT_OF_MEMORY;
+    return g_faults->base_.cuMemCreate(h, size, prop, flags);
+  }
+  static CUresult Map(CUdeviceptr ptr, size_t size, size_t offset,
+                      CUmemGenericAllocationHandle h, unsigned long long flags) {
+    if (Trip(&g_faults->fail_map_)) return CUDA_ERROR_OUT_OF_MEMORY;
+    return g_faults->base_.cuMemMap(ptr, size, offset, h, flags);
+  }
+  static CUresult Copy(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream) {
+    if (Trip(&g_faults->fail_copy_)) return CUDA_ERROR_LAUNCH_FAILED;
+    return g_faults->base_.cuMemcpyDtoDAsync_v2(dst, src, bytes, stream);
+  }
+};
+
+FaultInjector::FaultInjector(const Driver& base) : base_(base), driver_(base) {
+  g_faults = this;
+  driver_.cuMemCreate = &FaultEntryPoints::Create;
+  driver_.cuMemMap = &FaultEntryPoints::Map;
+  driver_.cuMemcpyDtoDAsync_v2 = &FaultEntryPoints::Copy;
+}
+
+FaultInjector::~FaultInjector() { g_faults = nullptr; }
+
+}  // namespace memvirt::shim::testing

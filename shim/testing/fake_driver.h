@@ -1,0 +1,144 @@
+// A host-memory fake of the driver functions in shim/driver/driver.h, for
+// unit tests of shim/core without a GPU or the simulator.
+//
+// Device "memory" is real: physical allocations are memfd objects, a VA
+// reservation is a PROT_NONE mapping, cuMemMap maps the memfd there. So a
+// test can write through a pointer the shim handed out, let the shim page it
+// out and back, and compare checksums. Streams run their work immediately
+// unless held (Hold/Release), which lets tests keep operations "in flight"
+// and check that the shim never remaps memory that pending work may touch.
+//
+// Thread safety: all fake entry points are serialized by one internal mutex.
+// Only one FakeDriver may exist at a time (the driver ABI has no context
+// pointer, so the entry points find the instance through a global).
+#ifndef MEMVIRT_SHIM_TESTING_FAKE_DRIVER_H_
+#define MEMVIRT_SHIM_TESTING_FAKE_DRIVER_H_
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <vector>
+
+#include "shim/driver/driver.h"
+
+namespace memvirt::shim::testing {
+
+class FakeDriver {
+ public:
+  explicit FakeDriver(uint64_t device_bytes);
+  ~FakeDriver();
+
+  const Driver& driver() const { return driver_; }
+
+  // A kernel: the fake reports `param_sizes` through cuFuncGetParamInfo.
+  // An empty `param_sizes` with `opaque` = true makes cuFuncGetParamInfo fail.
+  CUfunction MakeFunction(std::vector<uint32_t> param_sizes, bool opaque = false);
+
+  // Enqueues `work` on `stream` (what a launch or copy would do on a GPU).
+  void Enqueue(CUstream stream, std::function<void()> work);
+  // Enqueues a kernel body that touches [ptr, ptr + bytes): the fake checks
+  // that every byte is mapped when the body runs and counts a fault if not.
+  void EnqueueTouch(CUstream stream, CUdeviceptr ptr, uint64_t bytes,
+                    std::function<void()> body);
+
+  // Held streams queue work until released (events on them stay pending).
+  void Hold(CUstream stream);
+  void Release(CUstream stream);
+  CUstream CreateStream();
+  // Streams created through cuStreamCreate from now on start held.
+  void set_hold_new_streams(bool v) { hold_new_streams_ = v; }
+  std::vector<CUstream> created_streams();
+
+  bool IsMapped(CUdeviceptr ptr, uint64_t bytes);
+  uint64_t faults() const { return faults_; }
+  uint64_t device_bytes_in_use() const { return device_used_; }
+  uint64_t host_bytes_in_use() const { return host_used_; }
+  uint64_t copies() const { return copies_; }
+  uint64_t maps() const { return maps_; }
+  void set_host_numa_supported(bool v) { host_numa_supported_ = v; }
+
+ private:
+  friend struct FakeEntryPoints;
+  struct Physical {
+    int fd = -1;
+    uint64_t bytes = 0;
+    bool host = false;
+  };
+  struct Stream;
+  struct Event {
+    Stream* stream = nullptr;
+    uint64_t recorded = 0;
+    uint64_t completed = 0;
+  };
+  struct Op {
+    std::function<void()> fn;
+    Event* wait = nullptr;  // a cuStreamWaitEvent entry
+    uint64_t wait_token = 0;
+  };
+  struct Stream {
+    bool held = false;
+    std::deque<Op> queue;
+  };
+
+  // Runs every stream as far as it can go (held streams stay put).
+  void DrainLocked();
+  // Runs the front op of `s` if its wait is satisfiable; false if blocked.
+  bool StepLocked(Stream* s, bool force);
+  Stream* StreamOf(CUstream handle);
+  // Runs the recording stream until `event` completes; false if it cannot.
+  bool RunUntil(Event* event, bool force);
+
+  Driver driver_;
+  std::recursive_mutex mu_;
+  uint64_t device_capacity_;
+  uint64_t device_used_ = 0;
+  uint64_t host_used_ = 0;
+  uint64_t faults_ = 0;
+  uint64_t copies_ = 0;
+  uint64_t maps_ = 0;
+  bool host_numa_supported_ = true;
+  bool hold_new_streams_ = false;
+  std::vector<CUstream> created_;
+  uint64_t next_handle_ = 1;
+  std::map<CUmemGenericAllocationHandle, Physical> physical_;
+  std::map<CUdeviceptr, uint64_t> reservations_;  // base -> bytes
+  std::set<CUdeviceptr> mapped_;                  // mapped 2 MiB pages
+  std::vector<std::unique_ptr<Stream>> streams_;
+  Stream legacy_;
+  std::vector<std::unique_ptr<Event>> events_;
+  std::vector<std::unique_ptr<std::vector<uint32_t>>> functions_;
+  std::set<const void*> opaque_functions_;
+  int context_token_ = 0;
+};
+
+// Fault injection: a Driver that forwards to `base` except where a switch
+// makes the next N calls of one entry point fail. Switches are global (the
+// driver ABI has no context pointer); one FaultInjector at a time.
+class FaultInjector {
+ public:
+  explicit FaultInjector(const Driver& base);
+  ~FaultInjector();
+  const Driver& driver() const { return driver_; }
+
+  void FailMemCreate(int times) { fail_create_ = times; }
+  void FailMemMap(int times) { fail_map_ = times; }
+  void FailCopy(int times) { fail_copy_ = times; }
+
+ private:
+  friend struct FaultEntryPoints;
+  Driver base_;
+  Driver driver_;
+  int fail_create_ = 0;
+  int fail_map_ = 0;
+  int fail_copy_ = 0;
+};
+
+}  // namespace memvirt::shim::testing
+
+#endif  // MEMVIRT_SHIM_TESTING_FAKE_DRIVER_H_

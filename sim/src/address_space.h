@@ -1,0 +1,131 @@
+// The virtual address space of one simulated device and everything mapped into it.
+//
+// Note [device addresses are host addresses]: kernels are host functions that dereference
+// device pointers directly, so a CUdeviceptr is a real virtual address of this process. Each
+// device owns one large mmap(PROT_NONE) region. cuMemAddressReserve and cuMemAlloc carve
+// ranges out of it; cuMemMap maps a physical allocation's memfd pages at MAP_FIXED but keeps
+// them PROT_NONE until cuMemSetAccess grants access (mprotect); cuMemUnmap puts anonymous
+// PROT_NONE pages back. Access rights are therefore enforced by the MMU: touching unmapped or
+// no-access memory faults (see fault_guard.h). cuMemAlloc ranges are anonymous read-write
+// pages, page-granular.
+//
+// Thread safety: thread-safe (one mutex per address space). Physical allocations dropped by
+// Unmap/FreeReservation are returned to the caller so their destruction (which releases
+// capacity) happens outside the lock.
+#ifndef MEMSIM_SRC_ADDRESS_SPACE_H_
+#define MEMSIM_SRC_ADDRESS_SPACE_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "cuda_api.h"
+#include "physical.h"
+#include "range_allocator.h"
+
+namespace memsim {
+
+inline constexpr uint64_t kGranularity = 2ULL << 20;  // VMM minimum and recommended
+inline constexpr uint64_t kPageSize = 4096;
+
+// What a device address belongs to (for pointer attributes and address-range queries).
+struct RangeInfo {
+  enum class Kind { kClassic, kMapped, kReserved };
+  Kind kind = Kind::kReserved;
+  uint64_t base = 0;  // classic: allocation start; mapped: start of its cuMemMap range
+  uint64_t size = 0;  // requested allocation size / size of the cuMemMap range
+  uint64_t buffer_id = 0;
+  void* owner = nullptr;          // classic: owning context
+  CUmemoryPool pool = nullptr;    // classic allocations from a memory pool
+  int prot = 0;                   // PROT_* currently granted
+  std::shared_ptr<Physical> physical;  // mapped only
+};
+
+class AddressSpace {
+ public:
+  // Reserves up to `va_size` bytes of address space (less if the OS refuses; at least 1 GiB).
+  // nullptr when no region could be reserved.
+  static std::unique_ptr<AddressSpace> Create(uint64_t va_size);
+  ~AddressSpace();
+  AddressSpace(const AddressSpace&) = delete;
+  AddressSpace& operator=(const AddressSpace&) = delete;
+
+  bool Contains(uint64_t addr) const { return addr >= base_ && addr < base_ + size_; }
+  uint64_t base() const { return base_; }
+  uint64_t size() const { return size_; }
+
+  // --- cuMemAddressReserve / cuMemAddressFree ---------------------------------------------
+  // REQUIRES: size and alignment are multiples of kGranularity (alignment 0 = granularity).
+  CUresult Reserve(uint64_t size, uint64_t alignment, uint64_t hint, uint64_t* out);
+  // The range must be exactly one reservation. Mappings still inside are dropped (returned).
+  CUresult FreeReservation(uint64_t ptr, uint64_t size,
+                           std::vector<std::shared_ptr<Physical>>* dropped);
+
+  // --- cuMemMap / cuMemUnmap / cuMemSetAccess ----------------------------------------------
+  // REQUIRES: ptr, size, offset multiples of kGranularity. The range must be inside one
+  // reservation and wholly unmapped; [offset, offset + size) inside the physical allocation.
+  CUresult Map(uint64_t ptr, uint64_t size, uint64_t offset, std::shared_ptr<Physical> phys);
+  // The range must be entirely mapped (it may span several cuMemMap ranges).
+  CUresult Unmap(uint64_t ptr, uint64_t size, std::vector<std::shared_ptr<Physical>>* dropped);
+  // The range must be entirely mapped. prot is PROT_NONE, PROT_READ or PROT_READ|PROT_WRITE.
+  CUresult SetAccess(uint64_t ptr, uint64_t size, int prot);
+
+  // --- cuMemAlloc / cuMemFree ---------------------------------------------------------------
+  // Reserves and backs a read-write range; *charged is set to the bytes the caller must charge
+  // (page-rounded). The caller charges capacity BEFORE calling (use ClassicFootprint()).
+  static uint64_t ClassicFootprint(uint64_t size);
+  CUresult AllocClassic(uint64_t size, void* owner, CUmemoryPool pool, uint64_t* out);
+  // ptr must be the start of a classic allocation; *footprint gets the bytes to uncharge.
+  CUresult FreeClassic(uint64_t ptr, uint64_t* footprint, CUmemoryPool* pool = nullptr);
+  std::vector<uint64_t> ClassicOwnedBy(const void* owner);
+
+  // --- queries ------------------------------------------------------------------------------
+  // True when every byte of [addr, addr + size) is backed and grants read (and write if
+  // `write`) access. size 0 checks addr alone.
+  bool IsAccessible(uint64_t addr, uint64_t size, bool write);
+  std::optional<RangeInfo> Lookup(uint64_t addr);
+
+ private:
+  struct Reservation {
+    uint64_t size;
+  };
+  struct Mapping {  // one piece of a cuMemMap range (split by partial SetAccess/Unmap)
+    uint64_t size;
+    std::shared_ptr<Physical> phys;
+    uint64_t offset;
+    int prot;
+    uint64_t map_id;
+    uint64_t map_base;  // extent of the original cuMemMap call
+    uint64_t map_size;
+  };
+  struct Classic {
+    uint64_t size;       // requested
+    uint64_t footprint;  // page-rounded, what is mapped and charged
+    void* owner;
+    CUmemoryPool pool;
+    uint64_t buffer_id;
+  };
+
+  AddressSpace(uint64_t base, uint64_t size);
+
+  // REQUIRES: mu_ held.
+  bool MappedContiguously(uint64_t ptr, uint64_t size, int need_prot) const;
+  void SplitAt(uint64_t addr);
+  const Reservation* ReservationContaining(uint64_t ptr, uint64_t size, uint64_t* start) const;
+  bool ResetToNone(uint64_t ptr, uint64_t size);
+
+  const uint64_t base_;
+  const uint64_t size_;
+  std::mutex mu_;
+  RangeAllocator ranges_;
+  std::map<uint64_t, Reservation> reservations_;  // VMM reservations by start
+  std::map<uint64_t, Mapping> mappings_;          // pieces by start
+  std::map<uint64_t, Classic> classic_;           // cuMemAlloc ranges by start
+};
+
+}  // namespace memsim
+
+#endif  // MEMSIM_SRC_ADDRESS_SPACE_H_

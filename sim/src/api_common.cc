@@ -1,0 +1,63 @@
+#include "api_common.h"
+
+#include "memory_ops.h"
+
+#include <sys/mman.h>
+
+namespace memsim::api {
+
+CUresult CurrentContext(std::shared_ptr<Context>* out) {
+  if (CUresult r = RequireInit()) return r;
+  Context* raw = CurrentContextRaw();
+  if (raw == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  *out = D().contexts.Get(raw);
+  return *out ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+}
+
+CUresult ResolveStream(CUstream handle, bool per_thread, std::shared_ptr<Context>* ctx,
+                       std::shared_ptr<Stream>* stream) {
+  if (CUresult r = RequireInit()) return r;
+  if (handle == nullptr || handle == CU_STREAM_LEGACY || handle == CU_STREAM_PER_THREAD) {
+    if (CUresult r = CurrentContext(ctx)) return r;
+    const bool use_per_thread =
+        handle == CU_STREAM_PER_THREAD || (handle == nullptr && per_thread);
+    *stream = use_per_thread ? (*ctx)->PerThreadStream() : (*ctx)->LegacyStream();
+    return CUDA_SUCCESS;
+  }
+  *stream = D().streams.Get(handle);
+  if (!*stream) return CUDA_ERROR_INVALID_HANDLE;
+  *ctx = D().contexts.Get((*stream)->context());
+  if (!*ctx) return CUDA_ERROR_INVALID_HANDLE;
+  return CUDA_SUCCESS;
+}
+
+CUresult ResolveStreamForWork(CUstream handle, bool per_thread, std::shared_ptr<Context>* ctx,
+                              std::shared_ptr<Stream>* stream) {
+  if (CUresult r = ResolveStream(handle, per_thread, ctx, stream)) return r;
+  return (*ctx)->sticky_error();
+}
+
+CUresult ResolveDevice(CUdevice ordinal, Device** out) {
+  if (CUresult r = RequireInit()) return r;
+  *out = D().device(ordinal);
+  return *out ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+}
+
+void DestroyContext(const std::shared_ptr<Context>& ctx) {
+  ctx->Shutdown();
+  for (auto& s : D().streams.Snapshot()) {
+    if (s->context() == ctx.get()) D().streams.Remove(s.get());
+  }
+  for (auto& e : D().events.Snapshot()) {
+    if (e->context() == ctx.get()) D().events.Remove(e.get());
+  }
+  for (uint64_t ptr : ctx->device()->va().ClassicOwnedBy(ctx.get())) FreeDeviceMemory(ptr);
+  for (const HostRange& r : D().host_memory.OwnedBy(ctx.get())) {
+    if (D().host_memory.Remove(r.base, r.registered) && !r.registered) {
+      munmap(reinterpret_cast<void*>(r.base), r.size);
+    }
+  }
+  RemoveFromCurrentStack(ctx.get());
+}
+
+}  // namespace memsim::api

@@ -1,0 +1,359 @@
+// Exported entry points: modules, libraries, functions/kernels and launches.
+//
+// Note [module images]: the sim has no GPU code objects. cuModuleLoad and cuLibraryLoadFromFile
+// take the path of a shared object; cuModuleLoadData(Ex), cuModuleLoadFatBinary and
+// cuLibraryLoadData interpret `image` as a NUL-terminated path to one.
+#include <cstring>
+#include <string>
+
+#include "api_common.h"
+#include "launch.h"
+
+using memsim::Context;
+using memsim::Function;
+using memsim::Module;
+using memsim::Stream;
+using namespace memsim::api;
+
+namespace {
+
+CUresult LoadModule(const char* path, std::shared_ptr<Module>* out) {
+  std::shared_ptr<Context> ctx;
+  if (CUresult r = CurrentContext(&ctx)) return r;
+  if (path == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUresult error;
+  auto module = Module::Load(path, &error);
+  if (!module) return error;
+  D().modules.Add(module);
+  *out = module;
+  return CUDA_SUCCESS;
+}
+
+CUresult ModuleLoad(CUmodule* module, const char* path) {
+  if (module == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::shared_ptr<Module> m;
+  if (CUresult r = LoadModule(path, &m)) return r;
+  *module = m->handle();
+  return CUDA_SUCCESS;
+}
+
+CUresult LibraryLoad(CUlibrary* library, const char* path) {
+  if (library == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::shared_ptr<Module> m;
+  if (CUresult r = LoadModule(path, &m)) return r;
+  *library = reinterpret_cast<CUlibrary>(m.get());
+  return CUDA_SUCCESS;
+}
+
+CUresult Unload(const void* handle) {
+  if (CUresult r = RequireInit()) return r;
+  auto m = D().modules.Remove(handle);
+  if (!m) return CUDA_ERROR_INVALID_HANDLE;
+  D().UnregisterModuleFunctions(m.get());
+  return CUDA_SUCCESS;  // queued launches keep the shared object open until they ran
+}
+
+CUresult GetFunction(const void* module_handle, const char* name, Function** out) {
+  if (CUresult r = RequireInit()) return r;
+  if (name == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  auto m = D().modules.Get(module_handle);
+  if (!m) return CUDA_ERROR_INVALID_HANDLE;
+  if (CUresult r = m->GetFunction(name, out)) return r;
+  D().RegisterFunction(*out, m);
+  return CUDA_SUCCESS;
+}
+
+// Resolves a CUfunction or CUkernel value (the sim uses one object for both).
+CUresult ResolveFunction(const void* handle, Function** fn, std::shared_ptr<Module>* module) {
+  if (CUresult r = RequireInit()) return r;
+  auto m = D().ModuleOfFunction(handle);
+  if (!m) return CUDA_ERROR_INVALID_HANDLE;
+  *fn = static_cast<Function*>(const_cast<void*>(handle));
+  if (module != nullptr) *module = std::move(m);
+  return CUDA_SUCCESS;
+}
+
+CUresult ParamInfo(const void* handle, size_t index, size_t* offset, size_t* size) {
+  Function* fn;
+  if (CUresult r = ResolveFunction(handle, &fn, nullptr)) return r;
+  const auto& layout = fn->layout();
+  if (index >= layout.sizes.size()) return CUDA_ERROR_INVALID_VALUE;
+  if (offset != nullptr) *offset = layout.offsets[index];
+  if (size != nullptr) *size = layout.sizes[index];
+  return CUDA_SUCCESS;
+}
+
+CUresult FunctionAttribute(int* pi, CUfunction_attribute attrib) {
+  if (pi == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  switch (attrib) {
+    case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *pi = 1024; break;
+    case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES: *pi = 0; break;
+    case CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES: *pi = 0; break;
+    case CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES: *pi = 0; break;
+    case CU_FUNC_ATTRIBUTE_NUM_REGS: *pi = 32; break;
+    case CU_FUNC_ATTRIBUTE_PTX_VERSION: *pi = 90; break;
+    case CU_FUNC_ATTRIBUTE_BINARY_VERSION: *pi = 90; break;
+    case CU_FUNC_ATTRIBUTE_CACHE_MODE_CA: *pi = 0; break;
+    case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: *pi = 49152; break;
+    case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT: *pi = -1; break;
+    default: *pi = 0; break;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult Launch(CUfunction f, const memsim::LaunchGeometry& g, CUstream h, void** params,
+                void** extra, bool per_thread) {
+  std::shared_ptr<Context> ctx;
+  std::shared_ptr<Stream> stream;
+  if (CUresult r = ResolveStreamForWork(h, per_thread, &ctx, &stream)) return r;
+  Function* fn;
+  std::shared_ptr<Module> module;
+  if (CUresult r = ResolveFunction(f, &fn, &module)) return r;
+  return memsim::EnqueueLaunch(ctx, stream, module, fn, g, params, extra);
+}
+
+memsim::LaunchGeometry Geometry(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                                unsigned bz, unsigned shmem) {
+  return memsim::LaunchGeometry{{gx, gy, gz}, {bx, by, bz}, shmem};
+}
+
+CUresult LaunchEx(const CUlaunchConfig* config, CUfunction f, void** params, void** extra,
+                  bool per_thread) {
+  if (config == nullptr || (config->numAttrs > 0 && config->attrs == nullptr)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  return Launch(f,
+                Geometry(config->gridDimX, config->gridDimY, config->gridDimZ, config->blockDimX,
+                         config->blockDimY, config->blockDimZ, config->sharedMemBytes),
+                config->hStream, params, extra, per_thread);
+}
+
+}  // namespace
+
+extern "C" {
+
+CUresult CUDAAPI cuModuleLoad(CUmodule* module, const char* fname) {
+  return ModuleLoad(module, fname);
+}
+CUresult CUDAAPI cuModuleLoadData(CUmodule* module, const void* image) {
+  return ModuleLoad(module, static_cast<const char*>(image));
+}
+CUresult CUDAAPI cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned int numOptions,
+                                    CUjit_option* options, void** optionValues) {
+  (void)numOptions;
+  (void)options;
+  (void)optionValues;
+  return ModuleLoad(module, static_cast<const char*>(image));
+}
+CUresult CUDAAPI cuModuleLoadFatBinary(CUmodule* module, const void* fatCubin) {
+  return ModuleLoad(module, static_cast<const char*>(fatCubin));
+}
+CUresult CUDAAPI cuModuleUnload(CUmodule hmod) { return Unload(hmod); }
+
+CUresult CUDAAPI cuModuleGetLoadingMode(CUmoduleLoadingMode* mode) {
+  if (mode == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *mode = CU_MODULE_EAGER_LOADING;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuModuleGetFunction(CUfunction* hfunc, CUmodule hmod, const char* name) {
+  if (hfunc == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Function* fn;
+  if (CUresult r = GetFunction(hmod, name, &fn)) return r;
+  *hfunc = fn->handle();
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuModuleGetGlobal_v2(CUdeviceptr* dptr, size_t* bytes, CUmodule hmod,
+                                      const char* name) {
+  if (CUresult r = RequireInit()) return r;
+  auto m = D().modules.Get(hmod);
+  if (!m) return CUDA_ERROR_INVALID_HANDLE;
+  if (name == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  void* address = nullptr;
+  size_t size = 0;
+  if (CUresult r = m->GetGlobal(name, &address, &size)) return r;
+  if (dptr != nullptr) *dptr = reinterpret_cast<CUdeviceptr>(address);
+  if (bytes != nullptr) *bytes = size;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuLibraryLoadFromFile(CUlibrary* library, const char* fileName,
+                                       CUjit_option* jitOptions, void** jitOptionsValues,
+                                       unsigned int numJitOptions,
+                                       CUlibraryOption* libraryOptions,
+                                       void** libraryOptionValues,
+                                       unsigned int numLibraryOptions) {
+  (void)jitOptions, (void)jitOptionsValues, (void)numJitOptions;
+  (void)libraryOptions, (void)libraryOptionValues, (void)numLibraryOptions;
+  return LibraryLoad(library, fileName);
+}
+
+CUresult CUDAAPI cuLibraryLoadData(CUlibrary* library, const void* code, CUjit_option* jitOptions,
+                                   void** jitOptionsValues, unsigned int numJitOptions,
+                                   CUlibraryOption* libraryOptions, void** libraryOptionValues,
+                                   unsigned int numLibraryOptions) {
+  (void)jitOptions, (void)jitOptionsValues, (void)numJitOptions;
+  (void)libraryOptions, (void)libraryOptionValues, (void)numLibraryOptions;
+  return LibraryLoad(library, static_cast<const char*>(code));
+}
+
+CUresult CUDAAPI cuLibraryUnload(CUlibrary library) { return Unload(library); }
+
+CUresult CUDAAPI cuLibraryGetModule(CUmodule* pMod, CUlibrary library) {
+  if (CUresult r = RequireInit()) return r;
+  if (pMod == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  auto m = D().modules.Get(library);
+  if (!m) return CUDA_ERROR_INVALID_HANDLE;
+  *pMod = m->handle();
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuLibraryGetKernel(CUkernel* pKernel, CUlibrary library, const char* name) {
+  if (pKernel == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Function* fn;
+  if (CUresult r = GetFunction(library, name, &fn)) return r;
+  *pKernel = reinterpret_cast<CUkernel>(fn);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuKernelGetFunction(CUfunction* pFunc, CUkernel kernel) {
+  if (pFunc == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Function* fn;
+  if (CUresult r = ResolveFunction(kernel, &fn, nullptr)) return r;
+  *pFunc = fn->handle();
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuKernelGetLibrary(CUlibrary* pLib, CUkernel kernel) {
+  if (pLib == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Function* fn;
+  if (CUresult r = ResolveFunction(kernel, &fn, nullptr)) return r;
+  *pLib = reinterpret_cast<CUlibrary>(fn->module());
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuKernelGetParamInfo(CUkernel kernel, size_t paramIndex, size_t* paramOffset,
+                                      size_t* paramSize) {
+  return ParamInfo(kernel, paramIndex, paramOffset, paramSize);
+}
+
+CUresult CUDAAPI cuKernelGetName(const char** name, CUkernel hfunc) {
+  if (name == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Function* fn;
+  if (CUresult r = ResolveFunction(hfunc, &fn, nullptr)) return r;
+  *name = fn->name().c_str();
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuKernelGetAttribute(int* pi, CUfunction_attribute attrib, CUkernel kernel,
+                                      CUdevice dev) {
+  (void)dev;
+  Function* fn;
+  if (CUresult r = ResolveFunction(kernel, &fn, nullptr)) return r;
+  return FunctionAttribute(pi, attrib);
+}
+
+CUresult CUDAAPI cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUkernel kernel,
+                                      CUdevice dev) {
+  (void)attrib, (void)val, (void)dev;
+  Function* fn;
+  return ResolveFunction(kernel, &fn, nullptr);
+}
+
+CUresult CUDAAPI cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t* paramOffset,
+                                    size_t* paramSize) {
+  return ParamInfo(func, paramIndex, paramOffset, paramSize);
+}
+
+CUresult CUDAAPI cuFuncGetAttribute(int* pi, CUfunction_attribute attrib, CUfunction hfunc) {
+  Function* fn;
+  if (CUresult r = ResolveFunction(hfunc, &fn, nullptr)) return r;
+  return FunctionAttribute(pi, attrib);
+}
+
+CUresult CUDAAPI cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int value) {
+  (void)attrib, (void)value;
+  Function* fn;
+  return ResolveFunction(hfunc, &fn, nullptr);
+}
+
+CUresult CUDAAPI cuFuncSetCacheConfig(CUfunction hfunc, CUfunc_cache config) {
+  (void)config;
+  Function* fn;
+  return ResolveFunction(hfunc, &fn, nullptr);
+}
+
+CUresult CUDAAPI cuFuncGetModule(CUmodule* hmod, CUfunction hfunc) {
+  if (hmod == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Function* fn;
+  if (CUresult r = ResolveFunction(hfunc, &fn, nullptr)) return r;
+  *hmod = fn->module()->handle();
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuFuncGetName(const char** name, CUfunction hfunc) {
+  if (name == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Function* fn;
+  if (CUresult r = ResolveFunction(hfunc, &fn, nullptr)) return r;
+  *name = fn->name().c_str();
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuFuncIsLoaded(CUfunctionLoadingState* state, CUfunction function) {
+  if (state == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Function* fn;
+  if (CUresult r = ResolveFunction(function, &fn, nullptr)) return r;
+  *state = CU_FUNCTION_LOADING_STATE_LOADED;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuFuncLoad(CUfunction function) {
+  Function* fn;
+  return ResolveFunction(function, &fn, nullptr);
+}
+
+CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                                unsigned int bx, unsigned int by, unsigned int bz,
+                                unsigned int sharedMemBytes, CUstream hStream,
+                                void** kernelParams, void** extra) {
+  return Launch(f, Geometry(gx, gy, gz, bx, by, bz, sharedMemBytes), hStream, kernelParams,
+                extra, false);
+}
+
+CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy,
+                                     unsigned int gz, unsigned int bx, unsigned int by,
+                                     unsigned int bz, unsigned int sharedMemBytes,
+                                     CUstream hStream, void** kernelParams, void** extra) {
+  return Launch(f, Geometry(gx, gy, gz, bx, by, bz, sharedMemBytes), hStream, kernelParams,
+                extra, true);
+}
+
+CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f,
+                                  void** kernelParams, void** extra) {
+  return LaunchEx(config, f, kernelParams, extra, false);
+}
+
+CUresult CUDAAPI cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f,
+                                       void** kernelParams, void** extra) {
+  return LaunchEx(config, f, kernelParams, extra, true);
+}
+
+CUresult CUDAAPI cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigned int gy,
+                                           unsigned int gz, unsigned int bx, unsigned int by,
+                                           unsigned int bz, unsigned int sharedMemBytes,
+                                           CUstream hStream, void** kernelParams) {
+  return Launch(f, Geometry(gx, gy, gz, bx, by, bz, sharedMemBytes), hStream, kernelParams,
+                nullptr, false);
+}
+
+CUresult CUDAAPI cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy,
+                                                unsigned int gz, unsigned int bx,
+                                                unsigned int by, unsigned int bz,
+                                                unsigned int sharedMemBytes, CUstream hStream,
+                                                void** kernelParams) {
+  return Launch(f, Geometry(gx, gy, gz, bx, by, bz, sharedMemBytes), hStream, kernelParams,
+                nullptr, true);
+}
+
+}  // extern "C"

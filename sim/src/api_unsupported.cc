@@ -1,0 +1,76 @@
+// Exported entry points the sim does not implement: they return CUDA_ERROR_NOT_SUPPORTED so
+// that a caller gets a clear error instead of an unresolved symbol. docs/sim.md lists them.
+//
+// Note [32-bit legacy entry points]: the pre-CUDA-3.2 flavours (cuMemAlloc, cuMemcpyHtoD, ... with
+// 32-bit CUdeviceptr_v1) cannot represent the sim's 64-bit device addresses; cuda.h has mapped
+// every call to the _v2 flavours since CUDA 3.2.
+#include "api_common.h"
+
+#define MEMSIM_NOT_SUPPORTED(name, params) \
+  CUresult CUDAAPI name params { return CUDA_ERROR_NOT_SUPPORTED; }
+
+extern "C" {
+
+// 32-bit legacy memory API.
+MEMSIM_NOT_SUPPORTED(cuMemGetInfo, (unsigned int*, unsigned int*))
+MEMSIM_NOT_SUPPORTED(cuMemAlloc, (CUdeviceptr_v1*, unsigned int))
+MEMSIM_NOT_SUPPORTED(cuMemAllocPitch,
+                     (CUdeviceptr_v1*, unsigned int*, unsigned int, unsigned int, unsigned int))
+MEMSIM_NOT_SUPPORTED(cuMemFree, (CUdeviceptr_v1))
+MEMSIM_NOT_SUPPORTED(cuMemGetAddressRange, (CUdeviceptr_v1*, unsigned int*, CUdeviceptr_v1))
+MEMSIM_NOT_SUPPORTED(cuMemAllocHost, (void**, unsigned int))
+MEMSIM_NOT_SUPPORTED(cuMemHostGetDevicePointer, (CUdeviceptr_v1*, void*, unsigned int))
+MEMSIM_NOT_SUPPORTED(cuMemcpyHtoD, (CUdeviceptr_v1, const void*, unsigned int))
+MEMSIM_NOT_SUPPORTED(cuMemcpyDtoH, (void*, CUdeviceptr_v1, unsigned int))
+MEMSIM_NOT_SUPPORTED(cuMemcpyDtoD, (CUdeviceptr_v1, CUdeviceptr_v1, unsigned int))
+MEMSIM_NOT_SUPPORTED(cuMemcpyHtoDAsync, (CUdeviceptr_v1, const void*, unsigned int, CUstream))
+MEMSIM_NOT_SUPPORTED(cuMemcpyDtoHAsync, (void*, CUdeviceptr_v1, unsigned int, CUstream))
+MEMSIM_NOT_SUPPORTED(cuMemcpyDtoDAsync, (CUdeviceptr_v1, CUdeviceptr_v1, unsigned int, CUstream))
+MEMSIM_NOT_SUPPORTED(cuMemcpy2D, (const CUDA_MEMCPY2D_v1*))
+MEMSIM_NOT_SUPPORTED(cuMemcpy2DUnaligned, (const CUDA_MEMCPY2D_v1*))
+MEMSIM_NOT_SUPPORTED(cuMemcpy2DAsync, (const CUDA_MEMCPY2D_v1*, CUstream))
+MEMSIM_NOT_SUPPORTED(cuMemsetD8, (CUdeviceptr_v1, unsigned char, unsigned int))
+MEMSIM_NOT_SUPPORTED(cuMemsetD16, (CUdeviceptr_v1, unsigned short, unsigned int))
+MEMSIM_NOT_SUPPORTED(cuMemsetD32, (CUdeviceptr_v1, unsigned int, unsigned int))
+MEMSIM_NOT_SUPPORTED(cuModuleGetGlobal, (CUdeviceptr_v1*, unsigned int*, CUmodule, const char*))
+
+// CUDA arrays and 3D copies.
+MEMSIM_NOT_SUPPORTED(cuMemcpy3D_v2, (const CUDA_MEMCPY3D*))
+MEMSIM_NOT_SUPPORTED(cuMemcpy3D_v2_ptds, (const CUDA_MEMCPY3D*))
+MEMSIM_NOT_SUPPORTED(cuMemcpy3DAsync_v2, (const CUDA_MEMCPY3D*, CUstream))
+MEMSIM_NOT_SUPPORTED(cuMemcpy3DAsync_v2_ptsz, (const CUDA_MEMCPY3D*, CUstream))
+MEMSIM_NOT_SUPPORTED(cuArrayDestroy, (CUarray))
+
+// Managed memory, IPC, imported handles.
+MEMSIM_NOT_SUPPORTED(cuMemAllocManaged, (CUdeviceptr*, size_t, unsigned int))
+MEMSIM_NOT_SUPPORTED(cuIpcGetMemHandle, (CUipcMemHandle*, CUdeviceptr))
+MEMSIM_NOT_SUPPORTED(cuIpcCloseMemHandle, (CUdeviceptr))
+MEMSIM_NOT_SUPPORTED(cuIpcGetEventHandle, (CUipcEventHandle*, CUevent))
+MEMSIM_NOT_SUPPORTED(cuIpcOpenEventHandle, (CUevent*, CUipcEventHandle))
+MEMSIM_NOT_SUPPORTED(cuMemImportFromShareableHandle,
+                     (CUmemGenericAllocationHandle*, void*, CUmemAllocationHandleType))
+MEMSIM_NOT_SUPPORTED(cuMemGetHandleForAddressRange,
+                     (void*, CUdeviceptr, size_t, CUmemRangeHandleType, unsigned long long))
+
+// Stream capture and graphs.
+MEMSIM_NOT_SUPPORTED(cuStreamBeginCapture, (CUstream))
+MEMSIM_NOT_SUPPORTED(cuStreamBeginCapture_ptsz, (CUstream))
+MEMSIM_NOT_SUPPORTED(cuStreamBeginCapture_v2, (CUstream, CUstreamCaptureMode))
+MEMSIM_NOT_SUPPORTED(cuStreamBeginCapture_v2_ptsz, (CUstream, CUstreamCaptureMode))
+MEMSIM_NOT_SUPPORTED(cuStreamEndCapture, (CUstream, CUgraph*))
+MEMSIM_NOT_SUPPORTED(cuStreamEndCapture_ptsz, (CUstream, CUgraph*))
+MEMSIM_NOT_SUPPORTED(cuGraphCreate, (CUgraph*, unsigned int))
+MEMSIM_NOT_SUPPORTED(cuGraphDestroy, (CUgraph))
+MEMSIM_NOT_SUPPORTED(cuGraphExecDestroy, (CUgraphExec))
+MEMSIM_NOT_SUPPORTED(cuGraphLaunch, (CUgraphExec, CUstream))
+MEMSIM_NOT_SUPPORTED(cuGraphLaunch_ptsz, (CUgraphExec, CUstream))
+
+// Stream memory operations.
+MEMSIM_NOT_SUPPORTED(cuStreamWaitValue32_v2, (CUstream, CUdeviceptr, cuuint32_t, unsigned int))
+MEMSIM_NOT_SUPPORTED(cuStreamWriteValue32_v2, (CUstream, CUdeviceptr, cuuint32_t, unsigned int))
+MEMSIM_NOT_SUPPORTED(cuStreamWaitValue64_v2, (CUstream, CUdeviceptr, cuuint64_t, unsigned int))
+MEMSIM_NOT_SUPPORTED(cuStreamWriteValue64_v2, (CUstream, CUdeviceptr, cuuint64_t, unsigned int))
+MEMSIM_NOT_SUPPORTED(cuStreamBatchMemOp_v2,
+                     (CUstream, unsigned int, CUstreamBatchMemOpParams*, unsigned int))
+
+}  // extern "C"

@@ -1,0 +1,212 @@
+// Exported entry points: the virtual memory management API (cuMemAddressReserve, cuMemCreate,
+// cuMemMap, cuMemSetAccess, ...). See address_space.h for how mappings are realized.
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <vector>
+
+#include "api_common.h"
+
+using memsim::Context;
+using memsim::Device;
+using memsim::Physical;
+using namespace memsim::api;
+
+namespace {
+
+bool HostLocation(CUmemLocationType t) {
+  return t == CU_MEM_LOCATION_TYPE_HOST || t == CU_MEM_LOCATION_TYPE_HOST_NUMA ||
+         t == CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT;
+}
+
+CUresult ValidateProp(const CUmemAllocationProp* prop) {
+  if (prop == nullptr || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE) {
+    return D().device(prop->location.id) != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+  }
+  return HostLocation(prop->location.type) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+int ProtFromFlags(CUmemAccess_flags flags) {
+  switch (flags) {
+    case CU_MEM_ACCESS_FLAGS_PROT_READ: return PROT_READ;
+    case CU_MEM_ACCESS_FLAGS_PROT_READWRITE: return PROT_READ | PROT_WRITE;
+    default: return PROT_NONE;
+  }
+}
+
+Device* ReservationDevice() {
+  Context* raw = memsim::CurrentContextRaw();
+  if (raw != nullptr) {
+    if (auto ctx = D().contexts.Get(raw)) return ctx->device();
+  }
+  return D().device(0);
+}
+
+}  // namespace
+
+extern "C" {
+
+CUresult CUDAAPI cuMemGetAllocationGranularity(size_t* granularity,
+                                               const CUmemAllocationProp* prop,
+                                               CUmemAllocationGranularity_flags option) {
+  if (CUresult r = RequireInit()) return r;
+  if (granularity == nullptr || (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM &&
+                                 option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (CUresult r = ValidateProp(prop)) return r;
+  *granularity = memsim::kGranularity;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment,
+                                     CUdeviceptr addr, unsigned long long flags) {
+  if (CUresult r = RequireInit()) return r;
+  if (ptr == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  Device* dev = ReservationDevice();
+  uint64_t out = 0;
+  if (CUresult r = dev->va().Reserve(size, alignment, addr, &out)) return r;
+  *ptr = out;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemAddressFree(CUdeviceptr ptr, size_t size) {
+  if (CUresult r = RequireInit()) return r;
+  Device* dev = D().DeviceForAddress(ptr);
+  if (dev == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::vector<std::shared_ptr<Physical>> dropped;
+  return dev->va().FreeReservation(ptr, size, &dropped);
+}
+
+CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
+                             const CUmemAllocationProp* prop, unsigned long long flags) {
+  if (CUresult r = RequireInit()) return r;
+  if (handle == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = ValidateProp(prop)) return r;
+  if (size == 0 || size % memsim::kGranularity != 0) return CUDA_ERROR_INVALID_VALUE;
+  memsim::CapacityAccount* account = nullptr;
+  if (prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE) {
+    account = &D().device(prop->location.id)->capacity();
+    if (!account->TryCharge(size)) return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  auto phys = Physical::Create(size, *prop, account);
+  if (!phys) {
+    if (account != nullptr) account->Release(size);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  D().physical.Add(phys);
+  *handle = phys->handle();
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle) {
+  if (CUresult r = RequireInit()) return r;
+  const void* key = reinterpret_cast<const void*>(handle);
+  auto phys = D().physical.Get(key);
+  if (!phys) return CUDA_ERROR_INVALID_VALUE;
+  if (phys->handle_refs.fetch_sub(1) == 1) D().physical.Remove(key);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+                          CUmemGenericAllocationHandle handle, unsigned long long flags) {
+  if (CUresult r = RequireInit()) return r;
+  if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  auto phys = D().physical.Get(reinterpret_cast<const void*>(handle));
+  if (!phys) return CUDA_ERROR_INVALID_VALUE;
+  Device* dev = D().DeviceForAddress(ptr);
+  if (dev == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return dev->va().Map(ptr, size, offset, std::move(phys));
+}
+
+CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size) {
+  if (CUresult r = RequireInit()) return r;
+  Device* dev = D().DeviceForAddress(ptr);
+  if (dev == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::vector<std::shared_ptr<Physical>> dropped;
+  return dev->va().Unmap(ptr, size, &dropped);  // `dropped` is released after the lock
+}
+
+CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc* desc,
+                                size_t count) {
+  if (CUresult r = RequireInit()) return r;
+  if (desc == nullptr || count == 0) return CUDA_ERROR_INVALID_VALUE;
+  Device* dev = D().DeviceForAddress(ptr);
+  if (dev == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  // Note [one address space]: all simulated devices share the process's memory, so the range
+  // gets the widest access any descriptor grants.
+  int prot = PROT_NONE;
+  for (size_t i = 0; i < count; ++i) {
+    const CUmemLocation& loc = desc[i].location;
+    if (loc.type == CU_MEM_LOCATION_TYPE_DEVICE) {
+      if (D().device(loc.id) == nullptr) return CUDA_ERROR_INVALID_DEVICE;
+    } else if (!HostLocation(loc.type)) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_NONE &&
+        desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READ &&
+        desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    prot |= ProtFromFlags(desc[i].flags);
+  }
+  return dev->va().SetAccess(ptr, size, prot);
+}
+
+CUresult CUDAAPI cuMemGetAccess(unsigned long long* flags, const CUmemLocation* location,
+                                CUdeviceptr ptr) {
+  if (CUresult r = RequireInit()) return r;
+  if (flags == nullptr || location == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Device* dev = D().DeviceForAddress(ptr);
+  if (dev == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  auto info = dev->va().Lookup(ptr);
+  if (!info || info->kind != memsim::RangeInfo::Kind::kMapped) return CUDA_ERROR_INVALID_VALUE;
+  if (info->prot & PROT_WRITE) {
+    *flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  } else if (info->prot & PROT_READ) {
+    *flags = CU_MEM_ACCESS_FLAGS_PROT_READ;
+  } else {
+    *flags = CU_MEM_ACCESS_FLAGS_PROT_NONE;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp* prop,
+                                                        CUmemGenericAllocationHandle handle) {
+  if (CUresult r = RequireInit()) return r;
+  auto phys = D().physical.Get(reinterpret_cast<const void*>(handle));
+  if (!phys || prop == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *prop = phys->prop();
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* handle, void* addr) {
+  if (CUresult r = RequireInit()) return r;
+  if (handle == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Device* dev = D().DeviceForAddress(reinterpret_cast<uint64_t>(addr));
+  if (dev == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  auto info = dev->va().Lookup(reinterpret_cast<uint64_t>(addr));
+  if (!info || info->kind != memsim::RangeInfo::Kind::kMapped) return CUDA_ERROR_INVALID_VALUE;
+  if (info->physical->handle_refs.fetch_add(1) == 0) D().physical.Add(info->physical);
+  *handle = info->physical->handle();
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemExportToShareableHandle(void* shareableHandle,
+                                              CUmemGenericAllocationHandle handle,
+                                              CUmemAllocationHandleType handleType,
+                                              unsigned long long flags) {
+  if (CUresult r = RequireInit()) return r;
+  auto phys = D().physical.Get(reinterpret_cast<const void*>(handle));
+  if (!phys || shareableHandle == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_NOT_SUPPORTED;
+  const int fd = dup(phys->fd());
+  if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  *static_cast<int*>(shareableHandle) = fd;
+  return CUDA_SUCCESS;
+}
+
+}  // extern "C"

@@ -1,0 +1,103 @@
+#include "context.h"
+
+#include <algorithm>
+
+namespace memsim {
+
+namespace {
+std::atomic<uint64_t> g_next_context_id{1};
+}  // namespace
+
+Context::Context(Device* device, unsigned flags, bool primary)
+    : device_(device),
+      flags_(flags),
+      primary_(primary),
+      id_(g_next_context_id.fetch_add(1, std::memory_order_relaxed)) {}
+
+Context::~Context() { Shutdown(); }
+
+void Context::SetStickyError(CUresult error) {
+  CUresult expected = CUDA_SUCCESS;
+  sticky_.compare_exchange_strong(expected, error, std::memory_order_acq_rel);
+}
+
+std::shared_ptr<Stream> Context::LegacyStream() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!legacy_) legacy_ = std::make_shared<Stream>(this, Stream::Kind::kLegacyDefault, 0, 0);
+  return legacy_;
+}
+
+std::shared_ptr<Stream> Context::PerThreadStream() {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& s = per_thread_[std::this_thread::get_id()];
+  if (!s) s = std::make_shared<Stream>(this, Stream::Kind::kPerThreadDefault, 0, 0);
+  return s;
+}
+
+std::shared_ptr<Stream> Context::CreateStream(unsigned flags, int priority) {
+  auto s = std::make_shared<Stream>(this, Stream::Kind::kUser, flags, priority);
+  std::lock_guard<std::mutex> lock(mu_);
+  user_streams_.push_back(s);
+  return s;
+}
+
+void Context::DestroyStream(const std::shared_ptr<Stream>& stream) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    user_streams_.erase(std::remove(user_streams_.begin(), user_streams_.end(), stream),
+                        user_streams_.end());
+  }
+  stream->Shutdown();
+}
+
+uint64_t Context::Enqueue(const std::shared_ptr<Stream>& stream, StreamOp op) {
+  std::lock_guard<std::mutex> submit(submit_mu_);
+  if (stream->kind() == Stream::Kind::kLegacyDefault) {
+    std::vector<std::shared_ptr<Stream>> others;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto& [tid, s] : per_thread_) others.push_back(s);
+      for (auto& s : user_streams_) others.push_back(s);
+    }
+    for (auto& s : others) {
+      if (!s->blocking()) continue;
+      const uint64_t last = s->last_enqueued();
+      if (!s->IsDone(last)) op.deps.emplace_back(s, last);
+    }
+  } else if (stream->blocking()) {
+    std::shared_ptr<Stream> legacy;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      legacy = legacy_;
+    }
+    if (legacy) {
+      const uint64_t last = legacy->last_enqueued();
+      if (!legacy->IsDone(last)) op.deps.emplace_back(legacy, last);
+    }
+  }
+  return stream->Enqueue(std::move(op));
+}
+
+void Context::Synchronize() {
+  std::vector<std::shared_ptr<Stream>> all;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (legacy_) all.push_back(legacy_);
+    for (auto& [tid, s] : per_thread_) all.push_back(s);
+    for (auto& s : user_streams_) all.push_back(s);
+  }
+  for (auto& s : all) s->WaitFor(s->last_enqueued());
+}
+
+void Context::Shutdown() {
+  std::vector<std::shared_ptr<Stream>> all;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (legacy_) all.push_back(legacy_);
+    for (auto& [tid, s] : per_thread_) all.push_back(s);
+    for (auto& s : user_streams_) all.push_back(s);
+  }
+  for (auto& s : all) s->Shutdown();
+}
+
+}  // namespace memsim

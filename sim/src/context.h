@@ -1,0 +1,81 @@
+// A CUDA context: one device, its streams (including the default streams) and the sticky
+// error state.
+//
+// Note [legacy default stream]: per the CUDA documentation, work submitted to the legacy
+// default stream (the NULL stream without per-thread semantics, or CU_STREAM_LEGACY) first
+// waits for all prior work in the context's blocking streams, and work submitted to a blocking
+// stream first waits for prior legacy-default-stream work. Streams created with
+// CU_STREAM_NON_BLOCKING take part in neither rule; the per-thread default stream is blocking.
+// Enqueue() implements this by adding (stream, last sequence number) dependencies under one
+// context-wide submission mutex.
+//
+// Ownership: contexts live in the driver's handle table; streams are owned by their context
+// (and by the handle table for user streams) and are shut down when the context is destroyed.
+// Thread safety: thread-safe.
+#ifndef MEMSIM_SRC_CONTEXT_H_
+#define MEMSIM_SRC_CONTEXT_H_
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "cuda_api.h"
+#include "stream.h"
+
+namespace memsim {
+
+class Device;
+
+class Context {
+ public:
+  Context(Device* device, unsigned flags, bool primary);
+  ~Context();  // Shutdown()
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  Device* device() const { return device_; }
+  unsigned flags() const { return flags_.load(std::memory_order_relaxed); }
+  void set_flags(unsigned flags) { flags_.store(flags, std::memory_order_relaxed); }
+  bool primary() const { return primary_; }
+  uint64_t id() const { return id_; }
+  CUcontext handle() { return reinterpret_cast<CUcontext>(this); }
+
+  CUresult sticky_error() const { return sticky_.load(std::memory_order_acquire); }
+  // The first error sticks; later ones are ignored.
+  void SetStickyError(CUresult error);
+
+  std::shared_ptr<Stream> LegacyStream();
+  std::shared_ptr<Stream> PerThreadStream();  // of the calling thread
+  std::shared_ptr<Stream> CreateStream(unsigned flags, int priority);
+  // Removes a user stream from the context and shuts it down (waits for its work).
+  void DestroyStream(const std::shared_ptr<Stream>& stream);
+
+  // Enqueues on `stream` with the default-stream synchronization rules; returns the sequence
+  // number. REQUIRES: stream belongs to this context.
+  uint64_t Enqueue(const std::shared_ptr<Stream>& stream, StreamOp op);
+
+  // Waits until every stream of the context is idle (cuCtxSynchronize).
+  void Synchronize();
+  // Drains and stops all streams. Idempotent.
+  void Shutdown();
+
+ private:
+  Device* const device_;
+  std::atomic<unsigned> flags_;
+  const bool primary_;
+  const uint64_t id_;
+  std::atomic<CUresult> sticky_{CUDA_SUCCESS};
+
+  std::mutex submit_mu_;  // serializes dependency computation + enqueue
+  std::mutex mu_;         // guards the stream lists
+  std::shared_ptr<Stream> legacy_;
+  std::map<std::thread::id, std::shared_ptr<Stream>> per_thread_;
+  std::vector<std::shared_ptr<Stream>> user_streams_;
+};
+
+}  // namespace memsim
+
+#endif  // MEMSIM_SRC_CONTEXT_H_

@@ -1,0 +1,98 @@
+#include "copy_ops.h"
+
+#include <cstring>
+#include <thread>
+
+#include "context.h"
+#include "device.h"
+#include "driver.h"
+#include "fault_guard.h"
+#include "stream.h"
+
+namespace memsim {
+
+CUresult ResolveDeviceSide(uint64_t addr, size_t extent, bool write, CopyEnd* out) {
+  if (addr == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (Device* dev = Driver::Get().DeviceForAddress(addr)) {
+    if (!dev->va().IsAccessible(addr, extent, write)) return CUDA_ERROR_INVALID_VALUE;
+    *out = CopyEnd{addr, dev};
+    return CUDA_SUCCESS;
+  }
+  auto host = Driver::Get().host_memory.Lookup(addr);
+  if (!host || addr + extent > host->base + host->size) return CUDA_ERROR_INVALID_VALUE;
+  *out = CopyEnd{addr, nullptr};
+  return CUDA_SUCCESS;
+}
+
+CUresult ResolveUnified(uint64_t addr, size_t extent, bool write, CopyEnd* out) {
+  if (addr == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (Device* dev = Driver::Get().DeviceForAddress(addr)) {
+    if (!dev->va().IsAccessible(addr, extent, write)) return CUDA_ERROR_INVALID_VALUE;
+    *out = CopyEnd{addr, dev};
+    return CUDA_SUCCESS;
+  }
+  *out = CopyEnd{addr, nullptr};
+  return CUDA_SUCCESS;
+}
+
+namespace {
+
+void CopyRows(const CopyEnd& dst, const CopyEnd& src, const CopyShape& shape) {
+  auto* d = reinterpret_cast<unsigned char*>(dst.addr);
+  const auto* s = reinterpret_cast<const unsigned char*>(src.addr);
+  if (shape.rows == 1 || (shape.width == shape.src_pitch && shape.width == shape.dst_pitch)) {
+    std::memmove(d, s, shape.width * shape.rows);
+    return;
+  }
+  for (size_t r = 0; r < shape.rows; ++r) {
+    std::memmove(d + r * shape.dst_pitch, s + r * shape.src_pitch, shape.width);
+  }
+}
+
+}  // namespace
+
+uint64_t EnqueueCopy(const std::shared_ptr<Context>& ctx, const std::shared_ptr<Stream>& stream,
+                     CopyEnd dst, CopyEnd src, CopyShape shape) {
+  CopyEngine* engine = nullptr;
+  if (src.dev == nullptr && dst.dev != nullptr) engine = &dst.dev->h2d();
+  if (src.dev != nullptr && dst.dev == nullptr) engine = &src.dev->d2h();
+  Context* raw = ctx.get();
+  StreamOp op;
+  op.run = [raw, engine, dst, src, shape] {
+    auto body = [&] {
+      const size_t bytes = shape.width * shape.rows;
+      const auto done_at = engine != nullptr ? engine->Book(bytes) : CopyEngine::Clock::now();
+      CopyRows(dst, src, shape);
+      if (engine != nullptr && engine->throttled()) std::this_thread::sleep_until(done_at);
+    };
+    if (!RunGuardedCall(body)) raw->SetStickyError(CUDA_ERROR_ILLEGAL_ADDRESS);
+  };
+  return ctx->Enqueue(stream, std::move(op));
+}
+
+uint64_t EnqueueMemset(const std::shared_ptr<Context>& ctx, const std::shared_ptr<Stream>& stream,
+                       uint64_t dst, size_t pitch, uint32_t value, size_t element_size,
+                       size_t width, size_t rows) {
+  Context* raw = ctx.get();
+  StreamOp op;
+  op.run = [raw, dst, pitch, value, element_size, width, rows] {
+    auto body = [&] {
+      for (size_t r = 0; r < rows; ++r) {
+        auto* row = reinterpret_cast<unsigned char*>(dst + r * pitch);
+        if (element_size == 1) {
+          std::memset(row, static_cast<int>(value & 0xff), width);
+        } else if (element_size == 2) {
+          auto* p = reinterpret_cast<uint16_t*>(row);
+          for (size_t i = 0; i < width; ++i) p[i] = static_cast<uint16_t>(value);
+        } else {
+          auto* p = reinterpret_cast<uint32_t*>(row);
+          for (size_t i = 0; i < width; ++i) p[i] = value;
+        }
+      }
+    };
+    if (!RunGuardedCall(body)) raw->SetStickyError(CUDA_ERROR_ILLEGAL_ADDRESS);
+  };
+  return ctx->Enqueue(stream, std::move(op));
+}
+
+}  // namespace memsim

@@ -1,0 +1,60 @@
+// A CUDA event: marks a point in a stream; completes when the stream reaches it.
+//
+// Record() captures (stream, sequence number) and enqueues a marker that timestamps the event
+// when it executes. Query/Synchronize/waits refer to the most recent record at the time of the
+// call, as the CUDA documentation specifies; an event never recorded counts as complete.
+//
+// Thread safety: thread-safe.
+#ifndef MEMSIM_SRC_EVENT_H_
+#define MEMSIM_SRC_EVENT_H_
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <utility>
+
+#include "cuda_api.h"
+
+namespace memsim {
+
+class Context;
+class Stream;
+
+class Event : public std::enable_shared_from_this<Event> {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  Event(Context* ctx, unsigned flags) : ctx_(ctx), flags_(flags) {}
+
+  Context* context() const { return ctx_; }
+  unsigned flags() const { return flags_; }
+  bool timing_disabled() const { return (flags_ & CU_EVENT_DISABLE_TIMING) != 0; }
+
+  // REQUIRES: stream belongs to ctx (the stream's context).
+  void Record(Context* ctx, const std::shared_ptr<Stream>& stream);
+
+  // The latest record as (stream, seq); stream is null when never recorded.
+  std::pair<std::shared_ptr<Stream>, uint64_t> LastRecord();
+
+  bool Complete();
+  void Synchronize();
+  // Milliseconds from `start` to this event. Errors per cuEventElapsedTime.
+  CUresult ElapsedSince(Event& start, float* ms);
+
+ private:
+  std::optional<Clock::time_point> CompletedTime();
+
+  Context* const ctx_;
+  const unsigned flags_;
+  std::mutex mu_;
+  std::shared_ptr<Stream> stream_;
+  uint64_t seq_ = 0;
+  uint64_t generation_ = 0;
+  std::optional<Clock::time_point> time_;  // of `generation_`, once executed
+};
+
+}  // namespace memsim
+
+#endif  // MEMSIM_SRC_EVENT_H_

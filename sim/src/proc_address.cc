@@ -1,0 +1,77 @@
+#include "proc_address.h"
+
+#include <cstring>
+
+#include "api_common.h"
+
+namespace memsim {
+
+namespace {
+
+struct ProcEntry {
+  const char* name;
+  int version;
+  void* fn;
+  bool per_thread;
+};
+
+#define MEMSIM_PROC(name, version, symbol, per_thread) \
+  {name, version, reinterpret_cast<void*>(&symbol), per_thread},
+
+const ProcEntry kProcTable[] = {
+#include "proc_address_table.inc"
+};
+
+#undef MEMSIM_PROC
+
+}  // namespace
+
+CUresult LookupProcAddress(const char* symbol, int cuda_version, cuuint64_t flags, void** pfn,
+                           CUdriverProcAddressQueryResult* status) {
+  const bool want_per_thread = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
+  const ProcEntry* best = nullptr;
+  bool name_known = false;
+  for (int pass = 0; pass < 2 && best == nullptr; ++pass) {
+    // Pass 0 looks for the requested stream flavour; pass 1 falls back to the other one for
+    // symbols that have no per-thread flavour.
+    const bool per_thread = pass == 0 ? want_per_thread : false;
+    if (pass == 1 && !want_per_thread) break;
+    for (const ProcEntry& e : kProcTable) {
+      if (std::strcmp(e.name, symbol) != 0) continue;
+      name_known = true;
+      if (e.per_thread != per_thread || e.version > cuda_version) continue;
+      if (best == nullptr || e.version > best->version) best = &e;
+    }
+  }
+  if (best == nullptr) {
+    *pfn = nullptr;
+    if (status != nullptr) {
+      *status = name_known ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
+                           : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    }
+    return CUDA_ERROR_NOT_FOUND;
+  }
+  *pfn = best->fn;
+  if (status != nullptr) *status = CU_GET_PROC_ADDRESS_SUCCESS;
+  return CUDA_SUCCESS;
+}
+
+}  // namespace memsim
+
+extern "C" {
+
+CUresult CUDAAPI cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVersion,
+                                     cuuint64_t flags, CUdriverProcAddressQueryResult* status) {
+  if (symbol == nullptr || pfn == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const cuuint64_t known =
+      CU_GET_PROC_ADDRESS_LEGACY_STREAM | CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
+  if ((flags & ~known) != 0) return CUDA_ERROR_INVALID_VALUE;
+  return memsim::LookupProcAddress(symbol, cudaVersion, flags, pfn, status);
+}
+
+CUresult CUDAAPI cuGetProcAddress(const char* symbol, void** pfn, int cudaVersion,
+                                  cuuint64_t flags) {
+  return cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, nullptr);
+}
+
+}  // extern "C"

@@ -1,0 +1,88 @@
+// A stream: an in-order queue of device work executed by its own worker thread.
+//
+// Every operation gets a sequence number (1, 2, ...). An operation may carry dependencies on
+// other streams' sequence numbers (cross-stream waits and the legacy default stream's implicit
+// synchronization, see context.h); the worker waits for those before running it.
+//
+// Note [sticky errors]: once the owning context has a sticky error, device work (kernels,
+// copies, memsets) is skipped instead of executed, as on a GPU whose context is lost; bookkeeping
+// operations (event records, stream-ordered frees, host functions) still run so that waits and
+// synchronizations complete and report the error.
+//
+// Thread safety: thread-safe. Shutdown() must not be called from the worker itself.
+#ifndef MEMSIM_SRC_STREAM_H_
+#define MEMSIM_SRC_STREAM_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace memsim {
+
+class Context;
+class Stream;
+
+struct StreamOp {
+  std::function<void()> run;
+  std::vector<std::pair<std::shared_ptr<Stream>, uint64_t>> deps;  // wait for (stream, seq)
+  bool device_work = true;  // skipped when the context has a sticky error
+};
+
+class Stream {
+ public:
+  enum class Kind { kLegacyDefault, kPerThreadDefault, kUser };
+
+  Stream(Context* ctx, Kind kind, unsigned flags, int priority);
+  ~Stream();  // calls Shutdown()
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  // Appends op; returns its sequence number. Use Context::Enqueue for the default-stream
+  // synchronization rules; this is the raw queue.
+  uint64_t Enqueue(StreamOp op);
+
+  // Blocks until operation `seq` (and everything before it) has completed.
+  void WaitFor(uint64_t seq);
+  bool IsDone(uint64_t seq);
+  uint64_t last_enqueued();
+  bool Idle();  // every enqueued operation completed
+
+  // Drains the queue and joins the worker. Idempotent.
+  void Shutdown();
+
+  Context* context() const { return ctx_; }
+  Kind kind() const { return kind_; }
+  unsigned flags() const { return flags_; }
+  int priority() const { return priority_; }
+  uint64_t id() const { return id_; }
+  // Blocking streams synchronize with the legacy default stream (CU_STREAM_NON_BLOCKING not set).
+  bool blocking() const;
+
+ private:
+  void WorkerLoop();
+
+  Context* const ctx_;
+  const Kind kind_;
+  const unsigned flags_;
+  const int priority_;
+  const uint64_t id_;
+
+  std::mutex join_mu_;  // serializes Shutdown()
+  std::mutex mu_;
+  std::condition_variable cv_;  // queue changes and completions
+  std::deque<StreamOp> queue_;
+  uint64_t enqueued_ = 0;
+  uint64_t completed_ = 0;
+  bool stopping_ = false;
+  std::thread worker_;
+};
+
+}  // namespace memsim
+
+#endif  // MEMSIM_SRC_STREAM_H_

@@ -1,0 +1,216 @@
+#include "tests/daemon/daemon_harness.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "google/protobuf/util/json_util.h"
+#include "tests/daemon/page_pattern.h"
+
+namespace memvirt::testing {
+
+std::string MemvirtdPath() { return MEMVIRT_MEMVIRTD_PATH; }
+std::string MemctlPath() { return MEMVIRT_MEMCTL_PATH; }
+std::string TestClientPath() { return MEMVIRT_TEST_CLIENT_PATH; }
+
+namespace {
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+int Decode(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return -1;
+}
+
+}  // namespace
+
+std::unique_ptr<Subprocess> Subprocess::Spawn(const std::vector<std::string>& argv,
+                                              const std::string& log_prefix,
+                                              const std::vector<std::string>& env) {
+  auto p = std::unique_ptr<Subprocess>(new Subprocess());
+  p->out_path_ = log_prefix + ".out";
+  p->err_path_ = log_prefix + ".err";
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int out = open(p->out_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int err = open(p->err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(out, 1);
+    dup2(err, 2);
+    for (const std::string& e : env) putenv(const_cast<char*>(e.c_str()));
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  p->pid_ = pid;
+  return p;
+}
+
+Subprocess::~Subprocess() {
+  if (pid_ > 0 && !reaped_) {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, &status_, 0);
+  }
+}
+
+void Subprocess::Signal(int sig) {
+  if (!reaped_) kill(pid_, sig);
+}
+
+std::optional<int> Subprocess::Wait(std::chrono::milliseconds timeout) {
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  while (!reaped_) {
+    const pid_t r = waitpid(pid_, &status_, WNOHANG);
+    if (r == pid_) {
+      reaped_ = true;
+      break;
+    }
+    if (std::chrono::steady_clock::now() >= end) return std::nullopt;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return Decode(status_);
+}
+
+bool Subprocess::Running() { return !Wait(std::chrono::milliseconds(0)).has_value(); }
+std::string Subprocess::Stdout() const { return ReadFile(out_path_); }
+std::string Subprocess::Stderr() const { return ReadFile(err_path_); }
+
+CommandResult Run(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
+  static int counter = 0;
+  const std::string prefix =
+      "/tmp/memvirt-test-run-" + std::to_string(getpid()) + "-" + std::to_string(counter++);
+  std::unique_ptr<Subprocess> p = Subprocess::Spawn(argv, prefix, env);
+  CommandResult r;
+  std::optional<int> code = p->Wait(std::chrono::seconds(10));
+  r.exit_code = code.value_or(-1);
+  r.out = p->Stdout();
+  r.err = p->Stderr();
+  unlink((prefix + ".out").c_str());
+  unlink((prefix + ".err").c_str());
+  return r;
+}
+
+bool WaitUntil(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    if (pred()) return true;
+    if (std::chrono::steady_clock::now() >= end) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+TempDir::TempDir() {
+  char tmpl[] = "/tmp/memvirt-daemon-test-XXXXXX";
+  path_ = mkdtemp(tmpl);
+  chmod(path_.c_str(), 0755);
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+Daemon::Daemon(const std::string& dir, std::vector<std::string> flags, std::vector<std::string> env)
+    : dir_(dir), socket_(dir + "/memvirtd.sock"), flags_(std::move(flags)), env_(std::move(env)) {}
+
+bool Daemon::Start() {
+  std::vector<std::string> argv = {MemvirtdPath(), "--socket=" + socket_};
+  argv.insert(argv.end(), flags_.begin(), flags_.end());
+  process_ = Subprocess::Spawn(argv, dir_ + "/memvirtd." + std::to_string(starts_++), env_);
+  return WaitUntil([&] { return Memctl({"health"}).exit_code == 0 || !process_->Running(); },
+                   std::chrono::seconds(10)) &&
+         process_->Running();
+}
+
+CommandResult Daemon::Memctl(const std::vector<std::string>& args,
+                             const std::vector<std::string>& prefix) const {
+  std::vector<std::string> argv = prefix;
+  argv.push_back(MemctlPath());
+  argv.push_back("--socket=" + socket_);
+  argv.insert(argv.end(), args.begin(), args.end());
+  return Run(argv);
+}
+
+std::optional<google::protobuf::Struct> Daemon::StatusJson(
+    const std::vector<std::string>& prefix) const {
+  CommandResult r = Memctl({"status", "--json"}, prefix);
+  if (r.exit_code != 0) return std::nullopt;
+  google::protobuf::Struct s;
+  if (!google::protobuf::util::JsonStringToMessage(r.out, &s).ok()) return std::nullopt;
+  return s;
+}
+
+std::unique_ptr<Subprocess> Daemon::StartClient(const std::vector<std::string>& args,
+                                                const std::vector<std::string>& prefix) {
+  std::vector<std::string> argv = prefix;
+  argv.push_back(TestClientPath());
+  argv.push_back("--socket=" + socket_);
+  argv.insert(argv.end(), args.begin(), args.end());
+  return Subprocess::Spawn(argv, dir_ + "/client." + std::to_string(clients_++));
+}
+
+const google::protobuf::ListValue& Processes(const google::protobuf::Struct& status) {
+  return status.fields().at("processes").list_value();
+}
+
+const google::protobuf::Struct* FindProcess(const google::protobuf::Struct& status, pid_t pid) {
+  for (const google::protobuf::Value& v : Processes(status).values()) {
+    if (static_cast<pid_t>(Field(v.struct_value(), "pid")) == pid) return &v.struct_value();
+  }
+  return nullptr;
+}
+
+double Field(const google::protobuf::Struct& s, const std::string& name) {
+  auto it = s.fields().find(name);
+  return it == s.fields().end() ? -1 : it->second.number_value();
+}
+
+const google::protobuf::Struct& FirstGpu(const google::protobuf::Struct& process) {
+  return process.fields().at("gpus").list_value().values(0).struct_value();
+}
+
+std::vector<std::string> AsNobody() {
+  for (const char* p : {"/usr/bin/setpriv", "/bin/setpriv"}) {
+    if (access(p, X_OK) == 0) {
+      return {p, "--reuid=65534", "--regid=65534", "--clear-groups"};
+    }
+  }
+  return {};
+}
+
+std::string ExpectedChecksum(int pages, int iterations) {
+  // Replays the client's write schedule: iteration `it` writes pages (7it) and (7it + 13).
+  std::vector<int> last(pages, -1);
+  for (int it = 0; it < iterations; ++it) {
+    for (int k = 0; k < 2; ++k) last[(it * 7 + k * 13) % pages] = it;
+  }
+  uint64_t h = kFnvOffset;
+  std::vector<uint8_t> data;
+  for (int p = 0; p < pages; ++p) {
+    data.clear();
+    if (last[p] >= 0) FillPage(p, last[p], data);
+    h = Fnv1a(data, h);
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%016" PRIx64, h);
+  return buf;
+}
+
+}  // namespace memvirt::testing

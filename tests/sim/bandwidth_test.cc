@@ -1,0 +1,105 @@
+// Copy-engine bandwidth model: runs with MEMSIM_H2D_GBPS=1 and MEMSIM_D2H_GBPS=1 (a modelled
+// link slow enough that memcpy stays inside the booked window even on a loaded machine).
+// The issue asks for ±10% accuracy; the model can only be slowed down by a loaded machine (it
+// sleeps until the booked end), so each measurement takes the best of five runs.
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+#include "sim_test_util.h"
+
+namespace memsim_test {
+namespace {
+
+constexpr size_t kBytes = 64u << 20;
+constexpr double kGbps = 1.0;
+constexpr double kModelSeconds = kBytes / (kGbps * 1e9);
+
+class BandwidthTest : public SimTest {
+ protected:
+  void SetUp() override {
+    SimTest::SetUp();
+    ASSERT_CU(cuMemAllocHost(&host_, 2 * kBytes));
+    ASSERT_CU(cuMemAlloc(&dev_a_, kBytes));
+    ASSERT_CU(cuMemAlloc(&dev_b_, kBytes));
+    // Touch every page first so that page faults are not part of the measurement.
+    std::fill_n(static_cast<unsigned char*>(host_), 2 * kBytes, 0x3c);
+    ASSERT_CU(cuMemsetD8(dev_a_, 1, kBytes));
+    ASSERT_CU(cuMemsetD8(dev_b_, 2, kBytes));
+    ASSERT_CU(cuStreamCreate(&s1_, CU_STREAM_NON_BLOCKING));
+    ASSERT_CU(cuStreamCreate(&s2_, CU_STREAM_NON_BLOCKING));
+  }
+  void TearDown() override {
+    cuStreamDestroy(s1_);
+    cuStreamDestroy(s2_);
+    cuMemFree(dev_a_);
+    cuMemFree(dev_b_);
+    cuMemFreeHost(host_);
+    SimTest::TearDown();
+  }
+  template <typename F>
+  double BestSeconds(F&& f) {
+    double best = 1e9;
+    for (int i = 0; i < 5; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      f();
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      best = std::min(best, s);
+    }
+    return best;
+  }
+  unsigned char* host(size_t offset = 0) { return static_cast<unsigned char*>(host_) + offset; }
+
+  void* host_ = nullptr;
+  CUdeviceptr dev_a_ = 0, dev_b_ = 0;
+  CUstream s1_ = nullptr, s2_ = nullptr;
+};
+
+TEST_F(BandwidthTest, HostToDeviceRateMatchesTheModelWithinTenPercent) {
+  const double s = BestSeconds([&] { ASSERT_CU(cuMemcpyHtoD(dev_a_, host(), kBytes)); });
+  const double gbps = kBytes / s / 1e9;
+  RecordProperty("h2d_gbps", std::to_string(gbps));
+  EXPECT_NEAR(gbps, kGbps, 0.1 * kGbps);
+}
+
+TEST_F(BandwidthTest, DeviceToHostRateMatchesTheModelWithinTenPercent) {
+  const double s = BestSeconds([&] {
+    ASSERT_CU(cuMemcpyDtoHAsync(host(), dev_a_, kBytes, s1_));
+    ASSERT_CU(cuStreamSynchronize(s1_));
+  });
+  const double gbps = kBytes / s / 1e9;
+  RecordProperty("d2h_gbps", std::to_string(gbps));
+  EXPECT_NEAR(gbps, kGbps, 0.1 * kGbps);
+}
+
+TEST_F(BandwidthTest, CopiesInOneDirectionShareTheEngine) {
+  const double s = BestSeconds([&] {
+    ASSERT_CU(cuMemcpyHtoDAsync(dev_a_, host(), kBytes, s1_));
+    ASSERT_CU(cuMemcpyHtoDAsync(dev_b_, host(kBytes), kBytes, s2_));
+    ASSERT_CU(cuStreamSynchronize(s1_));
+    ASSERT_CU(cuStreamSynchronize(s2_));
+  });
+  EXPECT_NEAR(s, 2 * kModelSeconds, 0.1 * 2 * kModelSeconds);
+}
+
+TEST_F(BandwidthTest, HostToDeviceOverlapsDeviceToHost) {
+  const double s = BestSeconds([&] {
+    ASSERT_CU(cuMemcpyHtoDAsync(dev_a_, host(), kBytes, s1_));
+    ASSERT_CU(cuMemcpyDtoHAsync(host(kBytes), dev_b_, kBytes, s2_));
+    ASSERT_CU(cuStreamSynchronize(s1_));
+    ASSERT_CU(cuStreamSynchronize(s2_));
+  });
+  EXPECT_NEAR(s, kModelSeconds, 0.1 * kModelSeconds);  // not 2x: the directions overlap
+}
+
+TEST_F(BandwidthTest, DeviceToDeviceCopiesAreNotThrottled) {
+  const double s = BestSeconds([&] { ASSERT_CU(cuMemcpyDtoD(dev_b_, dev_a_, kBytes)); });
+  EXPECT_LT(s, kModelSeconds);  // a throttled copy would take at least the model time
+  std::vector<unsigned char> a(4096), b(4096);
+  ASSERT_CU(cuMemcpyDtoH(a.data(), dev_a_ + kBytes - 4096, 4096));
+  ASSERT_CU(cuMemcpyDtoH(b.data(), dev_b_ + kBytes - 4096, 4096));
+  EXPECT_EQ(a, b);
+}
+
+}  // namespace
+}  // namespace memsim_test

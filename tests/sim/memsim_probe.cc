@@ -1,0 +1,66 @@
+// Helper process for the multi-process tests: a tiny driver-API program.
+//   memsim_probe uninit       exit 0 iff calls before cuInit fail with NOT_INITIALIZED
+//   memsim_probe alloc BYTES  exit 0 if cuMemAlloc(BYTES) succeeds, 2 on OUT_OF_MEMORY
+//   memsim_probe hold BYTES   allocate, print "ok" or "oom", then wait until stdin closes
+//   memsim_probe uuid         print device 0's UUID in hex
+#include <cuda.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace {
+
+int Fail(const char* what, CUresult r) {
+  std::fprintf(stderr, "memsim_probe: %s failed: %d\n", what, static_cast<int>(r));
+  return 1;
+}
+
+int Setup(CUcontext* ctx) {
+  if (CUresult r = cuInit(0)) return Fail("cuInit", r);
+  if (CUresult r = cuCtxCreate(ctx, nullptr, 0, 0)) return Fail("cuCtxCreate", r);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) return 64;
+  const char* mode = argv[1];
+  if (std::strcmp(mode, "uninit") == 0) {
+    int n = 0;
+    CUdevice d;
+    CUcontext c;
+    const bool ok = cuDeviceGetCount(&n) == CUDA_ERROR_NOT_INITIALIZED &&
+                    cuDeviceGet(&d, 0) == CUDA_ERROR_NOT_INITIALIZED &&
+                    cuCtxGetCurrent(&c) == CUDA_ERROR_NOT_INITIALIZED;
+    return ok ? 0 : 1;
+  }
+  CUcontext ctx;
+  if (int rc = Setup(&ctx)) return rc;
+  if (std::strcmp(mode, "uuid") == 0) {
+    CUuuid u;
+    if (CUresult r = cuDeviceGetUuid(&u, 0)) return Fail("cuDeviceGetUuid", r);
+    for (char b : u.bytes) std::printf("%02x", static_cast<unsigned char>(b));
+    std::printf("\n");
+    return 0;
+  }
+  if (argc < 3) return 64;
+  const size_t bytes = std::strtoull(argv[2], nullptr, 10);
+  CUdeviceptr p;
+  const CUresult r = cuMemAlloc(&p, bytes);
+  if (std::strcmp(mode, "alloc") == 0) {
+    if (r == CUDA_ERROR_OUT_OF_MEMORY) return 2;
+    return r == CUDA_SUCCESS ? 0 : Fail("cuMemAlloc", r);
+  }
+  if (std::strcmp(mode, "hold") == 0) {
+    std::printf("%s\n", r == CUDA_SUCCESS ? "ok" : "oom");
+    std::fflush(stdout);
+    char c;
+    while (read(STDIN_FILENO, &c, 1) > 0) {
+    }
+    return 0;
+  }
+  return 64;
+}

@@ -1,0 +1,93 @@
+// Shared helpers for the simulated-GPU tests. The tests use only the CUDA driver API (cuda.h),
+// so they pin the documented semantics and could run against a real driver given kernels.
+#ifndef MEMVIRT_TESTS_SIM_SIM_TEST_UTIL_H_
+#define MEMVIRT_TESTS_SIM_SIM_TEST_UTIL_H_
+
+#include <cuda.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#define ASSERT_CU(expr) ASSERT_EQ((expr), CUDA_SUCCESS) << #expr
+#define EXPECT_CU(expr) EXPECT_EQ((expr), CUDA_SUCCESS) << #expr
+
+namespace memsim_test {
+
+inline std::string ErrName(CUresult r) {
+  const char* s = nullptr;
+  cuGetErrorName(r, &s);
+  return s != nullptr ? s : "?";
+}
+
+// FNV-1a over bytes: the checksum used to compare data end to end.
+inline uint64_t Checksum(const void* data, size_t n) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  uint64_t h = 1469598103934665603ULL;
+  for (size_t i = 0; i < n; ++i) {
+    h ^= p[i];
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
+
+inline std::vector<uint32_t> Pattern(size_t words, uint32_t seed) {
+  std::vector<uint32_t> v(words);
+  uint32_t x = seed * 2654435761u + 1;
+  for (auto& w : v) {
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    w = x;
+  }
+  return v;
+}
+
+// Launches f with the given arguments through kernelParams.
+template <typename... Args>
+CUresult Launch(CUfunction f, CUstream s, Args... args) {
+  void* params[] = {static_cast<void*>(&args)..., nullptr};
+  return cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, sizeof...(Args) ? params : nullptr, nullptr);
+}
+
+// Per-test context on device 0 with the test kernel module loaded.
+class SimTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_CU(cuInit(0));
+    ASSERT_CU(cuDeviceGet(&dev_, 0));
+    ASSERT_CU(cuCtxCreate(&ctx_, nullptr, 0, dev_));
+    ASSERT_CU(cuModuleLoad(&module_, MEMSIM_TEST_KERNELS));
+    for (const char* name : {"fill_u32", "saxpy", "record_order", "wait_flag", "write_u32",
+                             "copy_u32", "geometry", "mixed_args", "sum_u32", "no_args"}) {
+      CUfunction f;
+      ASSERT_CU(cuModuleGetFunction(&f, module_, name));
+      fn_.push_back(f);
+    }
+  }
+  void TearDown() override {
+    if (module_ != nullptr) cuModuleUnload(module_);
+    if (ctx_ != nullptr) cuCtxDestroy(ctx_);
+  }
+
+  CUfunction fill() const { return fn_[0]; }
+  CUfunction saxpy() const { return fn_[1]; }
+  CUfunction record_order() const { return fn_[2]; }
+  CUfunction wait_flag() const { return fn_[3]; }
+  CUfunction write_u32() const { return fn_[4]; }
+  CUfunction copy_u32() const { return fn_[5]; }
+  CUfunction geometry() const { return fn_[6]; }
+  CUfunction mixed_args() const { return fn_[7]; }
+  CUfunction sum_u32() const { return fn_[8]; }
+  CUfunction no_args() const { return fn_[9]; }
+
+  CUdevice dev_ = 0;
+  CUcontext ctx_ = nullptr;
+  CUmodule module_ = nullptr;
+  std::vector<CUfunction> fn_;
+};
+
+}  // namespace memsim_test
+
+#endif  // MEMVIRT_TESTS_SIM_SIM_TEST_UTIL_H_
