@@ -15,7 +15,9 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "memvirt/nvme/swap_store.h"
 #include "memvirt/nvme/uring_io_engine.h"
 
 namespace memvirt::bench {
@@ -34,6 +36,7 @@ struct Flags {
   bool json = false;
   bool keep = false;
   bool read_only = false;  // --read-only: read the existing file as it is, no write phase
+  bool store = false;      // --store: go through SwapStore (extents, CRC32C, callbacks)
 };
 
 // "2M", "1G", "4096", "512k" (binary multiples).
@@ -70,6 +73,7 @@ void Usage(const char* name) {
   std::fprintf(stderr,
                "usage: %s --file PATH [--block 2M] [--qd 16] [--size 1G] [--json] [--keep]\n"
                "       [--read-only]  (read an existing file; write_gbps is then 0)\n"
+               "       [--store]      (through SwapStore: --block slabs, CRC32C per 2 MiB)\n"
                "  sequential O_DIRECT write, then read, of --size bytes in --block requests\n"
                "  with --qd in flight, through the NVMe tier's io_uring engine\n",
                name);
@@ -97,6 +101,8 @@ std::optional<Flags> ParseFlags(int argc, char** argv) {
       f.keep = true;
     } else if (arg == "--read-only") {
       f.read_only = true;
+    } else if (arg == "--store") {
+      f.store = true;
     } else if (arg == "--file") {
       auto v = next();
       if (!v) return std::nullopt;
@@ -116,7 +122,7 @@ std::optional<Flags> ParseFlags(int argc, char** argv) {
     }
   }
   if (f.file.empty() || f.block % nvme::kDirectIoAlignment != 0 || f.block > (1u << 30) ||
-      f.size < f.block) {
+      f.size < f.block || (f.store && (f.block % nvme::kExtentBytes != 0 || f.read_only))) {
     return std::nullopt;
   }
   f.size = f.size / f.block * f.block;
@@ -169,6 +175,72 @@ absl::StatusOr<PhaseResult> RunPhase(UringIoEngine& engine, IoOp op, const Flags
   }
   result.seconds = absl::ToDoubleSeconds(absl::Now() - start);
   return result;
+}
+
+// The same stream through SwapStore: --block slabs, qd in flight, Put then Get. Includes what
+// the daemon pays on top of the engine: extent allocation, CRC32C of every 2 MiB on both sides
+// (on the submitting thread for Puts, the completion thread for Gets), callbacks.
+absl::StatusOr<std::pair<PhaseResult, PhaseResult>> RunStore(UringIoEngine& engine, const Flags& f,
+                                                             uint8_t* buffers) {
+  auto store = nvme::SwapStore::Create(&engine, nvme::SwapStoreOptions{});
+  if (!store.ok()) return store.status();
+  constexpr nvme::TenantId kTenant = 1;
+  const uint64_t slabs = f.size / f.block;
+  std::vector<nvme::SlabId> ids(slabs, 0);
+  absl::Mutex mu;
+  absl::CondVar freed;
+  std::vector<bool> busy(f.qd, false);
+  absl::Status first_error;
+  uint64_t bad = 0;
+
+  auto phase = [&](bool put) -> absl::StatusOr<PhaseResult> {
+    const absl::Time start = absl::Now();
+    for (uint64_t i = 0; i < slabs; ++i) {
+      const unsigned slot = static_cast<unsigned>(i % f.qd);
+      uint8_t* buf = buffers + uint64_t{slot} * f.block;
+      {
+        absl::MutexLock lock(&mu);
+        while (busy[slot]) freed.Wait(&mu);
+        if (!first_error.ok()) return first_error;
+        busy[slot] = true;
+      }
+      auto done = [&, slot, i, buf, put](absl::Status s) {
+        uint64_t stamp = 0;
+        if (!put && s.ok()) std::memcpy(&stamp, buf, sizeof(stamp));
+        absl::MutexLock lock(&mu);
+        if (!s.ok() && first_error.ok()) first_error = s;
+        bad += !put && s.ok() && stamp != i;
+        busy[slot] = false;
+        freed.SignalAll();
+      };
+      absl::Status started;
+      if (put) {
+        std::memcpy(buf, &i, sizeof(i));
+        absl::StatusOr<nvme::SlabId> id =
+            (*store)->StartPut(kTenant, absl::MakeConstSpan(buf, f.block), done);
+        if (id.ok()) ids[i] = *id;
+        started = id.status();
+      } else {
+        started = (*store)->StartGet(kTenant, ids[i], absl::MakeSpan(buf, f.block), done);
+      }
+      if (!started.ok()) return started;
+    }
+    absl::MutexLock lock(&mu);
+    for (unsigned slot = 0; slot < f.qd; ++slot) {
+      while (busy[slot]) freed.Wait(&mu);
+    }
+    if (!first_error.ok()) return first_error;
+    PhaseResult r;
+    r.seconds = absl::ToDoubleSeconds(absl::Now() - start);
+    r.bad_blocks = bad;
+    return r;
+  };
+  absl::StatusOr<PhaseResult> w = phase(true);
+  if (!w.ok()) return w.status();
+  fdatasync(fd);  // Note [settle between phases]
+  absl::StatusOr<PhaseResult> r = phase(false);
+  if (!r.ok()) return r.status();
+  return std::make_pair(*w, *r);
 }
 
 int Fail(const std::string& what) {
@@ -235,9 +307,21 @@ int NvmeMain(int argc, char** argv) {
       pool <= (uint64_t{1} << 30) && (*engine)->RegisterBuffers({&region, 1}).ok();
 
   absl::StatusOr<PhaseResult> w = PhaseResult{};
-  if (!f.read_only) w = RunPhase(**engine, IoOp::kWrite, f, buffers.get());
+  absl::StatusOr<PhaseResult> r = PhaseResult{};
+  if (f.store) {
+    auto wr = RunStore(**engine, f, buffers.get(), fd);
+    if (!wr.ok()) return Fail("store: " + wr.status().ToString());
+    w = wr->first;
+    r = wr->second;
+  } else if (!f.read_only) {
+    w = RunPhase(**engine, IoOp::kWrite, f, buffers.get());
+  }
   if (!w.ok()) return Fail("write: " + w.status().ToString());
-  auto r = RunPhase(**engine, IoOp::kRead, f, buffers.get());
+  // Note [settle between phases]: untimed. Flushes the device's write cache so the read phase
+  // does not compete with write-back of the write phase; compare_fio.sh does the same between
+  // fio's write and read jobs.
+  if (!f.read_only && !f.store) fdatasync(fd);
+  if (!f.store) r = RunPhase(**engine, IoOp::kRead, f, buffers.get());
   if (!r.ok()) return Fail("read: " + r.status().ToString());
 
   const double write_gbps = f.read_only ? 0.0 : static_cast<double>(f.size) / w->seconds / 1e9;
@@ -245,11 +329,12 @@ int NvmeMain(int argc, char** argv) {
   if (f.json) {
     std::printf(
         "{\"write_gbps\":%.3f,\"read_gbps\":%.3f,\"block\":%llu,\"qd\":%u,\"bytes\":%llu,"
-        "\"direct\":%s,\"registered_buffers\":%s,\"bad_blocks\":%llu,\"engine\":\"%s\"}\n",
+        "\"direct\":%s,\"registered_buffers\":%s,\"bad_blocks\":%llu,\"mode\":\"%s\","
+        "\"engine\":\"%s\"}\n",
         write_gbps, read_gbps, static_cast<unsigned long long>(f.block), f.qd,
         static_cast<unsigned long long>(f.size), direct ? "true" : "false",
         registered ? "true" : "false", static_cast<unsigned long long>(r->bad_blocks),
-        (*engine)->description().c_str());
+        f.store ? "swap-store+crc32c" : "engine", (*engine)->description().c_str());
   } else {
     std::printf("engine:  %s\n", (*engine)->description().c_str());
     std::printf("file:    %s (%llu bytes, block %llu, qd %u)\n", f.file.c_str(),

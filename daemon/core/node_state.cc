@@ -356,7 +356,21 @@ absl::Status NodeState::ReportHints(ClientId id, const HintBatch& batch) {
     }
   }
   for (const GpuUsage& u : batch.usage) UpdateUsage(c.gpus.at(u.gpu_uuid), u);
+  CheckHostBudget(c);
   return absl::OkStatus();
+}
+
+void NodeState::CheckHostBudget(Client& c) {
+  if (c.host_budget == 0 || c.demote_directive_id != 0) return;  // Unlimited, or asked.
+  uint64_t host = 0;
+  for (const auto& [uuid, g] : c.gpus) host += g.usage.host_bytes;
+  if (host <= c.host_budget) return;
+  Directive d;
+  d.kind = Directive::Kind::kDemote;
+  d.bytes = host - c.host_budget;
+  d.deadline = options_.shrink_deadline;
+  c.demote_directive_id = next_directive_id_;  // Send() assigns this id.
+  Send(c, std::move(d));
 }
 
 absl::Status NodeState::Acknowledge(ClientId id, const DirectiveAck& ack) {
@@ -375,6 +389,10 @@ absl::Status NodeState::Acknowledge(ClientId id, const DirectiveAck& ack) {
   }
   ++c.directives_acked;
   if (ack.usage.has_value()) UpdateUsage(c.gpus.at(ack.usage->gpu_uuid), *ack.usage);
+  if (ack.directive_id == c.demote_directive_id) {
+    c.demote_directive_id = 0;
+    return absl::OkStatus();
+  }
   if (!ack.complied) return absl::OkStatus();
   for (auto& [uuid, g] : c.gpus) {
     auto found = g.outstanding_shrinks.find(ack.directive_id);

@@ -28,6 +28,12 @@
 // re-registered yet; when the grace period ends, Tick() rebalances every GPU. So a restart
 // does not over-commit HBM as long as the clients re-register within the grace period.
 //
+// Note [host tier]
+// The host tier is divided like HBM (max-min fair over host_demand_bytes) when a capacity is
+// configured. Host budgets change without acknowledgement (HOST_BUDGET directives); a client
+// that reports more host bytes than its budget is sent one DEMOTE directive for the excess
+// (host -> NVMe), and another only after it acknowledges that one.
+//
 // Note [GPU inventory]
 // GPUs are configured (--gpu uuid:bytes) or learned from the first registration that names
 // them (the shim reports the device's total memory from the driver). The daemon never loads
@@ -155,6 +161,7 @@ class NodeState {
     uint64_t directives_sent = 0;
     uint64_t directives_acked = 0;
     uint64_t last_directive_id = 0;
+    uint64_t demote_directive_id = 0;  // Outstanding host -> NVMe request, 0 if none.
   };
   struct Gpu {
     uint64_t device_memory_bytes = 0;
@@ -172,6 +179,8 @@ class NodeState {
   void SendBudget(Client& c, ClientGpu& g, bool shrink) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Send(Client& c, Directive d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UpdateUsage(ClientGpu& g, const GpuUsage& u) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Asks a client over its host budget to demote the excess to NVMe (one request at a time).
+  void CheckHostBudget(Client& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   ClientSnapshot SnapshotOf(const Client& c) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Client* FindByPid(pid_t pid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   const Client* FindByPid(pid_t pid) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -1,6 +1,8 @@
 #include "daemon/core/node_state.h"
 
+#include <atomic>
 #include <random>
+#include <thread>
 
 #include "gtest/gtest.h"
 
@@ -326,6 +328,81 @@ TEST_F(NodeStateTest, HostTierIsSharedAndReclaimed) {
   node.Unregister(*ida);
   EXPECT_EQ(b.directives.back().kind, Directive::Kind::kHostBudget);
   EXPECT_EQ(b.directives.back().budget_bytes, 1000 * kMiB);
+}
+
+TEST_F(NodeStateTest, HostTierOverBudgetGetsOneDemoteAtATime) {
+  NodeOptions o = Options();
+  o.host_capacity_bytes = 100 * kMiB;
+  NodeState node(o, &clock_);
+  RecordingSink a;
+  auto id = node.Register(Peer(10), OneGpu(1000 * kMiB), &a);
+  HintBatch h;
+  h.iteration = 1;
+  h.usage = {{.gpu_uuid = kGpu, .host_bytes = 150 * kMiB}};
+  ASSERT_TRUE(node.ReportHints(*id, h).ok());
+  ASSERT_EQ(a.directives.size(), 1u);
+  EXPECT_EQ(a.directives[0].kind, Directive::Kind::kDemote);
+  EXPECT_EQ(a.directives[0].bytes, 50 * kMiB);
+  ASSERT_TRUE(node.ReportHints(*id, h).ok());
+  EXPECT_EQ(a.directives.size(), 1u) << "no second request while one is outstanding";
+  ASSERT_TRUE(node.Acknowledge(*id, {.directive_id = a.directives[0].id, .complied = true}).ok());
+  h.usage[0].host_bytes = 90 * kMiB;
+  ASSERT_TRUE(node.ReportHints(*id, h).ok());
+  EXPECT_EQ(a.directives.size(), 1u) << "within budget now";
+}
+
+// Sink safe to read from its owner's thread while other threads' calls deliver to it.
+class LockedSink : public DirectiveSink {
+ public:
+  void OnRegistered(const RegisterResult&) override {}
+  void OnDirective(const Directive& d) override {
+    absl::MutexLock lock(&mu_);
+    last_id_ = d.id;
+  }
+  uint64_t last_id() {
+    absl::MutexLock lock(&mu_);
+    return last_id_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  uint64_t last_id_ = 0;
+};
+
+TEST_F(NodeStateTest, ConcurrentCallersKeepLedgerConsistent) {
+  NodeState node(Options(), &clock_);
+  std::vector<std::thread> threads;
+  std::atomic<bool> stop{false};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 200; ++round) {
+        LockedSink sink;
+        auto id = node.Register(Peer(1000 + t), OneGpu(1000 * kMiB), &sink);
+        ASSERT_TRUE(id.ok()) << id.status();
+        HintBatch h;
+        h.iteration = 1;
+        h.usage = {{.gpu_uuid = kGpu, .resident_bytes = kMiB}};
+        EXPECT_TRUE(node.ReportHints(*id, h).ok());
+        if (const uint64_t d = sink.last_id(); d != 0) {
+          EXPECT_TRUE(node.Acknowledge(*id, {.directive_id = d, .complied = true}).ok());
+        }
+        node.Unregister(*id);
+      }
+    });
+  }
+  threads.emplace_back([&] {
+    while (!stop) {
+      auto s = node.GetStatus(kRoot);
+      ASSERT_TRUE(s.ok());
+      for (const GpuSnapshot& g : s->gpus) EXPECT_LE(g.budget_sum_bytes, 900 * kMiB);
+      node.Tick();
+    }
+  });
+  for (int t = 0; t < 4; ++t) threads[t].join();
+  stop = true;
+  threads.back().join();
+  EXPECT_EQ(node.client_count(), 0u);
+  EXPECT_EQ(HeldSum(node), 0u);
 }
 
 // Random operation sequences: the ledger never over-commits when clients comply.

@@ -1,8 +1,6 @@
 #include "memvirt/policy/simulator.h"
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 #include <limits>
 #include <map>
 #include <memory>
@@ -34,15 +32,56 @@ std::string_view PolicyKindName(PolicyKind kind) {
 
 namespace {
 
-// One FIFO copy engine: transfers run back to back at a fixed bandwidth.
-struct Engine {
+// One copy engine: one transfer at a time at a fixed bandwidth.
+//
+// Note [engine gaps]
+//   A transfer takes the earliest idle interval, at or after the time its
+//   source data and destination memory are ready, that is long enough for
+//   it. So a transfer waiting for its data (e.g. an SSD read still running)
+//   does not hold up transfers issued after it whose data is ready: the
+//   engine is fed in order of readiness, as a copy queue per source would.
+class Engine {
+ public:
   double bytes_per_us = 1;
-  double free_at = 0;
+
   // Returns the completion time of a transfer that may start at `earliest`.
   double Run(double earliest, uint64_t bytes) {
-    free_at = std::max(earliest, free_at) + static_cast<double>(bytes) / bytes_per_us;
-    return free_at;
+    const double duration = static_cast<double>(bytes) / bytes_per_us;
+    double t = earliest;
+    // First busy interval that ends after t.
+    auto it = busy_.upper_bound(t);
+    if (it != busy_.begin() && std::prev(it)->second > t) --it;
+    while (it != busy_.end() && it->first < t + duration) {
+      t = std::max(t, it->second);
+      ++it;
+    }
+    // Insert [t, t + duration), merging with touching neighbours.
+    double start = t, end = t + duration;
+    if (it != busy_.end() && it->first <= end) {
+      end = std::max(end, it->second);
+      it = busy_.erase(it);
+    }
+    if (it != busy_.begin()) {
+      auto prev = std::prev(it);
+      if (prev->second >= start) {
+        start = prev->first;
+        end = std::max(end, prev->second);
+        busy_.erase(prev);
+      }
+    }
+    busy_.emplace(start, end);
+    last_end_ = std::max(last_end_, t + duration);
+    return t + duration;
   }
+  // Forgets idle time before `t` (no transfer will start before it).
+  void Prune(double t) {
+    while (!busy_.empty() && busy_.begin()->second < t) busy_.erase(busy_.begin());
+  }
+  double last_end() const { return last_end_; }
+
+ private:
+  std::map<double, double> busy_;  // start -> end, disjoint
+  double last_end_ = 0;
 };
 
 // Free device memory as fragments stamped with the time they become usable.
@@ -103,6 +142,8 @@ class Simulation {
         pool_(config.device_bytes) {
     h2d_.bytes_per_us = d2h_.bytes_per_us = config.pcie_gbps * 1e3;
     ssd_read_.bytes_per_us = ssd_write_.bytes_per_us = config.ssd_gbps * 1e3;
+    // Note [host staging]: stage no further ahead than the device lookahead.
+    stage_horizon_us_ = static_cast<double>(config.device_bytes) / h2d_.bytes_per_us;
   }
 
   absl::StatusOr<SimResult> Run();
@@ -122,7 +163,10 @@ class Simulation {
     uint64_t pinned = kNotPinned;
     uint64_t last_use_step = 0;
     uint64_t host_key = 0;
-    bool prefetched_unused = false;
+    bool in_ssd_set = false;
+    bool in_dup_set = false;
+    uint64_t dup_key = 0;
+    uint64_t ssd_key = 0;
   };
 
   absl::Status Prepare();
@@ -133,6 +177,9 @@ class Simulation {
   double WriteBack(BlockId id, double earliest);
   bool MakeHostRoom(BlockId id, uint64_t bytes, double now);
   void DropBacking(BlockId id);
+  void UpdateSsdSet(BlockId id);
+  void UpdateDupSet(BlockId id);
+  void Stage(double now);
   void Fetch(BlockId id, double now, double memory_ready, bool overwrites);
   void Prefetch(double now, uint64_t step);
   uint64_t HostKey(BlockId id) const;
@@ -151,12 +198,12 @@ class Simulation {
   std::vector<uint32_t> persistent_;                 // persistent tensors that are used
   uint64_t host_used_ = 0;
   std::set<std::pair<uint64_t, BlockId>> host_set_;  // host-backed blocks, demote largest first
+  std::set<std::pair<uint64_t, BlockId>> ssd_set_;   // SSD-only blocks, stage smallest first
+  std::set<std::pair<uint64_t, BlockId>> dup_set_;   // resident blocks with a host copy
   IterationStats* stats_ = nullptr;
   uint64_t now_step_ = 0;
   SimResult result_;
-  uint64_t wasted_ = 0;
-  int why_ = 0;
-  bool debug_ = getenv("MEMVIRT_SIM_DEBUG") != nullptr;
+  double stage_horizon_us_ = 0;
 };
 
 absl::Status Simulation::Prepare() {
@@ -243,19 +290,92 @@ void Simulation::SetHostKey(BlockId id) {
   host_set_.erase({b.host_key, id});
   b.host_key = HostKey(id);
   host_set_.insert({b.host_key, id});
+  UpdateDupSet(id);
+}
+
+void Simulation::UpdateSsdSet(BlockId id) {
+  Block& b = blocks_[id];
+  const bool want = b.live && !b.resident && b.backing == Backing::kSsd;
+  if (b.in_ssd_set && (!want || b.ssd_key != HostKey(id))) {
+    ssd_set_.erase({b.ssd_key, id});
+    b.in_ssd_set = false;
+  }
+  if (want && !b.in_ssd_set) {
+    b.ssd_key = HostKey(id);
+    ssd_set_.insert({b.ssd_key, id});
+    b.in_ssd_set = true;
+  }
+}
+
+// Note [host staging]
+//   SSD bandwidth is a fifth of the link's, so blocks parked on SSD must
+//   start their way back long before a device prefetch could take them (the
+//   device has no room that early). When the policy knows next uses, the SSD
+//   read engine promotes the soonest-needed SSD blocks into free host memory,
+//   soonest first; from there a prefetch moves them at link speed. This is
+//   the job of the node daemon's NVMe tier in the product.
+void Simulation::Stage(double now) {
+  while (!ssd_set_.empty()) {
+    auto first = ssd_set_.begin();
+    if (first->first >= kFar) return;  // the policy does not know next uses
+    const BlockId id = first->second;
+    Block& b = blocks_[id];
+    const uint64_t data = layout_.blocks[id].data_bytes;
+    if (ssd_read_.last_end() > now + stage_horizon_us_) return;
+    if (!MakeHostRoom(id, data, now)) return;
+    ssd_set_.erase(first);
+    b.in_ssd_set = false;
+    b.backing_ready = ssd_read_.Run(std::max(now, b.backing_ready), data);
+    stats_->ssd_read_bytes += data;
+    ++stats_->staged;
+    b.backing = Backing::kHost;
+    host_used_ += data;
+    b.in_host_set = true;
+    b.host_key = HostKey(id);
+    host_set_.insert({b.host_key, id});
+  }
+}
+
+void Simulation::UpdateDupSet(BlockId id) {
+  Block& b = blocks_[id];
+  const bool want = b.resident && b.backing == Backing::kHost;
+  if (b.in_dup_set && (!want || b.dup_key != b.host_key)) {
+    dup_set_.erase({b.dup_key, id});
+    b.in_dup_set = false;
+  }
+  if (want && !b.in_dup_set) {
+    b.dup_key = b.host_key;
+    dup_set_.insert({b.dup_key, id});
+    b.in_dup_set = true;
+  }
 }
 
 void Simulation::DropBacking(BlockId id) {
   Block& b = blocks_[id];
+  if (b.in_dup_set) {
+    dup_set_.erase({b.dup_key, id});
+    b.in_dup_set = false;
+  }
   if (b.backing == Backing::kHost) {
     host_used_ -= layout_.blocks[id].data_bytes;
     if (b.in_host_set) host_set_.erase({b.host_key, id});
     b.in_host_set = false;
   }
   b.backing = Backing::kNone;
+  UpdateSsdSet(id);
 }
 
+// Note [host duplicates]
+//   A block fetched from the host tier keeps its host copy, so that evicting
+//   it again unmodified costs nothing. When the host tier is full those
+//   duplicates are dropped first (soonest next use first: the least likely to
+//   be evicted again); only then are host blocks demoted to SSD.
 bool Simulation::MakeHostRoom(BlockId id, uint64_t bytes, double now) {
+  if (host_used_ + bytes <= config_.host_bytes) return true;
+  while (host_used_ + bytes > config_.host_bytes && !dup_set_.empty()) {
+    const BlockId d = dup_set_.begin()->second;
+    DropBacking(d);
+  }
   if (host_used_ + bytes <= config_.host_bytes) return true;
   const uint64_t key = HostKey(id);
   while (host_used_ + bytes > config_.host_bytes) {
@@ -270,6 +390,7 @@ bool Simulation::MakeHostRoom(BlockId id, uint64_t bytes, double now) {
     host_set_.erase(last);
     hb.in_host_set = false;
     hb.backing = Backing::kSsd;
+    UpdateSsdSet(h);
     host_used_ -= data;
   }
   return true;
@@ -291,6 +412,7 @@ double Simulation::WriteBack(BlockId id, double earliest) {
   } else {
     b.backing = Backing::kSsd;
     b.backing_ready = ssd_write_.Run(d2h_end, data);
+    UpdateSsdSet(id);
     stats_->ssd_write_bytes += data;
   }
   return d2h_end;
@@ -308,26 +430,10 @@ void Simulation::Evict(BlockId id, double now) {
   } else if (b.has_data && b.dirty) {
     usable = WriteBack(id, earliest);
   }
-  if (b.prefetched_unused) ++wasted_;
-  if (debug_ && b.prefetched_unused && wasted_ == 1) {
-    uint64_t res = 0, res_pf = 0, res_dead = 0, pinned = 0;
-    for (size_t i = 0; i < blocks_.size(); ++i) {
-      if (!blocks_[i].resident) continue;
-      res += layout_.blocks[i].device_bytes;
-      if (blocks_[i].prefetched_unused) res_pf += layout_.blocks[i].device_bytes;
-      if (policy_->IsDead(i)) res_dead += layout_.blocks[i].device_bytes;
-      if (blocks_[i].pinned == now_step_) pinned += layout_.blocks[i].device_bytes;
-    }
-    auto d = policy_->NextUseDistance(id);
-    std::fprintf(stderr, "first waste: res=%.2fG prefetched=%.2fG dead=%.2fG pinned=%.2fG pool=%.2fG dist=%ld\n",
-                 res / 1e9, res_pf / 1e9, res_dead / 1e9, pinned / 1e9, pool_.free_bytes() / 1e9,
-                 d ? (long)*d : -1L);
-  }
-  if (debug_ && b.prefetched_unused && wasted_ < 20)
-    std::fprintf(stderr, "wasted block %lu at step %lu now=%.0f ready=%.0f why=%d\n", (unsigned long)id,
-                 (unsigned long)now_step_, now, b.ready, why_);
   b.resident = false;
   b.dirty = false;
+  UpdateSsdSet(id);
+  UpdateDupSet(id);
   policy_->OnEvicted(id);
   pool_.Release(usable, layout_.blocks[id].device_bytes);
   ++stats_->evictions;
@@ -341,7 +447,6 @@ absl::Status Simulation::EnsureSpace(uint64_t bytes, double now, uint64_t step) 
       return absl::InternalError(absl::StrCat("policy ", std::string(policy_->name()),
                                               " found no victim at step ", step));
     }
-    why_ = 1;
     Evict(*v, now);
   }
   return absl::OkStatus();
@@ -363,6 +468,8 @@ void Simulation::Fetch(BlockId id, double now, double memory_ready, bool overwri
   }
   b.resident = true;
   b.dirty = false;
+  UpdateSsdSet(id);
+  UpdateDupSet(id);
   b.ready = ready;
   policy_->OnResident(id);
 }
@@ -371,7 +478,6 @@ void Simulation::Prefetch(double now, uint64_t step) {
   auto evictable = [&](BlockId b) { return blocks_[b].resident && blocks_[b].pinned != step; };
   for (BlockId v : policy_->EvictAheadCandidates(evictable, pool_.free_bytes())) {
     if (!evictable(v)) continue;
-    why_ = 2;
     Evict(v, now);
     ++stats_->evict_ahead;
   }
@@ -383,12 +489,10 @@ void Simulation::Prefetch(double now, uint64_t step) {
     while (pool_.free_bytes() < need) {
       std::optional<BlockId> v = policy_->PickVictimForPrefetch(evictable, r.block);
       if (!v.has_value() || !evictable(*v)) return;
-      why_ = 3;
       Evict(*v, now);
     }
     const double memory_ready = pool_.Take(need);
     Fetch(r.block, now, memory_ready, /*overwrites=*/false);
-    b.prefetched_unused = true;
     ++stats_->prefetches;
   }
 }
@@ -430,7 +534,9 @@ absl::StatusOr<SimResult> Simulation::Run() {
     case PolicyKind::kBelady: {
       std::vector<StepAccesses> future;
       future.reserve(iterations * num_kernels);
-      for (uint64_t it = 0; it < iterations; ++it) {
+      // One iteration more than simulated: the reported iteration is not the
+      // end of time (Note [Belady horizon]).
+      for (uint64_t it = 0; it <= iterations; ++it) {
         for (uint64_t k = 0; k < num_kernels; ++k) {
           future.push_back(StepAccesses{it * num_kernels + k, accesses_[k], trace_.kernels[k].us});
         }
@@ -460,6 +566,7 @@ absl::StatusOr<SimResult> Simulation::Run() {
         host_set_.insert({b.host_key, id});
       } else {
         b.backing = Backing::kSsd;
+        UpdateSsdSet(id);
       }
     }
   }
@@ -470,6 +577,10 @@ absl::StatusOr<SimResult> Simulation::Run() {
     const double iteration_start = now;
     for (uint64_t k = 0; k < num_kernels; ++k) {
       const uint64_t step = it * num_kernels + k;
+      h2d_.Prune(now);
+      d2h_.Prune(now);
+      ssd_read_.Prune(now);
+      ssd_write_.Prune(now);
       now_step_ = step;
       for (uint32_t t : born_[k]) Birth(t);
       const std::vector<BlockAccess>& acc = accesses_[k];
@@ -488,16 +599,10 @@ absl::StatusOr<SimResult> Simulation::Run() {
       double start = now;
       for (const BlockAccess& a : acc) start = std::max(start, blocks_[a.block].ready);
       stats_->stall_us += start - now;
-      if (debug_ && start - now > 1000) {
-        std::fprintf(stderr, "k=%lu us=%.0f stall=%.0f h2d_free_at=%.0f now=%.0f pool_free=%.2fG\n",
-                     (unsigned long)k, trace_.kernels[k].us, start - now, h2d_.free_at - now, now,
-                     pool_.free_bytes() / 1e9);
-      }
       const double end = start + trace_.kernels[k].us;
       for (const BlockAccess& a : acc) {
         Block& b = blocks_[a.block];
         b.last_use_end = end;
-        b.prefetched_unused = false;
         b.last_use_step = step;
         if (Writes(a.mode)) {
           b.has_data = true;
@@ -509,7 +614,10 @@ absl::StatusOr<SimResult> Simulation::Run() {
       }
       // Deaths first: their memory, usable at `end`, may take prefetches.
       for (uint32_t t : dies_[k]) Death(t, end);
-      Prefetch(start, step);
+      if (config_.prefetch) {
+        Prefetch(start, step);
+        Stage(start);
+      }
       now = end;
     }
     stats_->time_us = now - iteration_start;
@@ -519,8 +627,10 @@ absl::StatusOr<SimResult> Simulation::Run() {
     host_blocks.reserve(host_set_.size());
     for (const auto& [key, id] : host_set_) host_blocks.push_back(id);
     for (BlockId id : host_blocks) SetHostKey(id);
+    std::vector<BlockId> ssd_blocks;
+    for (const auto& [key, id] : ssd_set_) ssd_blocks.push_back(id);
+    for (BlockId id : ssd_blocks) UpdateSsdSet(id);
   }
-  if (debug_) std::fprintf(stderr, "wasted prefetches: %lu\n", (unsigned long)wasted_);
   result_.reported = result_.per_iteration.back();
   result_.slowdown = result_.ideal_us > 0 ? result_.reported.time_us / result_.ideal_us : 1.0;
   return std::move(result_);

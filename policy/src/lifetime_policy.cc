@@ -93,19 +93,14 @@ class LifetimePolicy final : public Policy {
     lru_->OnAccess(step, accesses);
     std::vector<BlockAccess> merged = Merged(accesses);
     const uint64_t sig = internal::AccessSignature(merged);
-    if (!planner_ && !marks_seen_ && options_.detect_iterations && recording_.size() >= 2 &&
-        sig == first_signature_) {
-      // The sequence started over: the recording is one iteration.
-      Learn(std::move(recording_));
-      recording_.clear();
-      position_ = static_cast<int64_t>(schedule_->size());
-      planner_->Realign(position_);
-      in_sync_ = true;
-    } else if (planner_) {
+    if (planner_) {
       Follow(sig);
+    } else if (!marks_seen_ && options_.detect_iterations) {
+      Detect(sig);
     }
-    if (recording_.empty()) first_signature_ = sig;
     recording_.push_back(StepAccesses{step, std::move(merged), 0});
+    recorded_signatures_.push_back(sig);
+    if (adopt_period_ > 0) Adopt();
   }
 
   void OnIterationMark() override {
@@ -114,6 +109,8 @@ class LifetimePolicy final : public Policy {
       Learn(std::move(recording_));
     }
     recording_.clear();
+    recorded_signatures_.clear();
+    candidate_period_ = 0;
     mismatch_ = false;
     if (planner_) {
       // Next expected step: position 0 of the next iteration.
@@ -161,6 +158,43 @@ class LifetimePolicy final : public Policy {
 
   bool Planning() const { return planner_ != nullptr && in_sync_; }
 
+  // Note [iteration detection]
+  //   A step with the signature of the first recorded step proposes that the
+  //   iteration is the recording so far; the proposal is adopted once the
+  //   next min(kConfirmSteps, period) steps repeat the recording's start too
+  //   (one repeated kernel is not a repeated iteration).
+  static constexpr uint64_t kConfirmSteps = 4;
+
+  void Detect(uint64_t sig) {
+    const uint64_t index = recording_.size();  // index this step will get
+    if (candidate_period_ > 0) {
+      const uint64_t offset = index - candidate_period_;
+      if (sig == recorded_signatures_[offset]) {
+        if (offset + 1 >= std::min(kConfirmSteps, candidate_period_)) adopt_period_ = candidate_period_;
+        return;
+      }
+      candidate_period_ = 0;
+    }
+    if (index >= 2 && sig == recorded_signatures_[0]) candidate_period_ = index;
+  }
+
+  // Adopts recording_[0, period) as the iteration; the steps after it are
+  // the start of the next one.
+  void Adopt() {
+    const uint64_t period = adopt_period_;
+    adopt_period_ = 0;
+    candidate_period_ = 0;
+    const uint64_t done = recording_.size();
+    std::vector<StepAccesses> iteration(recording_.begin(), recording_.begin() + period);
+    recording_.erase(recording_.begin(), recording_.begin() + period);
+    recorded_signatures_.erase(recorded_signatures_.begin(),
+                               recorded_signatures_.begin() + period);
+    Learn(std::move(iteration));
+    position_ = static_cast<int64_t>(done) - 1;
+    planner_->Realign(position_);
+    in_sync_ = true;
+  }
+
   void Learn(std::vector<StepAccesses> steps) {
     schedule_ = std::make_shared<Schedule>(std::move(steps));
     planner_ = std::make_unique<Planner>(schedule_, /*cyclic=*/true, options_);
@@ -207,6 +241,7 @@ class LifetimePolicy final : public Policy {
       planner_.reset();
       schedule_.reset();
       recording_.clear();
+      recorded_signatures_.clear();
       out_of_sync_steps_ = 0;
     }
   }
@@ -218,7 +253,9 @@ class LifetimePolicy final : public Policy {
   uint64_t budget_ = 0;
 
   std::vector<StepAccesses> recording_;
-  uint64_t first_signature_ = 0;
+  std::vector<uint64_t> recorded_signatures_;
+  uint64_t candidate_period_ = 0;  // proposed iteration length, 0 if none
+  uint64_t adopt_period_ = 0;      // confirmed, to adopt after this step
   bool marks_seen_ = false;
   bool mismatch_ = false;
 

@@ -1,8 +1,6 @@
 #include "planner.h"
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 
 namespace memvirt::policy::internal {
 
@@ -271,13 +269,6 @@ const Planner::Window& Planner::PlanWindow() const {
   }
   // What the planned part needs beyond the resident blocks it uses.
   w.peak_shortfall = w.peak_shortfall > held_resident ? w.peak_shortfall - held_resident : 0;
-  if (getenv("PLANNER_DEBUG") && position_ > 1000 && position_ < 1052) {
-    uint64_t pf = 0;
-    for (auto& r : w.prefetch) pf += Find(r.block)->bytes;
-    fprintf(stderr, "pos=%ld usage=%.2fG peak=%.2fG pf=%.2fG (%zu) short=%.2fG held=%.2fG t=%.0f\n",
-            (long)position_, usage / 1e9, peak / 1e9, pf / 1e9, w.prefetch.size(),
-            w.peak_shortfall / 1e9, held_resident / 1e9, t_us);
-  }
   return w;
 }
 

@@ -14,7 +14,7 @@ uint64_t AccessSignature(std::span<const BlockAccess> accesses) {
   // Sum and xor of per-block hashes: independent of order, cheap to update.
   uint64_t sum = 0, x = 0;
   for (const BlockAccess& a : accesses) {
-    uint64_t h = absl::HashOf(a.block);
+    uint64_t h = absl::HashOf(a.block, static_cast<uint8_t>(a.mode));
     sum += h;
     x ^= h * 0x9e3779b97f4a7c15ULL;
   }

@@ -77,7 +77,7 @@ class Schedule {
   absl::flat_hash_map<uint64_t, std::vector<uint64_t>> by_signature_;
 };
 
-// Order-independent signature of the blocks in `accesses`.
+// Order-independent signature of the blocks and modes in `accesses`.
 uint64_t AccessSignature(std::span<const BlockAccess> accesses);
 
 // Combines two modes of the same block within one step.

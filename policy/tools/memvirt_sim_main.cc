@@ -22,7 +22,7 @@ constexpr char kUsage[] =
     "usage: memvirt-sim --trace FILE.jsonl[.gz] --policy lru|lifetime|belady\n"
     "                   --device-memory BYTES --host-memory BYTES --pcie-gbps X --ssd-gbps Y\n"
     "                   [--chunk BYTES (default 2M)] [--small-granularity BYTES (default 4K)]\n"
-    "                   [--iterations N (default 2)] --json\n"
+    "                   [--iterations N (default 2)] [--no-prefetch] --json\n"
     "BYTES: K/M/G/T and Ki/Mi/Gi/Ti are binary, KB/MB/GB/TB decimal. GB/s are decimal.\n";
 
 int Usage(const std::string& error) {
@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
   using memvirt::policy::ParseByteSize;
   std::map<std::string, std::string> values;
   bool json = false;
+  bool no_prefetch = false;
   static const char* kValueFlags[] = {"--trace",    "--policy",   "--device-memory",
                                       "--host-memory", "--pcie-gbps", "--ssd-gbps",
                                       "--chunk",    "--iterations", "--small-granularity"};
@@ -47,6 +48,10 @@ int main(int argc, char** argv) {
     }
     if (arg == "--json") {
       json = true;
+      continue;
+    }
+    if (arg == "--no-prefetch") {
+      no_prefetch = true;
       continue;
     }
     std::string name = arg, value;
@@ -72,6 +77,7 @@ int main(int argc, char** argv) {
     if (!values.count(required)) return Usage(std::string("missing ") + required);
   }
   memvirt::policy::SimConfig config;
+  config.prefetch = !no_prefetch;
   auto policy = memvirt::policy::ParsePolicyKind(values["--policy"]);
   if (!policy.ok()) return Usage(std::string(policy.status().message()));
   config.policy = *policy;

@@ -13,6 +13,7 @@ namespace {
 constexpr uint64_t kGiB = 1ull << 30;
 constexpr uint64_t kDefaultVaCap = 512 * kGiB;
 constexpr uint32_t kMaxEvictBatch = 16;
+constexpr uint32_t kEvictAhead = 8;
 constexpr size_t kMaxPendingFrees = 256;
 
 uint64_t RoundUpChunks(uint64_t bytes) {
@@ -315,7 +316,10 @@ bool ShimCore::PointerAttribute(CUpointer_attribute attribute, void* data, CUdev
 // ---- Argument scanning ---------------------------------------------------------
 
 const ShimCore::ParamLayout& ShimCore::LayoutOf(CUfunction function) {
+  if (function == last_function_ && last_layout_ != nullptr) return *last_layout_;
   auto [it, inserted] = layouts_.try_emplace(function);
+  last_function_ = function;
+  last_layout_ = &it->second;  // node-based map: stable address
   if (!inserted) return it->second;
   ParamLayout& layout = it->second;
   bool use_kernel = false;
@@ -591,12 +595,13 @@ CUresult ShimCore::AcquireHost(uint32_t* slot) {
 }
 
 CUresult ShimCore::AcquireDevice(uint32_t* index, bool may_evict) {
-  uint32_t pressure = 1;
+  // Under pressure, evict several chunks per host wait (see Note [eviction]).
+  uint32_t pressure = kEvictAhead;
   for (;;) {
     if (pool_->AcquireDevice(index) == CUDA_SUCCESS) return CUDA_SUCCESS;
     if (!may_evict) return CUDA_ERROR_OUT_OF_MEMORY;
     if (!EvictSome(pressure)) return CUDA_ERROR_OUT_OF_MEMORY;
-    pressure = kMaxEvictBatch / 2;  // under pressure: evict in batches
+    pressure = kMaxEvictBatch;  // sustained pressure: larger batches
   }
 }
 
@@ -714,6 +719,7 @@ CUresult ShimCore::MakeResident(uint32_t stream, bool host_wait, bool capturing,
       tracker_->WaitFor(copy_index_, need);
     }
   }
+  if (result != CUDA_SUCCESS) return result;  // nothing will be enqueued
   if (!capturing) {
     const uint64_t seq = tracker_->Issue(stream);
     for (uint32_t c : touched_) AddUse(c, stream, seq);

@@ -36,7 +36,10 @@
 //   and that the current operation does not touch. Evictions are done in
 //   batches: the device-to-host copies are enqueued together and the host
 //   waits once before the mappings change (a mapping change is not stream
-//   ordered). Freed chunks are reclaimed first, without a copy.
+//   ordered). Freed chunks are reclaimed first, without a copy. A few more
+//   victims than the current operation needs are evicted per wait (8, then 16
+//   under sustained pressure) so that the wait and the copy setup are
+//   amortized; LRU order makes those the chunks least likely to be needed.
 #ifndef MEMVIRT_SHIM_CORE_SHIM_CORE_H_
 #define MEMVIRT_SHIM_CORE_SHIM_CORE_H_
 
@@ -227,6 +230,8 @@ class ShimCore {
   uint64_t app_pinned_bytes_ MEMSHIM_GUARDED_BY(mu_) = 0;
   std::unordered_map<CUmemGenericAllocationHandle, uint64_t> app_handles_ MEMSHIM_GUARDED_BY(mu_);
   std::unordered_map<CUfunction, ParamLayout> layouts_ MEMSHIM_GUARDED_BY(mu_);
+  CUfunction last_function_ MEMSHIM_GUARDED_BY(mu_) = nullptr;
+  const ParamLayout* last_layout_ MEMSHIM_GUARDED_BY(mu_) = nullptr;
   // Chunks touched by the operation being prepared (deduplicated by stamp).
   std::vector<uint32_t> touched_ MEMSHIM_GUARDED_BY(mu_);
   uint64_t stamp_ MEMSHIM_GUARDED_BY(mu_) = 0;

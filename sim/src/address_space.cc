@@ -95,8 +95,8 @@ CUresult AddressSpace::Map(uint64_t ptr, uint64_t size, uint64_t offset,
     auto prev = std::prev(next);
     if (prev->first + prev->second.size > ptr) return CUDA_ERROR_INVALID_VALUE;
   }
-  void* p = mmap(reinterpret_cast<void*>(ptr), size, PROT_NONE, MAP_SHARED | MAP_FIXED,
-                 phys->fd(), static_cast<off_t>(offset));
+  void* p = mmap(reinterpret_cast<void*>(ptr), size, PROT_NONE, MAP_SHARED | MAP_FIXED, phys->fd(),
+                 static_cast<off_t>(offset));
   if (p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
   const uint64_t map_id = NextAllocationId();
   mappings_.emplace(ptr, Mapping{size, std::move(phys), offset, PROT_NONE, map_id, ptr, size});
@@ -167,8 +167,7 @@ CUresult AddressSpace::SetAccess(uint64_t ptr, uint64_t size, int prot) {
 
 uint64_t AddressSpace::ClassicFootprint(uint64_t size) { return RoundUp(size, kPageSize); }
 
-CUresult AddressSpace::AllocClassic(uint64_t size, void* owner, CUmemoryPool pool,
-                                    uint64_t* out) {
+CUresult AddressSpace::AllocClassic(uint64_t size, void* owner, CUmemoryPool pool, uint64_t* out) {
   if (size == 0) return CUDA_ERROR_INVALID_VALUE;
   const uint64_t footprint = ClassicFootprint(size);
   const uint64_t alignment = footprint >= kGranularity ? kGranularity : kPageSize;

@@ -38,9 +38,9 @@ struct RangeInfo {
   uint64_t base = 0;  // classic: allocation start; mapped: start of its cuMemMap range
   uint64_t size = 0;  // requested allocation size / size of the cuMemMap range
   uint64_t buffer_id = 0;
-  void* owner = nullptr;          // classic: owning context
-  CUmemoryPool pool = nullptr;    // classic allocations from a memory pool
-  int prot = 0;                   // PROT_* currently granted
+  void* owner = nullptr;               // classic: owning context
+  CUmemoryPool pool = nullptr;         // classic allocations from a memory pool
+  int prot = 0;                        // PROT_* currently granted
   std::shared_ptr<Physical> physical;  // mapped only
 };
 

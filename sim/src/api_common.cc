@@ -1,8 +1,8 @@
 #include "api_common.h"
 
-#include "memory_ops.h"
-
 #include <sys/mman.h>
+
+#include "memory_ops.h"
 
 namespace memsim::api {
 
@@ -19,8 +19,7 @@ CUresult ResolveStream(CUstream handle, bool per_thread, std::shared_ptr<Context
   if (CUresult r = RequireInit()) return r;
   if (handle == nullptr || handle == CU_STREAM_LEGACY || handle == CU_STREAM_PER_THREAD) {
     if (CUresult r = CurrentContext(ctx)) return r;
-    const bool use_per_thread =
-        handle == CU_STREAM_PER_THREAD || (handle == nullptr && per_thread);
+    const bool use_per_thread = handle == CU_STREAM_PER_THREAD || (handle == nullptr && per_thread);
     *stream = use_per_thread ? (*ctx)->PerThreadStream() : (*ctx)->LegacyStream();
     return CUDA_SUCCESS;
   }

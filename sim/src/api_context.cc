@@ -170,13 +170,26 @@ CUresult CUDAAPI cuCtxGetLimit(size_t* pvalue, CUlimit limit) {
   if (CUresult r = CurrentContext(&c)) return r;
   if (pvalue == nullptr) return CUDA_ERROR_INVALID_VALUE;
   switch (limit) {
-    case CU_LIMIT_STACK_SIZE: *pvalue = 1024; break;
-    case CU_LIMIT_PRINTF_FIFO_SIZE: *pvalue = 1 << 20; break;
-    case CU_LIMIT_MALLOC_HEAP_SIZE: *pvalue = 8 << 20; break;
-    case CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT: *pvalue = 2048; break;
-    case CU_LIMIT_MAX_L2_FETCH_GRANULARITY: *pvalue = 128; break;
-    case CU_LIMIT_PERSISTING_L2_CACHE_SIZE: *pvalue = 0; break;
-    default: return CUDA_ERROR_UNSUPPORTED_LIMIT;
+    case CU_LIMIT_STACK_SIZE:
+      *pvalue = 1024;
+      break;
+    case CU_LIMIT_PRINTF_FIFO_SIZE:
+      *pvalue = 1 << 20;
+      break;
+    case CU_LIMIT_MALLOC_HEAP_SIZE:
+      *pvalue = 8 << 20;
+      break;
+    case CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT:
+      *pvalue = 2048;
+      break;
+    case CU_LIMIT_MAX_L2_FETCH_GRANULARITY:
+      *pvalue = 128;
+      break;
+    case CU_LIMIT_PERSISTING_L2_CACHE_SIZE:
+      *pvalue = 0;
+      break;
+    default:
+      return CUDA_ERROR_UNSUPPORTED_LIMIT;
   }
   return CUDA_SUCCESS;
 }
@@ -224,7 +237,9 @@ CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
   }
   return status;
 }
-CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev) { return cuDevicePrimaryCtxRelease_v2(dev); }
+CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev) {
+  return cuDevicePrimaryCtxRelease_v2(dev);
+}
 
 CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice dev) {
   Device* d;

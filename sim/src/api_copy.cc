@@ -69,17 +69,20 @@ CUresult Memset(uint64_t dst, size_t pitch, uint32_t value, size_t element_size,
   const size_t extent = (rows - 1) * pitch + width * element_size;
   CopyEnd d;
   if (CUresult r = memsim::ResolveDeviceSide(dst, extent, true, &d)) return r;
-  const uint64_t seq = memsim::EnqueueMemset(ctx, stream, dst, pitch, value, element_size, width,
-                                             rows);
+  const uint64_t seq =
+      memsim::EnqueueMemset(ctx, stream, dst, pitch, value, element_size, width, rows);
   if (sync) stream->WaitFor(seq);
   return ctx->sticky_error();
 }
 
 Side SideOf(CUmemorytype type) {
   switch (type) {
-    case CU_MEMORYTYPE_HOST: return Side::kHost;
-    case CU_MEMORYTYPE_DEVICE: return Side::kDevice;
-    default: return Side::kUnified;
+    case CU_MEMORYTYPE_HOST:
+      return Side::kHost;
+    case CU_MEMORYTYPE_DEVICE:
+      return Side::kDevice;
+    default:
+      return Side::kUnified;
   }
 }
 
@@ -114,7 +117,7 @@ uint64_t H(const void* p) { return reinterpret_cast<uint64_t>(p); }
 
 // Each operation is exported in its legacy-default-stream and per-thread flavours.
 #define MEMSIM_BOTH_FLAVOURS(legacy, per_thread_name, params, call_legacy, call_ptds) \
-  CUresult CUDAAPI legacy params { return call_legacy; }                             \
+  CUresult CUDAAPI legacy params { return call_legacy; }                              \
   CUresult CUDAAPI per_thread_name params { return call_ptds; }
 
 extern "C" {
@@ -130,8 +133,7 @@ MEMSIM_BOTH_FLAVOURS(cuMemcpyHtoD_v2, cuMemcpyHtoD_v2_ptds,
                      (CUdeviceptr dst, const void* src, size_t n),
                      Copy1D(Side::kDevice, dst, Side::kHost, H(src), n, nullptr, false, true),
                      Copy1D(Side::kDevice, dst, Side::kHost, H(src), n, nullptr, true, true))
-MEMSIM_BOTH_FLAVOURS(cuMemcpyDtoH_v2, cuMemcpyDtoH_v2_ptds,
-                     (void* dst, CUdeviceptr src, size_t n),
+MEMSIM_BOTH_FLAVOURS(cuMemcpyDtoH_v2, cuMemcpyDtoH_v2_ptds, (void* dst, CUdeviceptr src, size_t n),
                      Copy1D(Side::kHost, H(dst), Side::kDevice, src, n, nullptr, false, true),
                      Copy1D(Side::kHost, H(dst), Side::kDevice, src, n, nullptr, true, true))
 MEMSIM_BOTH_FLAVOURS(cuMemcpyDtoD_v2, cuMemcpyDtoD_v2_ptds,
@@ -156,32 +158,27 @@ MEMSIM_BOTH_FLAVOURS(cuMemcpyPeer, cuMemcpyPeer_ptds,
                       Copy1D(Side::kDevice, dst, Side::kDevice, src, n, nullptr, false, true)),
                      ((void)dc, (void)sc,
                       Copy1D(Side::kDevice, dst, Side::kDevice, src, n, nullptr, true, true)))
-MEMSIM_BOTH_FLAVOURS(cuMemcpyPeerAsync, cuMemcpyPeerAsync_ptsz,
-                     (CUdeviceptr dst, CUcontext dc, CUdeviceptr src, CUcontext sc, size_t n,
-                      CUstream s),
-                     ((void)dc, (void)sc,
-                      Copy1D(Side::kDevice, dst, Side::kDevice, src, n, s, false, false)),
-                     ((void)dc, (void)sc,
-                      Copy1D(Side::kDevice, dst, Side::kDevice, src, n, s, true, false)))
+MEMSIM_BOTH_FLAVOURS(
+    cuMemcpyPeerAsync, cuMemcpyPeerAsync_ptsz,
+    (CUdeviceptr dst, CUcontext dc, CUdeviceptr src, CUcontext sc, size_t n, CUstream s),
+    ((void)dc, (void)sc, Copy1D(Side::kDevice, dst, Side::kDevice, src, n, s, false, false)),
+    ((void)dc, (void)sc, Copy1D(Side::kDevice, dst, Side::kDevice, src, n, s, true, false)))
 MEMSIM_BOTH_FLAVOURS(cuMemcpy2D_v2, cuMemcpy2D_v2_ptds, (const CUDA_MEMCPY2D* p),
                      Copy2D(p, nullptr, false, true), Copy2D(p, nullptr, true, true))
-MEMSIM_BOTH_FLAVOURS(cuMemcpy2DUnaligned_v2, cuMemcpy2DUnaligned_v2_ptds,
-                     (const CUDA_MEMCPY2D* p), Copy2D(p, nullptr, false, true),
-                     Copy2D(p, nullptr, true, true))
+MEMSIM_BOTH_FLAVOURS(cuMemcpy2DUnaligned_v2, cuMemcpy2DUnaligned_v2_ptds, (const CUDA_MEMCPY2D* p),
+                     Copy2D(p, nullptr, false, true), Copy2D(p, nullptr, true, true))
 MEMSIM_BOTH_FLAVOURS(cuMemcpy2DAsync_v2, cuMemcpy2DAsync_v2_ptsz,
                      (const CUDA_MEMCPY2D* p, CUstream s), Copy2D(p, s, false, false),
                      Copy2D(p, s, true, false))
 
-MEMSIM_BOTH_FLAVOURS(cuMemsetD8_v2, cuMemsetD8_v2_ptds,
-                     (CUdeviceptr d, unsigned char v, size_t n),
+MEMSIM_BOTH_FLAVOURS(cuMemsetD8_v2, cuMemsetD8_v2_ptds, (CUdeviceptr d, unsigned char v, size_t n),
                      Memset(d, n, v, 1, n, 1, nullptr, false, true),
                      Memset(d, n, v, 1, n, 1, nullptr, true, true))
 MEMSIM_BOTH_FLAVOURS(cuMemsetD16_v2, cuMemsetD16_v2_ptds,
                      (CUdeviceptr d, unsigned short v, size_t n),
                      Memset(d, n * 2, v, 2, n, 1, nullptr, false, true),
                      Memset(d, n * 2, v, 2, n, 1, nullptr, true, true))
-MEMSIM_BOTH_FLAVOURS(cuMemsetD32_v2, cuMemsetD32_v2_ptds,
-                     (CUdeviceptr d, unsigned int v, size_t n),
+MEMSIM_BOTH_FLAVOURS(cuMemsetD32_v2, cuMemsetD32_v2_ptds, (CUdeviceptr d, unsigned int v, size_t n),
                      Memset(d, n * 4, v, 4, n, 1, nullptr, false, true),
                      Memset(d, n * 4, v, 4, n, 1, nullptr, true, true))
 MEMSIM_BOTH_FLAVOURS(cuMemsetD8Async, cuMemsetD8Async_ptsz,
@@ -209,8 +206,7 @@ MEMSIM_BOTH_FLAVOURS(cuMemsetD2D32_v2, cuMemsetD2D32_v2_ptds,
                      Memset(d, pitch, v, 4, w, h, nullptr, false, true),
                      Memset(d, pitch, v, 4, w, h, nullptr, true, true))
 MEMSIM_BOTH_FLAVOURS(cuMemsetD2D8Async, cuMemsetD2D8Async_ptsz,
-                     (CUdeviceptr d, size_t pitch, unsigned char v, size_t w, size_t h,
-                      CUstream s),
+                     (CUdeviceptr d, size_t pitch, unsigned char v, size_t w, size_t h, CUstream s),
                      Memset(d, pitch, v, 1, w, h, s, false, false),
                      Memset(d, pitch, v, 1, w, h, s, true, false))
 MEMSIM_BOTH_FLAVOURS(cuMemsetD2D16Async, cuMemsetD2D16Async_ptsz,
@@ -219,8 +215,7 @@ MEMSIM_BOTH_FLAVOURS(cuMemsetD2D16Async, cuMemsetD2D16Async_ptsz,
                      Memset(d, pitch, v, 2, w, h, s, false, false),
                      Memset(d, pitch, v, 2, w, h, s, true, false))
 MEMSIM_BOTH_FLAVOURS(cuMemsetD2D32Async, cuMemsetD2D32Async_ptsz,
-                     (CUdeviceptr d, size_t pitch, unsigned int v, size_t w, size_t h,
-                      CUstream s),
+                     (CUdeviceptr d, size_t pitch, unsigned int v, size_t w, size_t h, CUstream s),
                      Memset(d, pitch, v, 4, w, h, s, false, false),
                      Memset(d, pitch, v, 4, w, h, s, true, false))
 

@@ -149,7 +149,9 @@ CUresult CUDAAPI cuMemHostAlloc(void** pp, size_t bytesize, unsigned int Flags) 
   return HostAlloc(pp, bytesize, Flags);
 }
 
-CUresult CUDAAPI cuMemAllocHost_v2(void** pp, size_t bytesize) { return HostAlloc(pp, bytesize, 0); }
+CUresult CUDAAPI cuMemAllocHost_v2(void** pp, size_t bytesize) {
+  return HostAlloc(pp, bytesize, 0);
+}
 
 CUresult CUDAAPI cuMemFreeHost(void* p) {
   if (CUresult r = RequireInit()) return r;
@@ -218,8 +220,8 @@ CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize, CUm
   if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
   return AllocAsync(dptr, bytesize, reinterpret_cast<MemPool*>(pool), hStream, false);
 }
-CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize,
-                                              CUmemoryPool pool, CUstream hStream) {
+CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,
+                                              CUstream hStream) {
   if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
   return AllocAsync(dptr, bytesize, reinterpret_cast<MemPool*>(pool), hStream, true);
 }

@@ -86,17 +86,39 @@ CUresult ParamInfo(const void* handle, size_t index, size_t* offset, size_t* siz
 CUresult FunctionAttribute(int* pi, CUfunction_attribute attrib) {
   if (pi == nullptr) return CUDA_ERROR_INVALID_VALUE;
   switch (attrib) {
-    case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *pi = 1024; break;
-    case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES: *pi = 0; break;
-    case CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES: *pi = 0; break;
-    case CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES: *pi = 0; break;
-    case CU_FUNC_ATTRIBUTE_NUM_REGS: *pi = 32; break;
-    case CU_FUNC_ATTRIBUTE_PTX_VERSION: *pi = 90; break;
-    case CU_FUNC_ATTRIBUTE_BINARY_VERSION: *pi = 90; break;
-    case CU_FUNC_ATTRIBUTE_CACHE_MODE_CA: *pi = 0; break;
-    case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: *pi = 49152; break;
-    case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT: *pi = -1; break;
-    default: *pi = 0; break;
+    case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
+      *pi = 1024;
+      break;
+    case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES:
+      *pi = 0;
+      break;
+    case CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES:
+      *pi = 0;
+      break;
+    case CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES:
+      *pi = 0;
+      break;
+    case CU_FUNC_ATTRIBUTE_NUM_REGS:
+      *pi = 32;
+      break;
+    case CU_FUNC_ATTRIBUTE_PTX_VERSION:
+      *pi = 90;
+      break;
+    case CU_FUNC_ATTRIBUTE_BINARY_VERSION:
+      *pi = 90;
+      break;
+    case CU_FUNC_ATTRIBUTE_CACHE_MODE_CA:
+      *pi = 0;
+      break;
+    case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
+      *pi = 49152;
+      break;
+    case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
+      *pi = -1;
+      break;
+    default:
+      *pi = 0;
+      break;
   }
   return CUDA_SUCCESS;
 }
@@ -180,10 +202,8 @@ CUresult CUDAAPI cuModuleGetGlobal_v2(CUdeviceptr* dptr, size_t* bytes, CUmodule
 
 CUresult CUDAAPI cuLibraryLoadFromFile(CUlibrary* library, const char* fileName,
                                        CUjit_option* jitOptions, void** jitOptionsValues,
-                                       unsigned int numJitOptions,
-                                       CUlibraryOption* libraryOptions,
-                                       void** libraryOptionValues,
-                                       unsigned int numLibraryOptions) {
+                                       unsigned int numJitOptions, CUlibraryOption* libraryOptions,
+                                       void** libraryOptionValues, unsigned int numLibraryOptions) {
   (void)jitOptions, (void)jitOptionsValues, (void)numJitOptions;
   (void)libraryOptions, (void)libraryOptionValues, (void)numLibraryOptions;
   return LibraryLoad(library, fileName);
@@ -315,22 +335,22 @@ CUresult CUDAAPI cuFuncLoad(CUfunction function) {
 
 CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
                                 unsigned int bx, unsigned int by, unsigned int bz,
-                                unsigned int sharedMemBytes, CUstream hStream,
-                                void** kernelParams, void** extra) {
-  return Launch(f, Geometry(gx, gy, gz, bx, by, bz, sharedMemBytes), hStream, kernelParams,
-                extra, false);
+                                unsigned int sharedMemBytes, CUstream hStream, void** kernelParams,
+                                void** extra) {
+  return Launch(f, Geometry(gx, gy, gz, bx, by, bz, sharedMemBytes), hStream, kernelParams, extra,
+                false);
 }
 
 CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy,
                                      unsigned int gz, unsigned int bx, unsigned int by,
-                                     unsigned int bz, unsigned int sharedMemBytes,
-                                     CUstream hStream, void** kernelParams, void** extra) {
-  return Launch(f, Geometry(gx, gy, gz, bx, by, bz, sharedMemBytes), hStream, kernelParams,
-                extra, true);
+                                     unsigned int bz, unsigned int sharedMemBytes, CUstream hStream,
+                                     void** kernelParams, void** extra) {
+  return Launch(f, Geometry(gx, gy, gz, bx, by, bz, sharedMemBytes), hStream, kernelParams, extra,
+                true);
 }
 
-CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f,
-                                  void** kernelParams, void** extra) {
+CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** kernelParams,
+                                  void** extra) {
   return LaunchEx(config, f, kernelParams, extra, false);
 }
 
@@ -343,17 +363,16 @@ CUresult CUDAAPI cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsign
                                            unsigned int gz, unsigned int bx, unsigned int by,
                                            unsigned int bz, unsigned int sharedMemBytes,
                                            CUstream hStream, void** kernelParams) {
-  return Launch(f, Geometry(gx, gy, gz, bx, by, bz, sharedMemBytes), hStream, kernelParams,
-                nullptr, false);
+  return Launch(f, Geometry(gx, gy, gz, bx, by, bz, sharedMemBytes), hStream, kernelParams, nullptr,
+                false);
 }
 
 CUresult CUDAAPI cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy,
-                                                unsigned int gz, unsigned int bx,
-                                                unsigned int by, unsigned int bz,
-                                                unsigned int sharedMemBytes, CUstream hStream,
-                                                void** kernelParams) {
-  return Launch(f, Geometry(gx, gy, gz, bx, by, bz, sharedMemBytes), hStream, kernelParams,
-                nullptr, true);
+                                                unsigned int gz, unsigned int bx, unsigned int by,
+                                                unsigned int bz, unsigned int sharedMemBytes,
+                                                CUstream hStream, void** kernelParams) {
+  return Launch(f, Geometry(gx, gy, gz, bx, by, bz, sharedMemBytes), hStream, kernelParams, nullptr,
+                true);
 }
 
 }  // extern "C"

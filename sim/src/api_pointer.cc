@@ -19,8 +19,8 @@ namespace {
 struct PointerFacts {
   enum class Kind { kUnknown, kDevice, kHost } kind = Kind::kUnknown;
   Device* device = nullptr;
-  RangeInfo range;             // device
-  memsim::HostRange host;      // host
+  RangeInfo range;         // device
+  memsim::HostRange host;  // host
 };
 
 PointerFacts Inspect(CUdeviceptr ptr) {
@@ -101,9 +101,9 @@ CUresult Attribute(const PointerFacts& f, CUdeviceptr ptr, CUpointer_attribute a
     case CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR:
       return Put<void*>(data, reinterpret_cast<void*>(device ? f.range.base : f.host.base));
     case CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID:
-      return Put<unsigned long long>(
-          data, device && f.range.physical ? f.range.physical->id()
-                                           : (device ? f.range.buffer_id : f.host.buffer_id));
+      return Put<unsigned long long>(data, device && f.range.physical
+                                               ? f.range.physical->id()
+                                               : (device ? f.range.buffer_id : f.host.buffer_id));
     case CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE:
       return Put<int>(data, 0);
     default:
@@ -145,9 +145,8 @@ CUresult CUDAAPI cuPointerGetAttribute(void* data, CUpointer_attribute attribute
   return Attribute(Inspect(ptr), ptr, attribute, data);
 }
 
-CUresult CUDAAPI cuPointerGetAttributes(unsigned int numAttributes,
-                                        CUpointer_attribute* attributes, void** data,
-                                        CUdeviceptr ptr) {
+CUresult CUDAAPI cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute* attributes,
+                                        void** data, CUdeviceptr ptr) {
   if (CUresult r = RequireInit()) return r;
   if (numAttributes == 0 || attributes == nullptr || data == nullptr) {
     return CUDA_ERROR_INVALID_VALUE;
@@ -170,8 +169,7 @@ CUresult CUDAAPI cuPointerSetAttribute(const void* value, CUpointer_attribute at
   if (value == nullptr || attribute != CU_POINTER_ATTRIBUTE_SYNC_MEMOPS) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  return Inspect(ptr).kind == PointerFacts::Kind::kDevice ? CUDA_SUCCESS
-                                                          : CUDA_ERROR_INVALID_VALUE;
+  return Inspect(ptr).kind == PointerFacts::Kind::kDevice ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 }  // extern "C"

@@ -159,8 +159,7 @@ CUresult CUDAAPI cuStreamCreate(CUstream* phStream, unsigned int Flags) {
   return CreateStream(phStream, Flags, 0);
 }
 
-CUresult CUDAAPI cuStreamCreateWithPriority(CUstream* phStream, unsigned int flags,
-                                            int priority) {
+CUresult CUDAAPI cuStreamCreateWithPriority(CUstream* phStream, unsigned int flags, int priority) {
   return CreateStream(phStream, flags, priority);
 }
 

@@ -31,9 +31,12 @@ CUresult ValidateProp(const CUmemAllocationProp* prop) {
 
 int ProtFromFlags(CUmemAccess_flags flags) {
   switch (flags) {
-    case CU_MEM_ACCESS_FLAGS_PROT_READ: return PROT_READ;
-    case CU_MEM_ACCESS_FLAGS_PROT_READWRITE: return PROT_READ | PROT_WRITE;
-    default: return PROT_NONE;
+    case CU_MEM_ACCESS_FLAGS_PROT_READ:
+      return PROT_READ;
+    case CU_MEM_ACCESS_FLAGS_PROT_READWRITE:
+      return PROT_READ | PROT_WRITE;
+    default:
+      return PROT_NONE;
   }
 }
 
@@ -49,8 +52,7 @@ Device* ReservationDevice() {
 
 extern "C" {
 
-CUresult CUDAAPI cuMemGetAllocationGranularity(size_t* granularity,
-                                               const CUmemAllocationProp* prop,
+CUresult CUDAAPI cuMemGetAllocationGranularity(size_t* granularity, const CUmemAllocationProp* prop,
                                                CUmemAllocationGranularity_flags option) {
   if (CUresult r = RequireInit()) return r;
   if (granularity == nullptr || (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM &&

@@ -28,11 +28,20 @@ std::optional<uint64_t> ParseByteSize(std::string_view text) {
     const std::string rest = suffix.substr(1);
     if (!(rest.empty() || rest == "B" || rest == "IB")) return std::nullopt;
     switch (unit) {
-      case 'K': shift = 10; break;
-      case 'M': shift = 20; break;
-      case 'G': shift = 30; break;
-      case 'T': shift = 40; break;
-      default: return std::nullopt;
+      case 'K':
+        shift = 10;
+        break;
+      case 'M':
+        shift = 20;
+        break;
+      case 'G':
+        shift = 30;
+        break;
+      case 'T':
+        shift = 40;
+        break;
+      default:
+        return std::nullopt;
     }
   }
   if (shift > 0 && value > (UINT64_MAX >> shift)) return std::nullopt;
@@ -65,25 +74,39 @@ Config LoadConfigFromEnv() {
   Config c;
   if (const char* v = Env("MEMSIM_DEVICE_MEMORY")) {
     auto bytes = ParseByteSize(v);
-    if (bytes && *bytes > 0) c.device_memory = *bytes; else Warn("MEMSIM_DEVICE_MEMORY", v);
+    if (bytes && *bytes > 0)
+      c.device_memory = *bytes;
+    else
+      Warn("MEMSIM_DEVICE_MEMORY", v);
   }
   if (const char* v = Env("MEMSIM_DEVICE_COUNT")) {
     auto n = ParseByteSize(v);
-    if (n && *n >= 1 && *n <= 16) c.device_count = static_cast<int>(*n);
-    else Warn("MEMSIM_DEVICE_COUNT", v);
+    if (n && *n >= 1 && *n <= 16)
+      c.device_count = static_cast<int>(*n);
+    else
+      Warn("MEMSIM_DEVICE_COUNT", v);
   }
   if (const char* v = Env("MEMSIM_H2D_GBPS")) {
     auto g = ParseNonNegativeDouble(v);
-    if (g) c.h2d_gbps = *g; else Warn("MEMSIM_H2D_GBPS", v);
+    if (g)
+      c.h2d_gbps = *g;
+    else
+      Warn("MEMSIM_H2D_GBPS", v);
   }
   if (const char* v = Env("MEMSIM_D2H_GBPS")) {
     auto g = ParseNonNegativeDouble(v);
-    if (g) c.d2h_gbps = *g; else Warn("MEMSIM_D2H_GBPS", v);
+    if (g)
+      c.d2h_gbps = *g;
+    else
+      Warn("MEMSIM_D2H_GBPS", v);
   }
   if (const char* v = Env("MEMSIM_NODE")) c.node = v;
   if (const char* v = Env("MEMSIM_VA_SIZE")) {
     auto bytes = ParseByteSize(v);
-    if (bytes && *bytes >= (1ULL << 30)) c.va_size = *bytes; else Warn("MEMSIM_VA_SIZE", v);
+    if (bytes && *bytes >= (1ULL << 30))
+      c.va_size = *bytes;
+    else
+      Warn("MEMSIM_VA_SIZE", v);
   }
   return c;
 }

@@ -49,8 +49,8 @@ class Device {
   void set_current_pool(std::shared_ptr<MemPool> pool);
 
  private:
-  Device(int ordinal, std::unique_ptr<CapacityAccount> capacity,
-         std::unique_ptr<AddressSpace> va, const Config& config, bool shared_capacity);
+  Device(int ordinal, std::unique_ptr<CapacityAccount> capacity, std::unique_ptr<AddressSpace> va,
+         const Config& config, bool shared_capacity);
 
   const int ordinal_;
   std::unique_ptr<CapacityAccount> capacity_;

@@ -71,7 +71,7 @@ class Driver {
 Context* CurrentContextRaw();
 void SetCurrentContext(Context* ctx);  // replaces the top (or pushes onto an empty stack)
 void PushCurrentContext(Context* ctx);
-Context* PopCurrentContext();           // nullptr when empty
+Context* PopCurrentContext();               // nullptr when empty
 void RemoveFromCurrentStack(Context* ctx);  // on destroy (calling thread only)
 
 }  // namespace memsim

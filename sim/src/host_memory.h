@@ -19,7 +19,7 @@ struct HostRange {
   uint64_t base = 0;
   uint64_t size = 0;
   unsigned flags = 0;
-  void* owner = nullptr;  // context
+  void* owner = nullptr;    // context
   bool registered = false;  // cuMemHostRegister (true) or allocated by the driver (false)
   uint64_t buffer_id = 0;
 };

@@ -22,8 +22,7 @@ struct PackedArgs {
   std::vector<void*> pointers;
 };
 
-CUresult PackArgs(const ParamLayout& layout, void** kernel_params, void** extra,
-                  PackedArgs* out) {
+CUresult PackArgs(const ParamLayout& layout, void** kernel_params, void** extra, PackedArgs* out) {
   if (kernel_params != nullptr && extra != nullptr) return CUDA_ERROR_INVALID_VALUE;
   out->buffer.assign(layout.total / 8 + 1, 0);
   auto* base = reinterpret_cast<unsigned char*>(out->buffer.data());
@@ -63,8 +62,8 @@ CUresult PackArgs(const ParamLayout& layout, void** kernel_params, void** extra,
 }  // namespace
 
 CUresult EnqueueLaunch(const std::shared_ptr<Context>& ctx, const std::shared_ptr<Stream>& stream,
-                       const std::shared_ptr<Module>& module, Function* fn,
-                       const LaunchGeometry& g, void** kernel_params, void** extra) {
+                       const std::shared_ptr<Module>& module, Function* fn, const LaunchGeometry& g,
+                       void** kernel_params, void** extra) {
   for (int i = 0; i < 3; ++i) {
     if (g.grid[i] == 0 || g.block[i] == 0) return CUDA_ERROR_INVALID_VALUE;
   }
@@ -97,6 +96,4 @@ CUresult EnqueueLaunch(const std::shared_ptr<Context>& ctx, const std::shared_pt
 
 }  // namespace memsim
 
-extern "C" const memsim_launch* memsim_current_launch(void) {
-  return memsim::t_current_launch;
-}
+extern "C" const memsim_launch* memsim_current_launch(void) { return memsim::t_current_launch; }

@@ -2,8 +2,9 @@
 //
 // Note [versioned lookup]: callers ask for the base name ("cuMemAlloc") and the CUDA version
 // they were built for; the answer is the newest flavour introduced at or before that version
-// (cuMemAlloc at 3020 or later is cuMemAlloc_v2). With CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
-// the per-thread default-stream flavour (_ptds/_ptsz) is preferred where one exists.
+// (cuMemAlloc at 3020 or later is cuMemAlloc_v2). With
+// CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM the per-thread default-stream flavour (_ptds/_ptsz)
+// is preferred where one exists.
 //
 // Thread safety: the table is constant.
 #ifndef MEMSIM_SRC_PROC_ADDRESS_H_

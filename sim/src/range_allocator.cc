@@ -22,8 +22,7 @@ bool RangeAllocator::TakeExact(uint64_t start, uint64_t size) {
   return true;
 }
 
-std::optional<uint64_t> RangeAllocator::Allocate(uint64_t size, uint64_t alignment,
-                                                 uint64_t hint) {
+std::optional<uint64_t> RangeAllocator::Allocate(uint64_t size, uint64_t alignment, uint64_t hint) {
   if (size == 0) return std::nullopt;
   if (alignment == 0) alignment = 1;
   if (hint != 0 && hint % alignment == 0 && TakeExact(hint, size)) return hint;

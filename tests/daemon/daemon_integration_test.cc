@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <cstdio>
 #include <string>
 #include <thread>
 
@@ -87,7 +88,8 @@ TEST_F(DaemonTest, RefusesToStartOverALiveDaemon) {
   Daemon a(dir_.path(), {});
   ASSERT_TRUE(a.Start());
   Daemon b(dir_.path(), {});
-  EXPECT_FALSE(b.Start());
+  b.Start();  // memctl health may reach `a`: judge `b` by its exit code.
+  EXPECT_EQ(b.Wait(seconds(5)), std::optional<int>(1));
   EXPECT_THAT(b.process().Stderr(), HasSubstr("another daemon"));
   EXPECT_EQ(a.Memctl({"health"}).exit_code, 0);
 }
@@ -164,6 +166,8 @@ TEST_F(DaemonTest, KilledClientIsReclaimedWithinOneSecond) {
       },
       seconds(5)));
   const auto elapsed = std::chrono::steady_clock::now() - killed;
+  std::printf("[ measured ] SIGKILLed client reclaimed in %lld ms\n",
+              static_cast<long long>(std::chrono::duration_cast<milliseconds>(elapsed).count()));
   EXPECT_LE(elapsed, milliseconds(1000))
       << "reclaim took " << std::chrono::duration_cast<milliseconds>(elapsed).count() << " ms";
 }
@@ -195,6 +199,8 @@ TEST_F(DaemonTest, KilledClientIsReclaimedEvenIfItsSocketStaysOpen) {
       },
       seconds(5));
   const auto elapsed = std::chrono::steady_clock::now() - killed;
+  std::printf("[ measured ] SIGKILLed client with open socket reclaimed in %lld ms\n",
+              static_cast<long long>(std::chrono::duration_cast<milliseconds>(elapsed).count()));
   kill(holder, SIGKILL);
   ASSERT_TRUE(reclaimed);
   EXPECT_LE(elapsed, milliseconds(1000));
@@ -236,6 +242,8 @@ TEST_F(DaemonTest, DaemonKillAndRestartClientsFinishAndReRegister) {
       },
       seconds(5)));
   const auto elapsed = std::chrono::steady_clock::now() - restarted;
+  std::printf("[ measured ] restarted daemon re-learned its clients in %lld ms\n",
+              static_cast<long long>(std::chrono::duration_cast<milliseconds>(elapsed).count()));
   EXPECT_LE(elapsed, milliseconds(2000))
       << "re-learning took " << std::chrono::duration_cast<milliseconds>(elapsed).count() << " ms";
   const std::string want = "checksum=" + ExpectedChecksum(kPages, kIters);

@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include <random>
-#include <regex>
+#include <cstdlib>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -256,11 +256,12 @@ std::string HttpGet(int port, const std::string& path) {
 }
 
 TEST_F(ProtocolTest, MetricsEndpointServesPrometheusText) {
-  std::smatch m;
   const std::string log = daemon_->process().Stderr();
-  const std::regex port_re("metrics listening on port ([0-9]+)");
-  ASSERT_TRUE(std::regex_search(log, m, port_re)) << log;
-  const int port = std::stoi(m[1]);
+  const std::string marker = "metrics listening on port ";
+  const size_t at = log.find(marker);
+  ASSERT_NE(at, std::string::npos) << log;
+  const int port = std::atoi(log.c_str() + at + marker.size());
+  ASSERT_GT(port, 0);
   auto client = daemon_->StartClient({"--iterations=100000", "--pages=64"});
   const std::string pid = std::to_string(client->pid());
   std::string body;

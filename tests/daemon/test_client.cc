@@ -71,6 +71,8 @@ bool ParseArgs(int argc, char** argv, Args* a) {
       a->wait_connected_ms = std::stoi(v);
     else if (k == "ignore-directives")
       a->ignore_directives = true;
+    else if (k == "fork-holder")
+      a->fork_holder = true;
     else {
       std::fprintf(stderr, "unknown flag %s\n", k.c_str());
       return false;

@@ -11,6 +11,17 @@
 namespace memsim_test {
 namespace {
 
+[[maybe_unused]] const bool kConfigured = ConfigureSim(
+    {{"MEMSIM_DEVICE_MEMORY", "512M"}, {"MEMSIM_H2D_GBPS", "1"}, {"MEMSIM_D2H_GBPS", "1"}});
+
+// Sanitizer runtimes slow host memcpy far below the modelled link, so the timing assertions are
+// only meaningful in an uninstrumented build (sanitizer runs check the sim's memory safety).
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kTimingMeaningful = false;
+#else
+constexpr bool kTimingMeaningful = true;
+#endif
+
 constexpr size_t kBytes = 64u << 20;
 constexpr double kGbps = 1.0;
 constexpr double kModelSeconds = kBytes / (kGbps * 1e9);
@@ -18,6 +29,7 @@ constexpr double kModelSeconds = kBytes / (kGbps * 1e9);
 class BandwidthTest : public SimTest {
  protected:
   void SetUp() override {
+    if (!kTimingMeaningful) GTEST_SKIP() << "copy timing is distorted by the sanitizer runtime";
     SimTest::SetUp();
     ASSERT_CU(cuMemAllocHost(&host_, 2 * kBytes));
     ASSERT_CU(cuMemAlloc(&dev_a_, kBytes));
@@ -79,7 +91,10 @@ TEST_F(BandwidthTest, CopiesInOneDirectionShareTheEngine) {
     ASSERT_CU(cuStreamSynchronize(s1_));
     ASSERT_CU(cuStreamSynchronize(s2_));
   });
-  EXPECT_NEAR(s, 2 * kModelSeconds, 0.1 * 2 * kModelSeconds);
+  // Serialized: at least twice the single-copy time (the engine is booked back to back), and
+  // nowhere near the overlapped time.
+  EXPECT_GE(s, 2 * kModelSeconds * 0.99);
+  EXPECT_LT(s, 2 * kModelSeconds * 1.25);
 }
 
 TEST_F(BandwidthTest, HostToDeviceOverlapsDeviceToHost) {
@@ -89,7 +104,9 @@ TEST_F(BandwidthTest, HostToDeviceOverlapsDeviceToHost) {
     ASSERT_CU(cuStreamSynchronize(s1_));
     ASSERT_CU(cuStreamSynchronize(s2_));
   });
-  EXPECT_NEAR(s, kModelSeconds, 0.1 * kModelSeconds);  // not 2x: the directions overlap
+  // The directions overlap: about one copy's time, clearly below the serialized 2x.
+  EXPECT_GE(s, kModelSeconds * 0.99);
+  EXPECT_LT(s, kModelSeconds * 1.5);
 }
 
 TEST_F(BandwidthTest, DeviceToDeviceCopiesAreNotThrottled) {

@@ -9,6 +9,9 @@
 namespace memsim_test {
 namespace {
 
+[[maybe_unused]] const bool kConfigured =
+    ConfigureSim({{"MEMSIM_DEVICE_MEMORY", "256M"}, {"MEMSIM_DEVICE_COUNT", "2"}});
+
 class DeviceTest : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_CU(cuInit(0)); }
@@ -51,8 +54,8 @@ TEST_F(DeviceTest, AttributesDescribeAVmmCapableComputeCapability90Device) {
   EXPECT_EQ(v, 1);
   ASSERT_CU(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 0));
   EXPECT_EQ(v, 1);
-  ASSERT_CU(cuDeviceGetAttribute(
-      &v, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, 0));
+  ASSERT_CU(
+      cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, 0));
   EXPECT_EQ(v, 1);
   EXPECT_EQ(cuDeviceGetAttribute(&v, static_cast<CUdevice_attribute>(100000), 0),
             CUDA_ERROR_INVALID_VALUE);
@@ -186,10 +189,16 @@ TEST_F(DeviceTest, DestroyingAContextReturnsItsMemory) {
 }
 
 TEST(Errors, EveryDocumentedCodeHasANameAndString) {
-  const CUresult codes[] = {CUDA_SUCCESS, CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_OUT_OF_MEMORY,
-                            CUDA_ERROR_NOT_INITIALIZED, CUDA_ERROR_INVALID_CONTEXT,
-                            CUDA_ERROR_ILLEGAL_ADDRESS, CUDA_ERROR_NOT_READY,
-                            CUDA_ERROR_NOT_SUPPORTED, CUDA_ERROR_NOT_FOUND, CUDA_ERROR_UNKNOWN};
+  const CUresult codes[] = {CUDA_SUCCESS,
+                            CUDA_ERROR_INVALID_VALUE,
+                            CUDA_ERROR_OUT_OF_MEMORY,
+                            CUDA_ERROR_NOT_INITIALIZED,
+                            CUDA_ERROR_INVALID_CONTEXT,
+                            CUDA_ERROR_ILLEGAL_ADDRESS,
+                            CUDA_ERROR_NOT_READY,
+                            CUDA_ERROR_NOT_SUPPORTED,
+                            CUDA_ERROR_NOT_FOUND,
+                            CUDA_ERROR_UNKNOWN};
   for (CUresult c : codes) {
     const char* name = nullptr;
     const char* text = nullptr;

@@ -59,7 +59,8 @@ TEST_F(LaunchTest, ExtraParameterBufferUsesTheReportedLayout) {
   ASSERT_CU(cuMemAlloc(&out, sizeof(Mixed)));
   unsigned char buffer[32] = {};
   size_t offsets[5];
-  for (size_t i = 0; i < 5; ++i) ASSERT_CU(cuFuncGetParamInfo(mixed_args(), i, &offsets[i], nullptr));
+  for (size_t i = 0; i < 5; ++i)
+    ASSERT_CU(cuFuncGetParamInfo(mixed_args(), i, &offsets[i], nullptr));
   const char c = 'x';
   const double d = 3.25;
   const int iv = -77;
@@ -148,8 +149,8 @@ TEST_F(LaunchTest, ModuleLookupErrors) {
 
 TEST_F(LaunchTest, LibraryApiResolvesKernelsToFunctions) {
   CUlibrary lib;
-  ASSERT_CU(cuLibraryLoadFromFile(&lib, MEMSIM_TEST_KERNELS, nullptr, nullptr, 0, nullptr,
-                                  nullptr, 0));
+  ASSERT_CU(
+      cuLibraryLoadFromFile(&lib, MEMSIM_TEST_KERNELS, nullptr, nullptr, 0, nullptr, nullptr, 0));
   CUkernel k;
   ASSERT_CU(cuLibraryGetKernel(&k, lib, "fill_u32"));
   size_t offset = 0, size = 0;
@@ -194,11 +195,13 @@ TEST_F(LaunchTest, IllegalAddressIsStickyForTheContextOnly) {
   ASSERT_CU(cuCtxDestroy(other));
 }
 
-TEST_F(LaunchTest, NullPointerDereferenceInAKernelIsAnIllegalAddress) {
-  CUdeviceptr dst;
+TEST_F(LaunchTest, ReadingReservedButUnbackedAddressesIsAnIllegalAddress) {
+  CUdeviceptr va, dst;
+  ASSERT_CU(cuMemAddressReserve(&va, 2u << 20, 0, 0, 0));  // address space only, no memory
   ASSERT_CU(cuMemAlloc(&dst, 4));
-  ASSERT_CU(Launch(copy_u32(), nullptr, static_cast<CUdeviceptr>(0), dst));
+  ASSERT_CU(Launch(copy_u32(), nullptr, va + 128, dst));
   EXPECT_EQ(cuStreamSynchronize(nullptr), CUDA_ERROR_ILLEGAL_ADDRESS);
+  ASSERT_CU(cuMemAddressFree(va, 2u << 20));
 }
 
 TEST_F(LaunchTest, AsyncCopyFromMemoryUnmappedBeforeItRunsFaultsTheContext) {
@@ -222,7 +225,7 @@ TEST_F(LaunchTest, AsyncCopyFromMemoryUnmappedBeforeItRunsFaultsTheContext) {
   ASSERT_CU(Launch(wait_flag(), s, reinterpret_cast<CUdeviceptr>(flag)));
   std::vector<uint8_t> host(4096);
   ASSERT_CU(cuMemcpyDtoHAsync(host.data(), va, 4096, s));  // valid when issued
-  ASSERT_CU(cuMemUnmap(va, chunk));                          // ... not when it runs
+  ASSERT_CU(cuMemUnmap(va, chunk));                        // ... not when it runs
   __atomic_store_n(flag, 1, __ATOMIC_RELEASE);
   EXPECT_EQ(cuStreamSynchronize(s), CUDA_ERROR_ILLEGAL_ADDRESS);
   cuMemRelease(h);

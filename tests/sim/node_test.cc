@@ -36,13 +36,13 @@ class Holder {
   explicit Holder(size_t bytes) {
     int in[2], out[2];
     if (pipe(in) != 0 || pipe(out) != 0) return;
+    const std::string b = std::to_string(bytes);  // before fork: the child only execs
     pid_ = fork();
     if (pid_ == 0) {
       dup2(in[0], STDIN_FILENO);
       dup2(out[1], STDOUT_FILENO);
       close(in[1]);
       close(out[0]);
-      const std::string b = std::to_string(bytes);
       execl(MEMSIM_PROBE_PATH, MEMSIM_PROBE_PATH, "hold", b.c_str(), static_cast<char*>(nullptr));
       _exit(127);
     }

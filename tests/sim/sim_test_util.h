@@ -5,15 +5,25 @@
 
 #include <cuda.h>
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #define ASSERT_CU(expr) ASSERT_EQ((expr), CUDA_SUCCESS) << #expr
 #define EXPECT_CU(expr) EXPECT_EQ((expr), CUDA_SUCCESS) << #expr
 
 namespace memsim_test {
+
+// Sets the simulated-device configuration of a test binary. Call it from a namespace-scope
+// initializer: it then runs before main() and so before any cuInit, whether the binary runs
+// under ctest or by hand.
+inline bool ConfigureSim(std::vector<std::pair<const char*, const char*>> vars) {
+  for (const auto& [name, value] : vars) setenv(name, value, 1);
+  return true;
+}
 
 inline std::string ErrName(CUresult r) {
   const char* s = nullptr;

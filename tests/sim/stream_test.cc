@@ -10,6 +10,8 @@
 namespace memsim_test {
 namespace {
 
+[[maybe_unused]] const bool kConfigured = ConfigureSim({{"MEMSIM_DEVICE_MEMORY", "256M"}});
+
 class StreamTest : public SimTest {
  protected:
   void SetUp() override {
@@ -29,9 +31,13 @@ class StreamTest : public SimTest {
     SimTest::TearDown();
   }
   // Blocks the stream until Release().
-  CUresult Block(CUstream s) { return Launch(wait_flag(), s, reinterpret_cast<CUdeviceptr>(flag_)); }
+  CUresult Block(CUstream s) {
+    return Launch(wait_flag(), s, reinterpret_cast<CUdeviceptr>(flag_));
+  }
   void Release() { __atomic_store_n(flag_, 1, __ATOMIC_RELEASE); }
-  CUresult Tag(CUstream s, uint32_t tag) { return Launch(record_order(), s, counter_, order_, tag); }
+  CUresult Tag(CUstream s, uint32_t tag) {
+    return Launch(record_order(), s, counter_, order_, tag);
+  }
   // Reads the recorded order through a non-blocking stream, so that reading never waits for
   // (or is ordered with) the streams under test.
   std::vector<uint32_t> Order() {
@@ -148,7 +154,7 @@ TEST_F(StreamTest, LegacyDefaultStreamWaitsForBlockingStreams) {
   ASSERT_CU(cuStreamCreate(&blocking, CU_STREAM_DEFAULT));
   ASSERT_CU(Block(blocking));
   ASSERT_CU(Tag(blocking, 1));
-  ASSERT_CU(Tag(nullptr, 2));  // NULL stream: waits for prior work in blocking streams
+  ASSERT_CU(Tag(nullptr, 2));   // NULL stream: waits for prior work in blocking streams
   ASSERT_CU(Tag(blocking, 3));  // and later blocking-stream work waits for it
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_EQ(cuStreamQuery(nullptr), CUDA_ERROR_NOT_READY);
@@ -215,7 +221,8 @@ void CUDA_CB HostFn(void* user) {
 }
 
 void CUDA_CB Callback(CUstream, CUresult status, void* user) {
-  if (status == CUDA_SUCCESS) g_callback_value.store(g_callback_value.load() * 10 + *static_cast<int*>(user));
+  if (status == CUDA_SUCCESS)
+    g_callback_value.store(g_callback_value.load() * 10 + *static_cast<int*>(user));
 }
 
 TEST_F(StreamTest, HostFunctionsAndCallbacksRunInStreamOrder) {
@@ -224,7 +231,7 @@ TEST_F(StreamTest, HostFunctionsAndCallbacksRunInStreamOrder) {
   g_callback_value = 0;
   int one = 1, two = 2;
   ASSERT_CU(Block(s));
-  ASSERT_CU(cuLaunchHostFunc(s, HostFn, &one));      // value = 10
+  ASSERT_CU(cuLaunchHostFunc(s, HostFn, &one));          // value = 10
   ASSERT_CU(cuStreamAddCallback(s, Callback, &two, 0));  // value = 102
   EXPECT_EQ(g_callback_value.load(), 0);
   Release();

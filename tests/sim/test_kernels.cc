@@ -93,8 +93,8 @@ MEMSIM_KERNEL(mixed_args, sizeof(char), sizeof(double), sizeof(int), sizeof(shor
   out->d = Arg<double>(params, 1);
   out->i = Arg<int>(params, 2);
   out->s = Arg<short>(params, 3);
-  out->sum = static_cast<uint64_t>(out->c) + static_cast<uint64_t>(out->i) +
-             static_cast<uint64_t>(out->s);
+  out->sum =
+      static_cast<uint64_t>(out->c) + static_cast<uint64_t>(out->i) + static_cast<uint64_t>(out->s);
 }
 
 // *out = sum of in[0..n) (a checksum computed on the device side).

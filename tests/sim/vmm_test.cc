@@ -216,16 +216,16 @@ TEST_F(VmmTest, MapAndUnmapEnforceTheDocumentedPreconditions) {
   CUmemGenericAllocationHandle h;
   EXPECT_EQ(cuMemCreate(&h, kChunk + 4096, &prop, 0), CUDA_ERROR_INVALID_VALUE);
   ASSERT_CU(cuMemCreate(&h, 2 * kChunk, &prop, 0));
-  EXPECT_EQ(cuMemMap(va + 4096, kChunk, 0, h, 0), CUDA_ERROR_INVALID_VALUE);  // misaligned
-  EXPECT_EQ(cuMemMap(va, 3 * kChunk, 0, h, 0), CUDA_ERROR_INVALID_VALUE);     // > handle
+  EXPECT_EQ(cuMemMap(va + 4096, kChunk, 0, h, 0), CUDA_ERROR_INVALID_VALUE);    // misaligned
+  EXPECT_EQ(cuMemMap(va, 3 * kChunk, 0, h, 0), CUDA_ERROR_INVALID_VALUE);       // > handle
   EXPECT_EQ(cuMemMap(va, kChunk, 2 * kChunk, h, 0), CUDA_ERROR_INVALID_VALUE);  // offset
   EXPECT_EQ(cuMemMap(va + 3 * kChunk, 2 * kChunk, 0, h, 0), CUDA_ERROR_INVALID_VALUE);  // past
-  ASSERT_CU(cuMemMap(va, kChunk, kChunk, h, 0));  // second half of the handle
+  ASSERT_CU(cuMemMap(va, kChunk, kChunk, h, 0));                       // second half of the handle
   EXPECT_EQ(cuMemMap(va, kChunk, 0, h, 0), CUDA_ERROR_INVALID_VALUE);  // already mapped
   EXPECT_EQ(cuMemUnmap(va, 2 * kChunk), CUDA_ERROR_INVALID_VALUE);     // not all mapped
-  EXPECT_EQ(GrantReadWrite(va + kChunk, kChunk), CUDA_ERROR_INVALID_VALUE);  // unmapped range
+  EXPECT_EQ(GrantReadWrite(va + kChunk, kChunk), CUDA_ERROR_INVALID_VALUE);     // unmapped range
   EXPECT_EQ(cuMemMap(va, kChunk, 0, 0xdead0000, 0), CUDA_ERROR_INVALID_VALUE);  // bad handle
-  EXPECT_EQ(cuMemAddressFree(va, kChunk), CUDA_ERROR_INVALID_VALUE);  // size must match
+  EXPECT_EQ(cuMemAddressFree(va, kChunk), CUDA_ERROR_INVALID_VALUE);            // size must match
   ASSERT_CU(cuMemUnmap(va, kChunk));
   ASSERT_CU(cuMemRelease(h));
   ASSERT_CU(cuMemAddressFree(va, 4 * kChunk));

@@ -53,7 +53,7 @@ TEST_F(FaultInjectingIoEngineTest, ReadErrorOnlyInsideTheRange) {
 
 TEST_F(FaultInjectingIoEngineTest, WriteErrorWithChosenErrno) {
   AlignedBuffer buf(4096);
-  faulty_.AddWriteError({0}, 30 /*EROFS*/);
+  faulty_.AddWriteError({0}, EROFS);
   EXPECT_EQ(faulty_.WriteSync(0, 0, buf.data(), 4096).code(), absl::StatusCode::kPermissionDenied);
 }
 

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <random>
+#include <thread>
 
 #include "absl/synchronization/notification.h"
 #include "memvirt/nvme/fault_injecting_io_engine.h"
@@ -285,6 +287,70 @@ TEST_F(SwapStoreTest, FragmentedFreeSpaceStillStoresLargeSlabs) {
   EXPECT_EQ(store_->SlabExtents(kBob, *id)->size(), 4u);
   ASSERT_TRUE(store_->Get(kBob, *id, back.span()).ok());
   EXPECT_EQ(testing::Fnv1a(back.span()), testing::Fnv1a(big.span()));
+}
+
+// Several client threads (one tenant each) put, get, discard and die at random, concurrently,
+// over an engine with latency and occasional read faults; every successful Get must return the
+// bytes that were put, and at the end the space accounting must match what is still live.
+TEST_F(SwapStoreTest, ConcurrentTenantsStressAgainstModel) {
+  faulty_.SetLatency(absl::Microseconds(200));
+  constexpr int kThreads = 4;
+  constexpr int kSteps = 150;
+  std::atomic<int> failures{0};
+  std::vector<uint64_t> live_bytes(kThreads, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      const TenantId tenant = 100 + t;
+      std::mt19937_64 rng(77 + t);
+      struct Live {
+        SlabId id;
+        uint64_t sum;
+        size_t bytes;
+      };
+      std::vector<Live> live;
+      AlignedBuffer src(2 * kExtentBytes), dst(2 * kExtentBytes);
+      for (int step = 0; step < kSteps; ++step) {
+        const int action = static_cast<int>(rng() % 10);
+        if (action < 4) {
+          const size_t bytes = (1 + rng() % 2) * kExtentBytes;
+          testing::FillRandom(src.span().subspan(0, bytes), rng());
+          auto id = store_->Put(tenant, src.span().subspan(0, bytes));
+          if (id.ok()) {
+            live.push_back({*id, testing::Fnv1a(src.span().subspan(0, bytes)), bytes});
+          } else if (!absl::IsResourceExhausted(id.status())) {
+            ++failures;
+          }
+        } else if (action < 8 && !live.empty()) {
+          const Live& l = live[rng() % live.size()];
+          const absl::Status s = store_->Get(tenant, l.id, dst.span().subspan(0, l.bytes));
+          if (!s.ok() || testing::Fnv1a(dst.span().subspan(0, l.bytes)) != l.sum) ++failures;
+          // Another tenant never gets it.
+          if (store_->Get(tenant + 1000, l.id, dst.span().subspan(0, l.bytes)).code() !=
+              absl::StatusCode::kPermissionDenied) {
+            ++failures;
+          }
+        } else if (action < 9 && !live.empty()) {
+          const size_t i = rng() % live.size();
+          if (!store_->Discard(tenant, live[i].id).ok()) ++failures;
+          live.erase(live.begin() + i);
+        } else {
+          store_->DiscardAllOf(tenant);  // the client died and came back
+          live.clear();
+        }
+      }
+      uint64_t total = 0;
+      for (const Live& l : live) total += l.bytes;
+      live_bytes[t] = total;
+      if (store_->TenantBytes(tenant) != total) ++failures;
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  uint64_t total = 0;
+  for (uint64_t b : live_bytes) total += b;
+  EXPECT_EQ(store_->stats().used_bytes, total);
+  EXPECT_EQ(store_->stats().crc_mismatches, 0u);
 }
 
 }  // namespace

@@ -26,10 +26,10 @@ typedef struct memsim_dim3 {
 } memsim_dim3;
 
 typedef struct memsim_launch {
-  memsim_dim3 grid;               /* gridDim of the launch */
-  memsim_dim3 block;              /* blockDim of the launch */
-  unsigned int shared_mem_bytes;  /* dynamic shared memory requested */
-  void* shared_mem;               /* scratch buffer of shared_mem_bytes (NULL if 0) */
+  memsim_dim3 grid;              /* gridDim of the launch */
+  memsim_dim3 block;             /* blockDim of the launch */
+  unsigned int shared_mem_bytes; /* dynamic shared memory requested */
+  void* shared_mem;              /* scratch buffer of shared_mem_bytes (NULL if 0) */
 } memsim_launch;
 
 /* The launch being executed by the calling thread, or NULL outside a kernel body. */
@@ -56,14 +56,14 @@ static inline unsigned long long memsim_total_threads_x(void) {
  *
  * Kernels without parameters use MEMSIM_KERNEL0(name) instead.
  */
-#define MEMSIM_KERNEL(name, ...)                                                     \
-  MEMSIM_EXTERN_C __attribute__((visibility("default")))                             \
-  const unsigned name##__param_sizes[] = {__VA_ARGS__, 0};                            \
+#define MEMSIM_KERNEL(name, ...)                           \
+  MEMSIM_EXTERN_C __attribute__((visibility("default")))   \
+  const unsigned name##__param_sizes[] = {__VA_ARGS__, 0}; \
   MEMSIM_EXTERN_C __attribute__((visibility("default"))) void name(void** params)
 
-#define MEMSIM_KERNEL0(name)                                                         \
-  MEMSIM_EXTERN_C __attribute__((visibility("default")))                             \
-  const unsigned name##__param_sizes[] = {0};                                         \
+#define MEMSIM_KERNEL0(name)                             \
+  MEMSIM_EXTERN_C __attribute__((visibility("default"))) \
+  const unsigned name##__param_sizes[] = {0};            \
   MEMSIM_EXTERN_C __attribute__((visibility("default"))) void name(void** params)
 
 #endif /* MEMSIM_KERNEL_H_ */

@@ -56,6 +56,9 @@ struct SimConfig {
   uint64_t chunk_bytes = uint64_t{2} << 20;
   uint64_t small_granularity = 4096;
   int iterations = 2;
+  // false: demand paging only (no prefetch, evict-ahead or host staging),
+  // e.g. for the classic MIN traffic bound with the belady policy.
+  bool prefetch = true;
 };
 
 struct IterationStats {
@@ -70,6 +73,7 @@ struct IterationStats {
   uint64_t evictions = 0;
   uint64_t evict_ahead = 0;  // evictions ahead of need (part of evictions)
   uint64_t dead_drops = 0;  // evictions of dirty blocks dropped as dead
+  uint64_t staged = 0;      // SSD blocks promoted to the host tier ahead of use
 };
 
 struct SimResult {

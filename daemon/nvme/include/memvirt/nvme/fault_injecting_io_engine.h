@@ -16,6 +16,7 @@
 #ifndef MEMVIRT_NVME_FAULT_INJECTING_IO_ENGINE_H_
 #define MEMVIRT_NVME_FAULT_INJECTING_IO_ENGINE_H_
 
+#include <cerrno>
 #include <cstdint>
 #include <deque>
 #include <limits>
@@ -50,8 +51,8 @@ class FaultInjectingIoEngine final : public ForwardingIoEngine {
   explicit FaultInjectingIoEngine(IoEngine* target) : ForwardingIoEngine(target) {}
 
   void SetNoSpaceAfter(uint64_t bytes);
-  void AddReadError(FileRange range, int err = 5 /*EIO*/);
-  void AddWriteError(FileRange range, int err = 5 /*EIO*/);
+  void AddReadError(FileRange range, int err = EIO);
+  void AddWriteError(FileRange range, int err = EIO);
   void SetShortWrites(ShortWriteMode mode, size_t keep_bytes = kDirectIoAlignment);
   void SetLatency(absl::Duration latency);
   void ClearFaults();

@@ -1,0 +1,256 @@
+// memvirt-bench: the shim's overheads, each measured side by side with the
+// pass-through in the same run, on whatever libcuda.so.1 the loader finds
+// (the simulated GPU by default).
+//
+//   memvirt-bench [--benchmark_filter=...]   shim benchmarks (Google Benchmark)
+//   memvirt-bench nvme [...]                 NVMe tier benchmark, if built
+//
+// Counters:
+//   BM_Launch/N       passthrough_ns: cuLaunchKernel on the driver alone;
+//                     added_ns: the shim's work around it (argument scan of N
+//                     pointers, residency check, sequence/event bookkeeping).
+//   BM_AllocFree/B    shim_ns: alloc+free pair from the shim's warm pool;
+//                     passthrough_ns: cuMemAlloc+cuMemFree on the driver.
+//   BM_Paging         paging_GBps: chunks paged device->host->device per
+//                     second (bytes moved both ways); driver_copy_GBps: the
+//                     same bytes with plain cuMemcpyDtoH/HtoD of 2 MiB on the
+//                     same driver; ratio = paging / driver copy;
+//                     host_memcpy_GBps: std::memcpy, for reference.
+#include <benchmark/benchmark.h>
+#include <cuda.h>
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "shim/core/control_plane.h"
+#include "shim/core/shim_core.h"
+#include "shim/driver/driver.h"
+
+#ifdef MEMVIRT_HAVE_NVME_BENCH
+#include "bench/nvme/nvme_bench.h"
+#endif
+
+namespace memvirt::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+void* Resolve(void* handle, const char* name) { return dlsym(handle, name); }
+
+struct Env {
+  shim::Driver driver;
+  CUcontext ctx = nullptr;
+  CUmodule module = nullptr;
+  CUfunction noop8 = nullptr, noop64 = nullptr;
+  CUstream stream = nullptr;
+  shim::StandaloneControlPlane control;
+  bool ok = false;
+};
+
+std::string KernelsPath() {
+  char exe[4096];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n <= 0) return "memvirt_bench_kernels.so";
+  exe[n] = '\0';
+  std::string dir(exe);
+  return dir.substr(0, dir.rfind('/')) + "/memvirt_bench_kernels.so";
+}
+
+Env& GetEnv() {
+  static Env* env = [] {
+    auto* e = new Env();
+    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+    if (lib == nullptr || !shim::LoadDriver(&Resolve, lib, &e->driver, nullptr)) return e;
+    if (cuInit(0) != CUDA_SUCCESS) return e;
+    CUdevice dev;
+    if (cuDeviceGet(&dev, 0) != CUDA_SUCCESS) return e;
+    cuDevicePrimaryCtxRetain(&e->ctx, dev);
+    cuCtxSetCurrent(e->ctx);
+    if (cuModuleLoad(&e->module, KernelsPath().c_str()) == CUDA_SUCCESS) {
+      cuModuleGetFunction(&e->noop8, e->module, "noop8");
+      cuModuleGetFunction(&e->noop64, e->module, "noop64");
+    }
+    cuStreamCreate(&e->stream, CU_STREAM_NON_BLOCKING);
+    e->ok = e->noop8 != nullptr && e->noop64 != nullptr;
+    return e;
+  }();
+  cuCtxSetCurrent(env->ctx);
+  return *env;
+}
+
+std::unique_ptr<shim::ShimCore> MakeCore(Env& env, uint64_t device, uint64_t host) {
+  shim::CoreOptions options;
+  options.device_budget = device;
+  options.host_budget = host;
+  std::unique_ptr<shim::ShimCore> core;
+  if (shim::ShimCore::Create(&env.driver, options, &env.control, &core) != CUDA_SUCCESS) {
+    return nullptr;
+  }
+  return core;
+}
+
+void BM_Launch(benchmark::State& state) {
+  Env& env = GetEnv();
+  if (!env.ok) return state.SkipWithError("no driver or bench kernels");
+  const int nargs = static_cast<int>(state.range(0));
+  CUfunction f = nargs == 8 ? env.noop8 : env.noop64;
+  auto core = MakeCore(env, 256ull << 20, 256ull << 20);
+  if (!core) return state.SkipWithError("core creation failed");
+  std::vector<CUdeviceptr> ptrs(nargs);
+  for (auto& p : ptrs) core->Alloc(&p, 4096);
+  std::vector<void*> params;
+  for (auto& p : ptrs) params.push_back(&p);
+  double added = 0, pass = 0;
+  uint64_t n = 0;
+  for (auto _ : state) {
+    auto t0 = Clock::now();
+    shim::ShimCore::Ticket ticket;
+    core->BeforeLaunch(f, params.data(), nullptr, env.stream, false, &ticket);
+    shim::ShimCore::AfterEnqueue(ticket);
+    auto t1 = Clock::now();
+    cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, env.stream, params.data(), nullptr);
+    auto t2 = Clock::now();
+    added += std::chrono::duration<double, std::nano>(t1 - t0).count();
+    pass += std::chrono::duration<double, std::nano>(t2 - t1).count();
+    if (++n % 256 == 0) {
+      state.PauseTiming();
+      cuStreamSynchronize(env.stream);
+      state.ResumeTiming();
+    }
+  }
+  cuStreamSynchronize(env.stream);
+  core->Synchronize();
+  state.counters["added_ns"] = added / n;
+  state.counters["passthrough_ns"] = pass / n;
+}
+BENCHMARK(BM_Launch)->Arg(8)->Arg(64);
+
+void BM_AllocFree(benchmark::State& state) {
+  Env& env = GetEnv();
+  if (!env.ok) return state.SkipWithError("no driver");
+  const uint64_t bytes = static_cast<uint64_t>(state.range(0));
+  auto core = MakeCore(env, 256ull << 20, 256ull << 20);
+  if (!core) return state.SkipWithError("core creation failed");
+  CUdeviceptr warm;
+  core->Alloc(&warm, bytes);
+  core->Free(warm);
+  double shim_ns = 0;
+  uint64_t n = 0;
+  for (auto _ : state) {
+    auto t0 = Clock::now();
+    CUdeviceptr p;
+    core->Alloc(&p, bytes);
+    core->Free(p);
+    shim_ns += std::chrono::duration<double, std::nano>(Clock::now() - t0).count();
+    ++n;
+  }
+  // The driver's own pair, measured in the same run.
+  double pass_ns = 0;
+  constexpr int kDriverPairs = 200;
+  for (int i = 0; i < kDriverPairs; ++i) {
+    auto t0 = Clock::now();
+    CUdeviceptr p;
+    if (cuMemAlloc(&p, bytes) == CUDA_SUCCESS) cuMemFree(p);
+    pass_ns += std::chrono::duration<double, std::nano>(Clock::now() - t0).count();
+  }
+  state.counters["shim_ns"] = shim_ns / n;
+  state.counters["passthrough_ns"] = pass_ns / kDriverPairs;
+}
+BENCHMARK(BM_AllocFree)->Arg(4096)->Arg(4 << 20);
+
+void BM_Paging(benchmark::State& state) {
+  Env& env = GetEnv();
+  if (!env.ok) return state.SkipWithError("no driver");
+  constexpr uint64_t kChunk = shim::kChunkBytes;
+  constexpr int kBudgetChunks = 32;
+  auto core = MakeCore(env, kBudgetChunks * kChunk, 256 * kChunk);
+  if (!core) return state.SkipWithError("core creation failed");
+  // Twice the budget, touched round-robin: every touch pages one chunk in
+  // and one out (2 x 2 MiB moved).
+  std::vector<CUdeviceptr> blocks(2 * kBudgetChunks);
+  for (auto& b : blocks) core->Alloc(&b, kChunk);
+  size_t i = 0;
+  uint64_t touches = 0;
+  auto touch = [&] {
+    shim::MemRange r{blocks[i++ % blocks.size()], kChunk};
+    shim::ShimCore::Ticket t;
+    core->BeforeAccess(&r, 1, env.stream, false, /*synchronous=*/false, &t);
+    shim::ShimCore::AfterEnqueue(t);
+  };
+  for (size_t w = 0; w < 2 * blocks.size(); ++w) touch();  // warm up: all chunks backed
+  const auto before = core->stats();
+  auto t0 = Clock::now();
+  for (auto _ : state) {
+    touch();
+    ++touches;
+  }
+  core->Synchronize();
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  const auto after = core->stats();
+  const double moved =
+      double(after.page_ins - before.page_ins + after.evictions - before.evictions) * kChunk;
+  // The same bytes moved by plain driver copies between a device buffer and
+  // pinned host memory, 2 MiB at a time, alternating directions.
+  CUdeviceptr dev = 0;
+  void* host = nullptr;
+  double copied = 0, cseconds = 0;
+  if (cuMemAlloc(&dev, kChunk) == CUDA_SUCCESS && cuMemHostAlloc(&host, kChunk, 0) == CUDA_SUCCESS) {
+    auto c0 = Clock::now();
+    for (size_t k = 0; copied < moved || k < 64; ++k) {
+      if (k % 2 == 0) {
+        cuMemcpyDtoH(host, dev, kChunk);
+      } else {
+        cuMemcpyHtoD(dev, host, kChunk);
+      }
+      copied += kChunk;
+    }
+    cseconds = std::chrono::duration<double>(Clock::now() - c0).count();
+  }
+  if (host != nullptr) cuMemFreeHost(host);
+  if (dev != 0) cuMemFree(dev);
+  // And by host memcpy, for reference.
+  std::vector<char> a(kChunk * 16), b(kChunk * 16);
+  std::memset(a.data(), 1, a.size());
+  std::memset(b.data(), 2, b.size());
+  auto m0 = Clock::now();
+  double mcopied = 0;
+  for (size_t k = 0; mcopied < moved || k < 64; ++k) {
+    std::memcpy(b.data() + (k % 16) * kChunk, a.data() + ((k + 5) % 16) * kChunk, kChunk);
+    mcopied += kChunk;
+  }
+  benchmark::DoNotOptimize(b.data());
+  const double mseconds = std::chrono::duration<double>(Clock::now() - m0).count();
+  const double paging = moved / seconds / 1e9;
+  const double copy_rate = cseconds > 0 ? copied / cseconds / 1e9 : 0;
+  state.counters["paging_GBps"] = paging;
+  state.counters["driver_copy_GBps"] = copy_rate;
+  state.counters["host_memcpy_GBps"] = mcopied / mseconds / 1e9;
+  state.counters["ratio"] = copy_rate > 0 ? paging / copy_rate : 0;
+  state.counters["touches"] = double(touches);
+}
+BENCHMARK(BM_Paging)->Iterations(2000)->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+}  // namespace memvirt::bench
+
+int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "nvme") == 0) {
+#ifdef MEMVIRT_HAVE_NVME_BENCH
+    return memvirt::bench::NvmeMain(argc - 1, argv + 1);
+#else
+    std::fprintf(stderr, "nvme benchmark not built\n");
+    return 2;
+#endif
+  }
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

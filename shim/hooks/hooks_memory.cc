@@ -1,0 +1,135 @@
+// Allocation, address queries and the application's own VMM use.
+#include "shim/hooks/hook_util.h"
+
+using memvirt::shim::ShimCore;
+using memvirt::shim::hooks::Forward;
+using memvirt::shim::hooks::Real;
+using memvirt::shim::hooks::Runtime;
+
+namespace {
+
+CUresult Alloc(CUdeviceptr* dptr, size_t bytes) {
+  if (ShimCore* core = Runtime::Get().CoreForAlloc()) return core->Alloc(dptr, bytes);
+  return Forward(Real().cuMemAlloc_v2, dptr, bytes);
+}
+
+ShimCore* Owner(CUdeviceptr ptr) {
+  ShimCore* core = Runtime::Get().core();
+  return core != nullptr && core->Owns(ptr) ? core : nullptr;
+}
+
+}  // namespace
+
+MEMSHIM_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytes) {
+  return Alloc(dptr, bytes);
+}
+
+MEMSHIM_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t width,
+                                           size_t height, unsigned int element_bytes) {
+  if (ShimCore* core = Runtime::Get().CoreForAlloc()) {
+    return core->AllocPitch(dptr, pitch, width, height, element_bytes);
+  }
+  return Forward(Real().cuMemAllocPitch_v2, dptr, pitch, width, height, element_bytes);
+}
+
+MEMSHIM_EXPORT CUresult cuMemFree_v2(CUdeviceptr ptr) {
+  if (ShimCore* core = Owner(ptr)) return core->Free(ptr);
+  return Forward(Real().cuMemFree_v2, ptr);
+}
+
+// Note [stream-ordered allocation]
+//   Blocks handed out by cuMemAllocAsync are valid immediately (a stricter
+//   guarantee than stream order); memory pools are not modelled: a pool's
+//   attributes are ignored and its blocks come from the shim's reservation.
+MEMSHIM_EXPORT CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytes, CUstream stream) {
+  if (ShimCore* core = Runtime::Get().CoreForAlloc()) return core->Alloc(dptr, bytes);
+  return Forward(Real().cuMemAllocAsync, dptr, bytes, stream);
+}
+
+MEMSHIM_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytes, CUstream stream) {
+  if (ShimCore* core = Runtime::Get().CoreForAlloc()) return core->Alloc(dptr, bytes);
+  return Forward(Real().cuMemAllocAsync_ptsz, dptr, bytes, stream);
+}
+
+MEMSHIM_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytes,
+                                                CUmemoryPool pool, CUstream stream) {
+  if (ShimCore* core = Runtime::Get().CoreForAlloc()) return core->Alloc(dptr, bytes);
+  return Forward(Real().cuMemAllocFromPoolAsync, dptr, bytes, pool, stream);
+}
+
+MEMSHIM_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytes,
+                                                     CUmemoryPool pool, CUstream stream) {
+  if (ShimCore* core = Runtime::Get().CoreForAlloc()) return core->Alloc(dptr, bytes);
+  return Forward(Real().cuMemAllocFromPoolAsync_ptsz, dptr, bytes, pool, stream);
+}
+
+MEMSHIM_EXPORT CUresult cuMemFreeAsync(CUdeviceptr ptr, CUstream stream) {
+  if (ShimCore* core = Owner(ptr)) return core->FreeAsync(ptr, stream, false);
+  return Forward(Real().cuMemFreeAsync, ptr, stream);
+}
+
+MEMSHIM_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr ptr, CUstream stream) {
+  if (ShimCore* core = Owner(ptr)) return core->FreeAsync(ptr, stream, true);
+  return Forward(Real().cuMemFreeAsync_ptsz, ptr, stream);
+}
+
+MEMSHIM_EXPORT CUresult cuMemGetInfo_v2(size_t* free, size_t* total) {
+  if (ShimCore* core = Runtime::Get().CoreForAlloc()) return core->GetInfo(free, total);
+  return Forward(Real().cuMemGetInfo_v2, free, total);
+}
+
+MEMSHIM_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr* base, size_t* size,
+                                                CUdeviceptr ptr) {
+  if (ShimCore* core = Owner(ptr)) return core->GetAddressRange(base, size, ptr);
+  return Forward(Real().cuMemGetAddressRange_v2, base, size, ptr);
+}
+
+MEMSHIM_EXPORT CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute,
+                                              CUdeviceptr ptr) {
+  if (ShimCore* core = Owner(ptr)) {
+    CUresult r;
+    if (core->PointerAttribute(attribute, data, ptr, &r)) return r;
+  }
+  return Forward(Real().cuPointerGetAttribute, data, attribute, ptr);
+}
+
+MEMSHIM_EXPORT CUresult cuPointerGetAttributes(unsigned int count,
+                                               CUpointer_attribute* attributes, void** data,
+                                               CUdeviceptr ptr) {
+  ShimCore* core = Owner(ptr);
+  if (core == nullptr) return Forward(Real().cuPointerGetAttributes, count, attributes, data, ptr);
+  if (attributes == nullptr || data == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  for (unsigned int i = 0; i < count; ++i) {
+    CUresult r;
+    if (core->PointerAttribute(attributes[i], data[i], ptr, &r)) {
+      if (r == CUDA_ERROR_INVALID_VALUE && attributes[i] != CU_POINTER_ATTRIBUTE_HOST_POINTER) {
+        return r;  // not a live block
+      }
+      continue;
+    }
+    Forward(Real().cuPointerGetAttribute, data[i], attributes[i], ptr);
+  }
+  return CUDA_SUCCESS;
+}
+
+// Note [application VMM]
+//   Programs that drive the VMM API themselves (PyTorch expandable segments,
+//   NCCL buffers) keep doing so through the real driver; their device-located
+//   physical memory is counted against the shim's budget and never paged.
+MEMSHIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
+                                    const CUmemAllocationProp* prop, unsigned long long flags) {
+  CUresult r = Forward(Real().cuMemCreate, handle, size, prop, flags);
+  if (r == CUDA_SUCCESS && prop != nullptr &&
+      prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE) {
+    if (ShimCore* core = Runtime::Get().CoreForAlloc()) core->OnAppPhysicalCreate(*handle, size);
+  }
+  return r;
+}
+
+MEMSHIM_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
+  CUresult r = Forward(Real().cuMemRelease, handle);
+  if (r == CUDA_SUCCESS) {
+    if (ShimCore* core = Runtime::Get().core()) core->OnAppPhysicalRelease(handle);
+  }
+  return r;
+}

@@ -1,0 +1,169 @@
+#include "shim/hooks/runtime.h"
+
+#include <dlfcn.h>
+#include <sys/stat.h>
+
+#include <cstdlib>
+
+#include "shim/core/log.h"
+#include "shim/hooks/libc_symbols.h"
+
+namespace memvirt::shim::hooks {
+namespace {
+
+thread_local bool t_initializing = false;
+
+void* ResolveFromLibcuda(void* context, const char* name) {
+  DlsymFn real_dlsym = RealDlsym();
+  return real_dlsym != nullptr ? real_dlsym(context, name) : nullptr;
+}
+
+const char* DefaultDaemonSocket() { return "/run/memvirt/memvirtd.sock"; }
+
+const char* GetEnv(const char* name) { return getenv(name); }
+
+}  // namespace
+
+Runtime& Runtime::Get() {
+  // Leaked on purpose: hooks may run during exit, after static destructors.
+  static Runtime* runtime = new Runtime();
+  static std::once_flag once;
+  if (!runtime->ready() && !t_initializing) {
+    std::call_once(once, [] {
+      t_initializing = true;
+      runtime->Initialize();
+      t_initializing = false;
+    });
+  }
+  return *runtime;
+}
+
+namespace {
+
+// "cuMemcpyHtoDAsync_v2_ptsz" -> base "cuMemcpyHtoDAsync", version 2, per-thread.
+std::string SplitFlavour(std::string name, int* version, bool* per_thread) {
+  *per_thread = false;
+  *version = 1;
+  for (const char* suffix : {"_ptsz", "_ptds"}) {
+    if (name.size() > 5 && name.compare(name.size() - 5, 5, suffix) == 0) {
+      *per_thread = true;
+      name.resize(name.size() - 5);
+    }
+  }
+  const size_t v = name.rfind("_v");
+  if (v != std::string::npos && v + 2 < name.size() &&
+      name.find_first_not_of("0123456789", v + 2) == std::string::npos) {
+    *version = std::atoi(name.c_str() + v + 2);
+    name.resize(v);
+  }
+  return name;
+}
+
+}  // namespace
+
+void Runtime::AddFlavour(const char* name, void* hook) {
+  Flavour f;
+  f.hook = hook;
+  hooks_by_base_[SplitFlavour(name, &f.version, &f.per_thread)].push_back(f);
+}
+
+void* Runtime::SubstituteProc(const char* symbol, void* real, int version,
+                              cuuint64_t flags) const {
+  if (config_.disabled || real == nullptr || symbol == nullptr) return real;
+  auto it = hook_of_real_.find(real);
+  if (it != hook_of_real_.end()) return it->second;
+  if (version < 12000) return real;  // old ABIs: never guess
+  auto base = hooks_by_base_.find(symbol);
+  if (base == hooks_by_base_.end()) return real;
+  const bool per_thread = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
+  const Flavour* best = nullptr;
+  for (const Flavour& f : base->second) {
+    if (f.per_thread != per_thread) continue;
+    if (best == nullptr || f.version > best->version) best = &f;
+  }
+  if (best == nullptr) return real;
+  MEMSHIM_LOG(kDebug, "cuGetProcAddress(%s): substituted by name", symbol);
+  return best->hook;
+}
+
+void Runtime::Initialize() {
+  config_ = ParseShimConfig(&GetEnv);
+  SetLogLevel(config_.log_level);
+  DlsymFn real_dlsym = RealDlsym();
+  if (real_dlsym == nullptr) {
+    MEMSHIM_LOG(kError, "cannot locate the C library's dlsym; the shim is inactive");
+    config_.disabled = true;
+    ready_.store(true, std::memory_order_release);
+    return;
+  }
+  libcuda_ = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (libcuda_ == nullptr) {
+    MEMSHIM_LOG(kError, "cannot load libcuda.so.1 (%s); the shim is inactive", dlerror());
+    config_.disabled = true;
+    ready_.store(true, std::memory_order_release);
+    return;
+  }
+#define MEMSHIM_RESOLVE_REAL(name)                                                     \
+  real_.name = reinterpret_cast<decltype(real_.name)>(real_dlsym(libcuda_, #name));  \
+  if (real_.name != nullptr) {                                                         \
+    hook_of_real_[reinterpret_cast<void*>(real_.name)] = reinterpret_cast<void*>(&::name); \
+    AddFlavour(#name, reinterpret_cast<void*>(&::name));                               \
+  }
+  MEMSHIM_HOOKED_FUNCTIONS(MEMSHIM_RESOLVE_REAL)
+#undef MEMSHIM_RESOLVE_REAL
+  const char* missing = nullptr;
+  driver_ok_ = LoadDriver(&ResolveFromLibcuda, libcuda_, &driver_, &missing);
+  if (!driver_ok_) {
+    MEMSHIM_LOG(kError, "libcuda.so.1 lacks %s; the shim passes everything through",
+                missing != nullptr ? missing : "?");
+  }
+  if (config_.disabled) {
+    MEMSHIM_LOG(kInfo, "MEMSHIM_DISABLE set: pure pass-through");
+  } else {
+    const std::string socket =
+        config_.daemon_socket.empty() ? DefaultDaemonSocket() : config_.daemon_socket;
+    struct stat st;
+    if (stat(socket.c_str(), &st) == 0) {
+      MEMSHIM_LOG(kWarn, "daemon socket %s found, but this build has no daemon client; "
+                  "running standalone", socket.c_str());
+    } else {
+      MEMSHIM_LOG(kInfo, "no daemon at %s: running standalone", socket.c_str());
+    }
+  }
+  ready_.store(true, std::memory_order_release);
+}
+
+ShimCore* Runtime::CoreForAlloc() {
+  ShimCore* core = core_.load(std::memory_order_acquire);
+  if (core != nullptr || config_.disabled || !driver_ok_ || !ready()) return core;
+  if (creation_failed_.load(std::memory_order_relaxed)) return nullptr;
+  std::lock_guard<std::mutex> lock(create_mu_);
+  core = core_.load(std::memory_order_acquire);
+  if (core != nullptr) return core;
+  CoreOptions options;
+  options.device_budget = config_.device_budget;
+  options.host_budget = config_.host_budget;
+  options.va_bytes = config_.va_bytes;
+  options.event_batch = config_.event_batch;
+  options.policy = config_.policy;
+  std::unique_ptr<ShimCore> created;
+  CUresult r = ShimCore::Create(&driver_, options, &control_, &created);
+  if (r == CUDA_ERROR_INVALID_CONTEXT) return nullptr;  // retry once a context exists
+  if (r != CUDA_SUCCESS) {
+    MEMSHIM_LOG(kError, "virtual device memory unavailable (%d); passing allocations through",
+                r);
+    creation_failed_.store(true);
+    return nullptr;
+  }
+  core = created.release();  // lives until exit (see Get())
+  core_.store(core, std::memory_order_release);
+  return core;
+}
+
+void* Runtime::Substitute(void* real) const {
+  if (config_.disabled || real == nullptr) return real;
+  auto it = hook_of_real_.find(real);
+  return it == hook_of_real_.end() ? real : it->second;
+}
+
+}  // namespace memvirt::shim::hooks

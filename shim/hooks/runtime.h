@@ -1,0 +1,90 @@
+// The process-wide state behind the exported hooks: configuration, the real
+// driver's entry points, and the ShimCore (created on first use).
+//
+// Thread safety: Get() is thread-safe and initializes once; a call made on
+// the initializing thread while it initializes (the real libcuda calling
+// back into the shim) sees a runtime that is not ready() and passes through.
+// core() is a lock-free read.
+//
+// Note [lazy initialization]
+//   Nothing happens at load time: the first intercepted call loads the real
+//   libcuda.so.1 (dlopen RTLD_NOW|RTLD_LOCAL, so the app's own load order is
+//   untouched) and resolves every entry point; the core is created on the
+//   first allocation (or cuMemGetInfo), in the context current at that
+//   moment. A failure leaves the shim in pass-through mode with one log line.
+#ifndef MEMVIRT_SHIM_HOOKS_RUNTIME_H_
+#define MEMVIRT_SHIM_HOOKS_RUNTIME_H_
+
+#include <cuda.h>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+#include <unordered_map>
+
+#include "shim/core/config.h"
+#include "shim/core/control_plane.h"
+#include "shim/core/shim_core.h"
+#include "shim/driver/driver.h"
+#include "shim/hooks/hook_list.h"
+
+namespace memvirt::shim::hooks {
+
+// The real driver's entry point for every hooked name.
+struct RealFunctions {
+#define MEMSHIM_REAL_MEMBER(name) decltype(&::name) name = nullptr;
+  MEMSHIM_HOOKED_FUNCTIONS(MEMSHIM_REAL_MEMBER)
+#undef MEMSHIM_REAL_MEMBER
+};
+
+class Runtime {
+ public:
+  static Runtime& Get();
+
+  bool ready() const { return ready_.load(std::memory_order_acquire); }
+  bool disabled() const { return config_.disabled; }
+  const RealFunctions& real() const { return real_; }
+
+  // The core if it exists (null while disabled, before the first allocation,
+  // or after a failed creation).
+  ShimCore* core() const { return core_.load(std::memory_order_acquire); }
+  // The core, creating it in the current context if needed.
+  ShimCore* CoreForAlloc();
+
+  // The hook to hand out for a real entry point returned by the driver's
+  // cuGetProcAddress or by dlsym on libcuda; `real` itself if not hooked.
+  void* Substitute(void* real) const;
+  // cuGetProcAddress answers: by address first; if the driver handed out an
+  // address that is not one of its exports, by name (see Note [entry-point
+  // substitution] in hooks_lookup.cc).
+  void* SubstituteProc(const char* symbol, void* real, int version, cuuint64_t flags) const;
+
+ private:
+  Runtime() = default;
+  void Initialize();
+  void AddFlavour(const char* name, void* hook);
+
+  std::atomic<bool> ready_{false};
+  ShimConfig config_;
+  void* libcuda_ = nullptr;
+  RealFunctions real_;
+  Driver driver_;
+  bool driver_ok_ = false;
+  std::unordered_map<void*, void*> hook_of_real_;
+  struct Flavour {
+    int version = 1;          // _vN suffix (1 if none)
+    bool per_thread = false;  // _ptsz / _ptds
+    void* hook = nullptr;
+  };
+  std::unordered_map<std::string, std::vector<Flavour>> hooks_by_base_;
+  StandaloneControlPlane control_;
+  std::mutex create_mu_;
+  std::atomic<ShimCore*> core_{nullptr};
+  std::atomic<bool> creation_failed_{false};
+};
+
+}  // namespace memvirt::shim::hooks
+
+#endif  // MEMVIRT_SHIM_HOOKS_RUNTIME_H_

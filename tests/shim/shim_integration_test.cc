@@ -1,0 +1,84 @@
+// Runs the integration programs on the simulated GPU, with and without
+// LD_PRELOAD=libmemshim.so, and compares what they compute.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "tests/shim/run_program.h"
+
+namespace memvirt::testing {
+namespace {
+
+const std::string kShim = MEMSHIM_LIBRARY;
+const std::string kSimDir = MEMSIM_LIBRARY_DIR;
+const std::string kKernels = MEMSHIM_TEST_KERNELS;
+constexpr uint64_t kDevice = 64ull << 20;
+
+std::vector<std::string> SimEnv(uint64_t device_bytes) {
+  return {"LD_LIBRARY_PATH=" + kSimDir, "MEMSIM_DEVICE_MEMORY=" + std::to_string(device_bytes),
+          "LD_PRELOAD=", "MEMSHIM_DISABLE=", "MEMSIM_NODE="};
+}
+
+std::vector<std::string> ShimEnv(uint64_t device_bytes) {
+  std::vector<std::string> env = SimEnv(device_bytes);
+  env.push_back("LD_PRELOAD=" + kShim);
+  env.push_back("MEMSHIM_HOST_BUDGET=1G");
+  env.push_back("MEMSHIM_DAEMON_SOCKET=/nonexistent/memvirtd.sock");
+  return env;
+}
+
+TEST(TrainingWorkloadTest, ThreeTimesDeviceMemoryMatchesUnconstrainedRun) {
+  const std::string footprint = std::to_string(3 * kDevice);
+  const ProgramResult reference =
+      RunProgram({MEMSHIM_TRAIN_WORKLOAD, kKernels, footprint}, SimEnv(1ull << 30));
+  ASSERT_EQ(reference.exit_code, 0) << reference.out;
+  const std::string expected = Field(reference.out, "checksum");
+  ASSERT_EQ(expected.size(), 16u);
+
+  const ProgramResult shim =
+      RunProgram({MEMSHIM_TRAIN_WORKLOAD, kKernels, footprint}, ShimEnv(kDevice));
+  ASSERT_EQ(shim.exit_code, 0) << shim.out;
+  EXPECT_EQ(Field(shim.out, "checksum"), expected);
+  // The peak footprint really exceeds the simulated device 3x.
+  EXPECT_GE(std::stoull(Field(shim.out, "layer_bytes")) * 32, 3 * kDevice - (1 << 20));
+}
+
+TEST(TrainingWorkloadTest, FailsWithOutOfMemoryWithoutTheShim) {
+  const ProgramResult plain = RunProgram(
+      {MEMSHIM_TRAIN_WORKLOAD, kKernels, std::to_string(3 * kDevice)}, SimEnv(kDevice));
+  EXPECT_EQ(plain.exit_code, 3) << plain.out;
+  EXPECT_NE(plain.out.find("OOM"), std::string::npos);
+}
+
+TEST(TrainingWorkloadTest, DisabledShimIsPassThrough) {
+  const std::string footprint = std::to_string(kDevice / 2);
+  const ProgramResult reference =
+      RunProgram({MEMSHIM_TRAIN_WORKLOAD, kKernels, footprint}, SimEnv(kDevice));
+  ASSERT_EQ(reference.exit_code, 0) << reference.out;
+  std::vector<std::string> env = ShimEnv(kDevice);
+  env.push_back("MEMSHIM_DISABLE=1");
+  const ProgramResult disabled = RunProgram({MEMSHIM_TRAIN_WORKLOAD, kKernels, footprint}, env);
+  ASSERT_EQ(disabled.exit_code, 0) << disabled.out;
+  EXPECT_EQ(Field(disabled.out, "checksum"), Field(reference.out, "checksum"));
+  // Pass-through reports the simulated device's real capacity.
+  EXPECT_EQ(Field(disabled.out, "reported_total"), std::to_string(kDevice));
+}
+
+TEST(ProcAddressTest, DriverReachedOnlyThroughLookupsIsIntercepted) {
+  const ProgramResult r =
+      RunProgram({MEMSHIM_PROCADDR_ONLY, kKernels, std::to_string(kDevice)}, ShimEnv(kDevice));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(Field(r.out, "intercepted"), "yes");
+  EXPECT_EQ(Field(r.out, "mismatches"), "0");
+  EXPECT_GT(std::stoull(Field(r.out, "total")), kDevice);  // virtual capacity
+}
+
+TEST(ProcAddressTest, WithoutTheShimNothingIsIntercepted) {
+  const ProgramResult r =
+      RunProgram({MEMSHIM_PROCADDR_ONLY, kKernels, std::to_string(kDevice / 4)}, SimEnv(kDevice));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(Field(r.out, "intercepted"), "no");
+}
+
+}  // namespace
+}  // namespace memvirt::testing

@@ -1,0 +1,83 @@
+// Kernels for the shim's integration programs, in the simulated GPU's ABI
+// (sim/include/memsim/kernel.h): host functions run once per launch.
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "memsim/kernel.h"
+
+namespace {
+
+inline uint64_t Mix(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ull;
+  x ^= x >> 33;
+  return x;
+}
+
+}  // namespace
+
+// x[i] = deterministic pseudo-random value in [-1, 1).
+MEMSIM_KERNEL(init_uniform, sizeof(float*), sizeof(uint64_t), sizeof(uint64_t)) {
+  float* x = *static_cast<float**>(params[0]);
+  const uint64_t n = *static_cast<uint64_t*>(params[1]);
+  const uint64_t seed = *static_cast<uint64_t*>(params[2]);
+  for (uint64_t i = 0; i < n; ++i) {
+    x[i] = static_cast<float>(Mix(seed * 0x9e3779b97f4a7c15ull + i) >> 40) / 8388608.0f - 1.0f;
+  }
+}
+
+// out[i] = tanh(in[i] * w[i] + 0.1 * in[i])
+MEMSIM_KERNEL(forward, sizeof(float*), sizeof(float*), sizeof(float*), sizeof(uint64_t)) {
+  float* out = *static_cast<float**>(params[0]);
+  const float* in = *static_cast<float**>(params[1]);
+  const float* w = *static_cast<float**>(params[2]);
+  const uint64_t n = *static_cast<uint64_t*>(params[3]);
+  for (uint64_t i = 0; i < n; ++i) out[i] = std::tanh(in[i] * w[i] + 0.1f * in[i]);
+}
+
+// g[i] = a[i] * (1 - a[i]^2) * 0.5 + 0.01 * w[i]
+MEMSIM_KERNEL(backward, sizeof(float*), sizeof(float*), sizeof(float*), sizeof(uint64_t)) {
+  float* g = *static_cast<float**>(params[0]);
+  const float* a = *static_cast<float**>(params[1]);
+  const float* w = *static_cast<float**>(params[2]);
+  const uint64_t n = *static_cast<uint64_t*>(params[3]);
+  for (uint64_t i = 0; i < n; ++i) g[i] = a[i] * (1.0f - a[i] * a[i]) * 0.5f + 0.01f * w[i];
+}
+
+// m = 0.9 m + g; w -= 0.05 m
+MEMSIM_KERNEL(sgd_momentum, sizeof(float*), sizeof(float*), sizeof(float*), sizeof(uint64_t)) {
+  float* w = *static_cast<float**>(params[0]);
+  float* m = *static_cast<float**>(params[1]);
+  const float* g = *static_cast<float**>(params[2]);
+  const uint64_t n = *static_cast<uint64_t*>(params[3]);
+  for (uint64_t i = 0; i < n; ++i) {
+    m[i] = 0.9f * m[i] + g[i];
+    w[i] -= 0.05f * m[i];
+  }
+}
+
+// *out = FNV-1a over the bytes of x (n bytes).
+MEMSIM_KERNEL(fnv_bytes, sizeof(uint64_t*), sizeof(unsigned char*), sizeof(uint64_t)) {
+  uint64_t* out = *static_cast<uint64_t**>(params[0]);
+  const unsigned char* x = *static_cast<unsigned char**>(params[1]);
+  const uint64_t n = *static_cast<uint64_t*>(params[2]);
+  uint64_t h = 1469598103934665603ull;
+  for (uint64_t i = 0; i < n; ++i) h = (h ^ x[i]) * 1099511628211ull;
+  *out = h;
+}
+
+// x[off + i] = x[off + i] * 3 + k for i < len (bytes): the stress kernel. The
+// whole block is passed (base pointer) so the shim must page all of it in.
+MEMSIM_KERNEL(bytes_mix, sizeof(unsigned char*), sizeof(uint64_t), sizeof(uint64_t),
+              sizeof(uint32_t)) {
+  unsigned char* x = *static_cast<unsigned char**>(params[0]);
+  const uint64_t off = *static_cast<uint64_t*>(params[1]);
+  const uint64_t len = *static_cast<uint64_t*>(params[2]);
+  const uint32_t k = *static_cast<uint32_t*>(params[3]);
+  for (uint64_t i = 0; i < len; ++i) {
+    x[off + i] = static_cast<unsigned char>(x[off + i] * 3u + k);
+  }
+}
