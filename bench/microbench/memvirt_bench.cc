@@ -9,6 +9,9 @@
 //   BM_Launch/N       passthrough_ns: cuLaunchKernel on the driver alone;
 //                     added_ns: the shim's work around it (argument scan of N
 //                     pointers, residency check, sequence/event bookkeeping).
+//   BM_ShimLaunchWork/N  the shim's work alone (CPU time column = added ns
+//                     per intercepted launch); BM_DriverLaunch/N: the driver's
+//                     launch alone, for comparison.
 //   BM_AllocFree/B    shim_ns: alloc+free pair from the shim's warm pool;
 //                     passthrough_ns: cuMemAlloc+cuMemFree on the driver.
 //   BM_Paging         paging_GBps: chunks paged device->host->device per
@@ -131,6 +134,47 @@ void BM_Launch(benchmark::State& state) {
 }
 BENCHMARK(BM_Launch)->Arg(8)->Arg(64);
 
+// The shim's work per intercepted launch alone (no driver call): its CPU time
+// per iteration is the added cost, robust against preemption on a loaded
+// machine (BM_Launch's counters are wall-clock).
+void BM_ShimLaunchWork(benchmark::State& state) {
+  Env& env = GetEnv();
+  if (!env.ok) return state.SkipWithError("no driver or bench kernels");
+  const int nargs = static_cast<int>(state.range(0));
+  CUfunction f = nargs == 8 ? env.noop8 : env.noop64;
+  auto core = MakeCore(env, 256ull << 20, 256ull << 20);
+  if (!core) return state.SkipWithError("core creation failed");
+  std::vector<CUdeviceptr> ptrs(nargs);
+  for (auto& p : ptrs) core->Alloc(&p, 4096);
+  std::vector<void*> params;
+  for (auto& p : ptrs) params.push_back(&p);
+  for (auto _ : state) {
+    shim::ShimCore::Ticket ticket;
+    core->BeforeLaunch(f, params.data(), nullptr, env.stream, false, &ticket);
+    shim::ShimCore::AfterEnqueue(ticket);
+  }
+  core->Synchronize();
+}
+BENCHMARK(BM_ShimLaunchWork)->Arg(8)->Arg(64);
+
+// cuLaunchKernel on the driver alone, for the same kernels.
+void BM_DriverLaunch(benchmark::State& state) {
+  Env& env = GetEnv();
+  if (!env.ok) return state.SkipWithError("no driver or bench kernels");
+  const int nargs = static_cast<int>(state.range(0));
+  CUfunction f = nargs == 8 ? env.noop8 : env.noop64;
+  std::vector<CUdeviceptr> ptrs(nargs, 0);
+  std::vector<void*> params;
+  for (auto& p : ptrs) params.push_back(&p);
+  uint64_t n = 0;
+  for (auto _ : state) {
+    cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, env.stream, params.data(), nullptr);
+    if (++n % 256 == 0) cuStreamSynchronize(env.stream);
+  }
+  cuStreamSynchronize(env.stream);
+}
+BENCHMARK(BM_DriverLaunch)->Arg(8)->Arg(64);
+
 void BM_AllocFree(benchmark::State& state) {
   Env& env = GetEnv();
   if (!env.ok) return state.SkipWithError("no driver");
@@ -200,7 +244,8 @@ void BM_Paging(benchmark::State& state) {
   CUdeviceptr dev = 0;
   void* host = nullptr;
   double copied = 0, cseconds = 0;
-  if (cuMemAlloc(&dev, kChunk) == CUDA_SUCCESS && cuMemHostAlloc(&host, kChunk, 0) == CUDA_SUCCESS) {
+  if (cuMemAlloc(&dev, kChunk) == CUDA_SUCCESS &&
+      cuMemHostAlloc(&host, kChunk, 0) == CUDA_SUCCESS) {
     auto c0 = Clock::now();
     for (size_t k = 0; copied < moved || k < 64; ++k) {
       if (k % 2 == 0) {

@@ -181,7 +181,7 @@ absl::StatusOr<PhaseResult> RunPhase(UringIoEngine& engine, IoOp op, const Flags
 // the daemon pays on top of the engine: extent allocation, CRC32C of every 2 MiB on both sides
 // (on the submitting thread for Puts, the completion thread for Gets), callbacks.
 absl::StatusOr<std::pair<PhaseResult, PhaseResult>> RunStore(UringIoEngine& engine, const Flags& f,
-                                                             uint8_t* buffers) {
+                                                             uint8_t* buffers, int fd) {
   auto store = nvme::SwapStore::Create(&engine, nvme::SwapStoreOptions{});
   if (!store.ok()) return store.status();
   constexpr nvme::TenantId kTenant = 1;

@@ -6,6 +6,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/core/arbiter.h"
+#include "daemon/core/mutex_lock.h"
 #include "glog/logging.h"
 
 namespace memvirt::daemon {
@@ -41,7 +42,7 @@ NodeState::NodeState(NodeOptions options, const Clock* clock)
       clock_(clock),
       authorizer_(options_.admin_gid),
       started_(clock->Now()) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   for (const StaticGpu& g : options_.gpus) {
     Gpu& gpu = gpus_[g.gpu_uuid];
     gpu.device_memory_bytes = g.device_memory_bytes;
@@ -114,7 +115,7 @@ absl::StatusOr<ClientId> NodeState::Register(const PeerCredentials& peer, const 
                                              DirectiveSink* sink) {
   if (absl::Status s = ValidateRegistration(reg); !s.ok()) return s;
   if (peer.pid <= 0) return absl::InvalidArgumentError("peer pid unknown");
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (FindByPid(peer.pid) != nullptr) {
     return absl::AlreadyExistsError(absl::StrCat("pid ", peer.pid, " is already registered"));
   }
@@ -174,7 +175,7 @@ absl::StatusOr<ClientId> NodeState::Register(const PeerCredentials& peer, const 
 }
 
 void NodeState::Unregister(ClientId id) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = clients_.find(id);
   if (it == clients_.end()) return;
   std::unique_ptr<Client> c = std::move(it->second);
@@ -317,7 +318,7 @@ absl::Status NodeState::ReportHints(ClientId id, const HintBatch& batch) {
   if (batch.usage.size() > kMaxGpusPerClient) {
     return absl::InvalidArgumentError("hints: too many usage entries");
   }
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = clients_.find(id);
   if (it == clients_.end()) return absl::NotFoundError("hints: client not registered");
   Client& c = *it->second;
@@ -377,7 +378,7 @@ absl::Status NodeState::Acknowledge(ClientId id, const DirectiveAck& ack) {
   if (ack.usage.has_value()) {
     if (absl::Status s = ValidateUsage(*ack.usage); !s.ok()) return s;
   }
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = clients_.find(id);
   if (it == clients_.end()) return absl::NotFoundError("ack: client not registered");
   Client& c = *it->second;
@@ -412,7 +413,7 @@ absl::Status NodeState::Acknowledge(ClientId id, const DirectiveAck& ack) {
 }
 
 void NodeState::Tick() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   const absl::Time now = clock_->Now();
   if (!grace_over_ && now >= started_ + options_.restart_grace) {
     grace_over_ = true;
@@ -475,7 +476,7 @@ ClientSnapshot NodeState::SnapshotOf(const Client& c) const {
 }
 
 absl::StatusOr<NodeSnapshot> NodeState::GetStatus(const PeerCredentials& caller) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   NodeSnapshot snap;
   snap.host_capacity_bytes = options_.host_capacity_bytes;
   snap.uptime = clock_->Now() - started_;
@@ -504,7 +505,7 @@ absl::StatusOr<NodeSnapshot> NodeState::GetStatus(const PeerCredentials& caller)
 absl::StatusOr<ClientSnapshot> NodeState::GetClient(const PeerCredentials& caller,
                                                     pid_t pid) const {
   if (pid <= 0) return absl::InvalidArgumentError("pid is required");
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   const Client* c = FindByPid(pid);
   // Not revealing whether another user's pid is registered.
   if (c == nullptr || !authorizer_.MaySee(caller, c->creds)) {
@@ -519,7 +520,7 @@ absl::StatusOr<uint64_t> NodeState::SetQuota(const PeerCredentials& caller, pid_
   if (pid <= 0) return absl::InvalidArgumentError("pid is required");
   if (absl::Status s = ValidateGpuUuid(gpu_uuid); !s.ok()) return s;
   if (quota_bytes > kMaxBytes) return absl::InvalidArgumentError("quota_bytes out of range");
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   Client* c = FindByPid(pid);
   if (c == nullptr)
     return absl::NotFoundError(absl::StrCat("no registered process with pid ", pid));
@@ -538,7 +539,7 @@ absl::StatusOr<uint32_t> NodeState::Drain(const PeerCredentials& caller,
                                           const std::string& gpu_uuid, bool undrain) {
   if (absl::Status s = authorizer_.RequireOperator(caller, "drain"); !s.ok()) return s;
   if (absl::Status s = ValidateGpuUuid(gpu_uuid); !s.ok()) return s;
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = gpus_.find(gpu_uuid);
   if (it == gpus_.end()) return absl::NotFoundError("unknown GPU " + gpu_uuid);
   it->second.draining = !undrain;
@@ -547,7 +548,7 @@ absl::StatusOr<uint32_t> NodeState::Drain(const PeerCredentials& caller,
 }
 
 size_t NodeState::client_count() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return clients_.size();
 }
 

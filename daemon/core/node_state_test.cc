@@ -4,6 +4,7 @@
 #include <random>
 #include <thread>
 
+#include "daemon/core/mutex_lock.h"
 #include "gtest/gtest.h"
 
 namespace memvirt::daemon {
@@ -356,11 +357,11 @@ class LockedSink : public DirectiveSink {
  public:
   void OnRegistered(const RegisterResult&) override {}
   void OnDirective(const Directive& d) override {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     last_id_ = d.id;
   }
   uint64_t last_id() {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return last_id_;
   }
 

@@ -14,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/core/mutex_lock.h"
 #include "glog/logging.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_posix.h"
@@ -141,7 +142,7 @@ void PeerListener::AcceptLoop(grpc::Server* server) {
       continue;
     }
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       by_fd_[fd] = *peer;
     }
     VLOG(1) << "connection fd " << fd << " from pid " << peer->pid << " uid " << peer->uid;
@@ -154,7 +155,7 @@ absl::StatusOr<PeerCredentials> PeerListener::Lookup(const std::string& grpc_pee
   if (!absl::StartsWith(grpc_peer, "fd:") || !absl::SimpleAtoi(grpc_peer.substr(3), &fd)) {
     return absl::UnauthenticatedError(absl::StrCat("unknown peer '", grpc_peer, "'"));
   }
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = by_fd_.find(fd);
   if (it == by_fd_.end()) return absl::UnauthenticatedError("connection without credentials");
   return it->second;

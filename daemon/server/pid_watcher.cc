@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/core/mutex_lock.h"
 #include "glog/logging.h"
 
 #ifndef SYS_pidfd_open
@@ -36,7 +37,7 @@ PidWatcher::~PidWatcher() {
   const uint64_t one = 1;
   (void)!write(wake_fd_, &one, sizeof(one));
   thread_.join();
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   for (const auto& [key, fd] : pidfds_) close(fd);
   close(wake_fd_);
   close(epoll_fd_);
@@ -47,7 +48,7 @@ absl::Status PidWatcher::Watch(uint64_t key, pid_t pid) {
   if (fd < 0) {
     return absl::UnavailableError(absl::StrCat("pidfd_open(", pid, "): ", std::strerror(errno)));
   }
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.u64 = key;
@@ -61,7 +62,7 @@ absl::Status PidWatcher::Watch(uint64_t key, pid_t pid) {
 }
 
 void PidWatcher::Unwatch(uint64_t key) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = pidfds_.find(key);
   if (it == pidfds_.end()) return;
   close(it->second);  // Closing removes it from the epoll set.
@@ -81,7 +82,7 @@ void PidWatcher::Loop() {
     for (int i = 0; i < n; ++i) {
       const uint64_t key = events[i].data.u64;
       if (key == kWakeKey) return;
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       auto it = pidfds_.find(key);
       if (it == pidfds_.end()) continue;  // Unwatched meanwhile.
       close(it->second);

@@ -3,6 +3,7 @@
 #include <deque>
 
 #include "absl/synchronization/mutex.h"
+#include "daemon/core/mutex_lock.h"
 #include "daemon/server/proto_convert.h"
 #include "glog/logging.h"
 
@@ -49,7 +50,7 @@ class SessionReactor final : public grpc::ServerBidiReactor<v1::ClientMessage, v
     const v1::DaemonMessage* next = nullptr;
     bool finish = false;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       out_.pop_front();
       if (ok && !finishing_ && !out_.empty()) {
         next = &out_.front();
@@ -107,7 +108,7 @@ class SessionReactor final : public grpc::ServerBidiReactor<v1::ClientMessage, v
   void Enqueue(v1::DaemonMessage m) {
     const v1::DaemonMessage* start = nullptr;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       if (finishing_) return;
       out_.push_back(std::move(m));  // deque: references to queued elements stay valid
       if (!writing_) {
@@ -127,7 +128,7 @@ class SessionReactor final : public grpc::ServerBidiReactor<v1::ClientMessage, v
     }
     bool finish = false;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       finishing_ = true;
       final_status_ = std::move(status);
       finish = !writing_ && !finished_;

@@ -240,6 +240,7 @@ const Planner::Window& Planner::PlanWindow() const {
     const uint64_t q = first + i;
     const uint64_t p = cyclic_ ? q % n : q;
     const std::vector<StepUse>& uses = schedule_->uses_at(p, cyclic_);
+    w.end = q;
     for (const StepUse& a : uses) {
       if (counted_[a.dense] == w.stamp) continue;
       const Block& b = dense_[a.dense];
@@ -293,7 +294,10 @@ std::vector<BlockId> Planner::EvictAhead(EvictablePredicate can_evict,
   if (w.peak_shortfall <= free_bytes) return out;
   uint64_t shortfall = w.peak_shortfall - free_bytes;
   for (auto it = victims_.rbegin(); it != victims_.rend() && shortfall > 0; ++it) {
-    if (InWindow(it->second) || !can_evict(it->second)) continue;
+    // Live blocks come in decreasing next use: past the window's end they
+    // are outside it, and once one is inside, all the rest are.
+    if (!(it->first & kDeadBit) && it->first <= w.end) break;
+    if (((it->first & kDeadBit) && InWindow(it->second)) || !can_evict(it->second)) continue;
     out.push_back(it->second);
     shortfall -= std::min(shortfall, Find(it->second)->bytes);
   }

@@ -79,6 +79,7 @@ class Planner {
     std::vector<PrefetchRequest> prefetch;  // all candidates, soonest first
     uint64_t peak_shortfall = 0;            // memory needed beyond what is resident
     uint32_t stamp = 0;                     // in-window blocks carry this stamp
+    uint64_t end = 0;                       // absolute position of the last step walked
   };
 
   Block* Find(BlockId id);

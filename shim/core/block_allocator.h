@@ -40,7 +40,7 @@ class BlockAllocator {
   BlockAllocator(ChunkTable* table, uint32_t max_committed_chunks);
 
   struct Allocation {
-    uint64_t offset = 0;          // from the reservation base
+    uint64_t offset = 0;            // from the reservation base
     uint32_t new_first = kNoIndex;  // chunks newly committed by this call
     uint32_t new_count = 0;
   };
@@ -49,7 +49,7 @@ class BlockAllocator {
   bool Allocate(uint64_t bytes, Allocation* out);
 
   struct Release {
-    uint64_t bytes = 0;            // usable bytes of the freed block
+    uint64_t bytes = 0;               // usable bytes of the freed block
     uint32_t freed_first = kNoIndex;  // chunks no longer owned by any block
     uint32_t freed_count = 0;
   };
@@ -85,7 +85,7 @@ class BlockAllocator {
   uint32_t max_committed_;
   uint32_t committed_ = 0;
   uint64_t live_bytes_ = 0;
-  std::map<uint32_t, uint32_t> free_by_start_;          // start -> count
+  std::map<uint32_t, uint32_t> free_by_start_;            // start -> count
   std::set<std::pair<uint32_t, uint32_t>> free_by_size_;  // (count, start)
   std::vector<Slab> slabs_;
   std::vector<std::vector<uint64_t>> class_free_;  // per class: free object offsets

@@ -43,7 +43,7 @@ inline constexpr int kMaxUses = 4;
 struct ChunkEntry {
   // Ownership (allocator).
   ChunkKind kind = ChunkKind::kFree;
-  uint8_t size_class = 0;    // kSlab: size class index
+  uint8_t size_class = 0;           // kSlab: size class index
   uint32_t owner_first = kNoIndex;  // kLarge: first chunk of the block; kSlab: self
   uint32_t owner_count = 0;         // kLarge: chunks in the block; kSlab: 1
   uint32_t slab = kNoIndex;         // kSlab: index of the allocator's slab record
@@ -51,8 +51,8 @@ struct ChunkEntry {
 
   // Backing (residency manager).
   Residence residence = Residence::kUnbacked;
-  bool live_data = false;    // contents may still be read (false once freed)
-  bool use_overflow = false; // more streams touched it than uses[] holds
+  bool live_data = false;     // contents may still be read (false once freed)
+  bool use_overflow = false;  // more streams touched it than uses[] holds
   uint8_t num_uses = 0;
   uint32_t phys = kNoIndex;  // device handle index or host slot index
   uint64_t fill_seq = 0;     // copy-stream sequence of the last page-in (0: none)
@@ -71,7 +71,9 @@ class ChunkTable {
 
   // The one subtract-and-compare of the argument scan.
   bool Contains(uint64_t ptr) const { return ptr - base_ < bytes(); }
-  uint32_t IndexOf(uint64_t ptr) const { return static_cast<uint32_t>((ptr - base_) >> kChunkShift); }
+  uint32_t IndexOf(uint64_t ptr) const {
+    return static_cast<uint32_t>((ptr - base_) >> kChunkShift);
+  }
   CUdeviceptr AddressOf(uint32_t index) const {
     return base_ + (static_cast<uint64_t>(index) << kChunkShift);
   }

@@ -16,14 +16,14 @@ inline constexpr uint64_t kChunkBytes = 2ull << 20;  // physical chunk size (2 M
 inline constexpr int kChunkShift = 21;
 
 struct ShimConfig {
-  bool disabled = false;          // MEMSHIM_DISABLE=1: pure pass-through
-  uint64_t device_budget = 0;     // MEMSHIM_DEVICE_BUDGET; 0 = 90% of free at init
-  uint64_t host_budget = 0;       // MEMSHIM_HOST_BUDGET; 0 = half of physical RAM
-  uint64_t va_bytes = 0;          // MEMSHIM_VA_SIZE; 0 = derived from the budgets
-  std::string daemon_socket;      // MEMSHIM_DAEMON_SOCKET
-  std::string policy = "lru";     // MEMSHIM_POLICY: lru | lifetime
+  bool disabled = false;                 // MEMSHIM_DISABLE=1: pure pass-through
+  uint64_t device_budget = 0;            // MEMSHIM_DEVICE_BUDGET; 0 = 90% of free at init
+  uint64_t host_budget = 0;              // MEMSHIM_HOST_BUDGET; 0 = half of physical RAM
+  uint64_t va_bytes = 0;                 // MEMSHIM_VA_SIZE; 0 = derived from the budgets
+  std::string daemon_socket;             // MEMSHIM_DAEMON_SOCKET
+  std::string policy = "lru";            // MEMSHIM_POLICY: lru | lifetime
   LogLevel log_level = LogLevel::kWarn;  // MEMSHIM_LOG
-  uint32_t event_batch = 32;      // MEMSHIM_EVENT_BATCH: launches per batched event
+  uint32_t event_batch = 32;             // MEMSHIM_EVENT_BATCH: launches per batched event
 };
 
 using GetEnvFn = const char* (*)(const char* name);

@@ -19,10 +19,10 @@ void Log(LogLevel level, const char* format, ...) __attribute__((format(printf, 
 
 }  // namespace memvirt::shim
 
-#define MEMSHIM_LOG(level, ...)                                                 \
-  do {                                                                          \
-    if (::memvirt::shim::LogEnabled(::memvirt::shim::LogLevel::level))          \
-      ::memvirt::shim::Log(::memvirt::shim::LogLevel::level, __VA_ARGS__);      \
+#define MEMSHIM_LOG(level, ...)                                            \
+  do {                                                                     \
+    if (::memvirt::shim::LogEnabled(::memvirt::shim::LogLevel::level))     \
+      ::memvirt::shim::Log(::memvirt::shim::LogLevel::level, __VA_ARGS__); \
   } while (0)
 
 #endif  // MEMVIRT_SHIM_CORE_LOG_H_

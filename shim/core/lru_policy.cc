@@ -8,8 +8,14 @@ LruPolicy::LruPolicy(uint32_t num_chunks, uint32_t prefetch_depth)
 void LruPolicy::Unlink(uint32_t chunk) {
   Node& n = nodes_[chunk];
   if (!n.linked) return;
-  if (n.prev != kNoIndex) nodes_[n.prev].next = n.next; else head_ = n.next;
-  if (n.next != kNoIndex) nodes_[n.next].prev = n.prev; else tail_ = n.prev;
+  if (n.prev != kNoIndex)
+    nodes_[n.prev].next = n.next;
+  else
+    head_ = n.next;
+  if (n.next != kNoIndex)
+    nodes_[n.next].prev = n.prev;
+  else
+    tail_ = n.prev;
   n.prev = n.next = kNoIndex;
   n.linked = false;
 }
@@ -18,7 +24,10 @@ void LruPolicy::PushFront(uint32_t chunk) {
   Node& n = nodes_[chunk];
   n.prev = kNoIndex;
   n.next = head_;
-  if (head_ != kNoIndex) nodes_[head_].prev = chunk; else tail_ = chunk;
+  if (head_ != kNoIndex)
+    nodes_[head_].prev = chunk;
+  else
+    tail_ = chunk;
   head_ = chunk;
   n.linked = true;
 }

@@ -49,7 +49,8 @@ class PolicyLibraryAdapter : public ResidencyPolicy {
 
   bool PickVictim(Eligible eligible, void* context, uint32_t* victim) override {
     auto picked = policy_->PickVictim([&](policy::BlockId block) {
-      return block < live_.size() && live_[block] && eligible(context, static_cast<uint32_t>(block));
+      return block < live_.size() && live_[block] &&
+             eligible(context, static_cast<uint32_t>(block));
     });
     if (!picked) return false;
     *victim = static_cast<uint32_t>(*picked);

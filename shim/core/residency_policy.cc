@@ -13,8 +13,7 @@ namespace {
 constexpr uint32_t kPrefetchDepth = 4;
 }  // namespace
 
-std::unique_ptr<ResidencyPolicy> MakeResidencyPolicy(const std::string& name,
-                                                     uint32_t num_chunks) {
+std::unique_ptr<ResidencyPolicy> MakeResidencyPolicy(const std::string& name, uint32_t num_chunks) {
 #ifdef MEMSHIM_WITH_POLICY_LIBRARY
   if (name == "lifetime" || name == "library-lru") {
     return MakePolicyLibraryAdapter(name == "lifetime" ? "lifetime" : "lru", num_chunks);

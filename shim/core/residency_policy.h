@@ -40,8 +40,7 @@ class ResidencyPolicy {
 
 // "lru" (default) or "lifetime". Uses the memvirt_policy library when the
 // shim was built with it, the built-in LRU otherwise (and for unknown names).
-std::unique_ptr<ResidencyPolicy> MakeResidencyPolicy(const std::string& name,
-                                                     uint32_t num_chunks);
+std::unique_ptr<ResidencyPolicy> MakeResidencyPolicy(const std::string& name, uint32_t num_chunks);
 
 }  // namespace memvirt::shim
 

@@ -16,9 +16,7 @@ constexpr uint32_t kMaxEvictBatch = 16;
 constexpr uint32_t kEvictAhead = 8;
 constexpr size_t kMaxPendingFrees = 256;
 
-uint64_t RoundUpChunks(uint64_t bytes) {
-  return (bytes + kChunkBytes - 1) & ~(kChunkBytes - 1);
-}
+uint64_t RoundUpChunks(uint64_t bytes) { return (bytes + kChunkBytes - 1) & ~(kChunkBytes - 1); }
 
 uint64_t PhysicalRamBytes() {
   long pages = sysconf(_SC_PHYS_PAGES);
@@ -81,9 +79,8 @@ CUresult ShimCore::Create(const Driver* driver, const CoreOptions& options, Cont
   core->pool_ = std::make_unique<PhysicalPool>(driver, core->device_, numa);
   core->pool_->Init(device_chunks, host_chunks);
   core->device_budget_chunks_ = device_chunks;
-  const uint32_t capacity =
-      std::min<uint64_t>(num_chunks, static_cast<uint64_t>(device_chunks) +
-                                         core->pool_->host_limit());
+  const uint32_t capacity = std::min<uint64_t>(
+      num_chunks, static_cast<uint64_t>(device_chunks) + core->pool_->host_limit());
   core->allocator_ = std::make_unique<BlockAllocator>(&core->table_, capacity);
   core->tracker_ = std::make_unique<StreamTracker>(driver, options.event_batch);
   core->copy_index_ = core->tracker_->Adopt(core->copy_stream_);
@@ -465,8 +462,8 @@ bool ShimCore::ReclaimDead(bool device, bool host) {
     const uint32_t c = dead_[i];
     ChunkEntry& e = table_[c];
     if (e.kind != ChunkKind::kFree || e.residence == Residence::kUnbacked) continue;  // drop
-    const bool wanted = (device && e.residence == Residence::kDevice) ||
-                        (host && e.residence == Residence::kHost);
+    const bool wanted =
+        (device && e.residence == Residence::kDevice) || (host && e.residence == Residence::kHost);
     if (reclaimed || !wanted || !ChunkIdle(c)) {
       dead_[k++] = c;
       continue;
@@ -666,8 +663,7 @@ CUresult ShimCore::PageIn(uint32_t chunk, bool may_evict) {
   return CUDA_SUCCESS;
 }
 
-CUresult ShimCore::MakeResident(uint32_t stream, bool host_wait, bool capturing,
-                                Ticket* ticket) {
+CUresult ShimCore::MakeResident(uint32_t stream, bool host_wait, bool capturing, Ticket* ticket) {
   const uint64_t step = ++step_;
   policy_->OnAccess(step, touched_.data(), touched_.size());
   filled_.clear();
@@ -683,8 +679,8 @@ CUresult ShimCore::MakeResident(uint32_t stream, bool host_wait, bool capturing,
     }
   }
   if (result == CUDA_SUCCESS && pool_->device_in_use() < pool_->device_limit()) {
-    const uint64_t room =
-        static_cast<uint64_t>(pool_->device_limit() - pool_->device_in_use()) << kChunkShift;
+    const uint64_t room = static_cast<uint64_t>(pool_->device_limit() - pool_->device_in_use())
+                          << kChunkShift;
     for (uint32_t c : policy_->PrefetchCandidates(room)) {
       const ChunkEntry& e = table_[c];
       if (e.kind == ChunkKind::kFree || e.residence != Residence::kHost) continue;
@@ -819,8 +815,8 @@ CUresult ShimCore::BeforeOpaque(CUstream stream, bool per_thread, Ticket* ticket
   return OpaqueLocked(index, IsCapturing(tracker_->HandleOf(index)), ticket);
 }
 
-CUresult ShimCore::BeforeAccess(const MemRange* ranges, int count, CUstream stream,
-                                bool per_thread, bool synchronous, Ticket* ticket) {
+CUresult ShimCore::BeforeAccess(const MemRange* ranges, int count, CUstream stream, bool per_thread,
+                                bool synchronous, Ticket* ticket) {
   MutexLock lock(&mu_);
   ProcessDeferred();
   ++stamp_;

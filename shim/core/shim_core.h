@@ -86,7 +86,7 @@ struct CoreStats {
   uint64_t drops = 0;           // freed chunks reclaimed without a copy
   uint64_t host_fallbacks = 0;  // chunks left in (or placed in) the host tier for an access
   uint64_t prefetches = 0;
-  uint64_t host_waits = 0;      // times the host blocked on device work
+  uint64_t host_waits = 0;  // times the host blocked on device work
   uint64_t events_recorded = 0;
   uint32_t device_chunks_in_use = 0;
   uint32_t device_chunk_limit = 0;
@@ -122,8 +122,7 @@ class ShimCore {
   CUresult FreeAsync(CUdeviceptr ptr, CUstream stream, bool per_thread) MEMSHIM_EXCLUDES(mu_);
   // Virtual capacity: total = device + host budget, free = total - committed.
   CUresult GetInfo(size_t* free, size_t* total) MEMSHIM_EXCLUDES(mu_);
-  CUresult GetAddressRange(CUdeviceptr* base, size_t* size, CUdeviceptr ptr)
-      MEMSHIM_EXCLUDES(mu_);
+  CUresult GetAddressRange(CUdeviceptr* base, size_t* size, CUdeviceptr ptr) MEMSHIM_EXCLUDES(mu_);
   // Answers a pointer attribute for an owned pointer. Returns false if the
   // attribute should be answered by the driver instead.
   bool PointerAttribute(CUpointer_attribute attribute, void* data, CUdeviceptr ptr,
@@ -236,11 +235,11 @@ class ShimCore {
   std::vector<uint32_t> touched_ MEMSHIM_GUARDED_BY(mu_);
   uint64_t stamp_ MEMSHIM_GUARDED_BY(mu_) = 0;
   uint64_t step_ MEMSHIM_GUARDED_BY(mu_) = 0;
-  std::vector<uint32_t> filled_ MEMSHIM_GUARDED_BY(mu_);  // chunks given a copy this op
+  std::vector<uint32_t> filled_ MEMSHIM_GUARDED_BY(mu_);     // chunks given a copy this op
   std::vector<uint32_t> releasing_ MEMSHIM_GUARDED_BY(mu_);  // host slots freed by fills
   std::vector<PendingHostRelease> pending_host_ MEMSHIM_GUARDED_BY(mu_);
   std::vector<PendingFree> pending_frees_ MEMSHIM_GUARDED_BY(mu_);
-  std::vector<uint32_t> dead_ MEMSHIM_GUARDED_BY(mu_);  // freed chunks still backed
+  std::vector<uint32_t> dead_ MEMSHIM_GUARDED_BY(mu_);          // freed chunks still backed
   std::vector<StreamUse> opaque_uses_ MEMSHIM_GUARDED_BY(mu_);  // per stream index
   uint32_t unbacked_owned_ MEMSHIM_GUARDED_BY(mu_) = 0;
   int captures_active_ MEMSHIM_GUARDED_BY(mu_) = 0;

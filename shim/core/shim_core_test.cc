@@ -232,9 +232,8 @@ TEST_F(ShimCoreTest, OpaqueKernelsReachEveryChunkWithoutFaults) {
   ASSERT_EQ(core_->BeforeLaunch(opaque, no_args, nullptr, s, false, &ticket), CUDA_SUCCESS);
   for (int i = 0; i < 8; ++i) {
     CUdeviceptr p = blocks[i];
-    fake_.EnqueueTouch(s, p, 2 * kMiB, [p, i, &sums] {
-      sums[i] = Checksum(reinterpret_cast<void*>(p), 2 * kMiB);
-    });
+    fake_.EnqueueTouch(s, p, 2 * kMiB,
+                       [p, i, &sums] { sums[i] = Checksum(reinterpret_cast<void*>(p), 2 * kMiB); });
   }
   ShimCore::AfterEnqueue(ticket);
   EXPECT_EQ(fake_.faults(), 0u);
@@ -267,7 +266,7 @@ TEST_F(ShimCoreTest, FreedChunksAreReclaimedWithoutCopies) {
   CUdeviceptr a, guard, b;
   ASSERT_EQ(core_->Alloc(&a, 8 * kMiB), CUDA_SUCCESS);
   ASSERT_EQ(core_->Alloc(&guard, 2 * kMiB), CUDA_SUCCESS);  // keeps a's range apart
-  ASSERT_EQ(Write(s, a, 8 * kMiB, 5), CUDA_SUCCESS);         // fills the device budget
+  ASSERT_EQ(Write(s, a, 8 * kMiB, 5), CUDA_SUCCESS);        // fills the device budget
   ASSERT_EQ(core_->Free(a), CUDA_SUCCESS);
   ASSERT_EQ(core_->Alloc(&b, 10 * kMiB), CUDA_SUCCESS);  // does not fit in a's range
   ASSERT_NE(b, a);
@@ -308,12 +307,10 @@ TEST_F(ShimCoreTest, CopiesAndMemsetsMakeTheirRangesResident) {
   ASSERT_EQ(core_->ResidenceOf(blocks[0]), Residence::kHost);
   MemRange range{blocks[0] + 100, 1000};
   ShimCore::Ticket ticket;
-  ASSERT_EQ(core_->BeforeAccess(&range, 1, s, false, /*synchronous=*/true, &ticket),
-            CUDA_SUCCESS);
+  ASSERT_EQ(core_->BeforeAccess(&range, 1, s, false, /*synchronous=*/true, &ticket), CUDA_SUCCESS);
   ShimCore::AfterEnqueue(ticket);
   EXPECT_EQ(core_->ResidenceOf(blocks[0]), Residence::kDevice);
-  EXPECT_EQ(Checksum(reinterpret_cast<void*>(blocks[0]), 2 * kMiB),
-            PatternChecksum(2 * kMiB, 40));
+  EXPECT_EQ(Checksum(reinterpret_cast<void*>(blocks[0]), 2 * kMiB), PatternChecksum(2 * kMiB, 40));
 }
 
 TEST_F(ShimCoreTest, ExtraBufferArgumentsAreDecoded) {

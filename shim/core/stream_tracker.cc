@@ -19,7 +19,8 @@ thread_local PerThreadSlot t_per_thread;
 }  // namespace
 
 StreamTracker::StreamTracker(const Driver* driver, uint32_t event_batch)
-    : driver_(driver), event_batch_(event_batch == 0 ? 1 : event_batch),
+    : driver_(driver),
+      event_batch_(event_batch == 0 ? 1 : event_batch),
       generation_(g_generation.fetch_add(1)) {}
 
 StreamTracker::~StreamTracker() {
@@ -89,6 +90,7 @@ uint64_t StreamTracker::Issue(uint32_t index) {
   State* s = streams_[index].get();
   if (++s->since_event >= event_batch_ && s->covered < s->issued &&
       s->enqueuing.load(std::memory_order_acquire) == 0) {
+    Poll(s);  // recycle finished batches: pending events stay bounded
     if (RecordNow(s) != CUDA_SUCCESS) s->since_event = 0;  // retry a batch later
   }
   return ++s->issued;

@@ -25,30 +25,30 @@ namespace memvirt::shim {
 
 // X-list of the driver entry points the core needs: (name, required).
 // Optional entries may stay null; the core checks before calling them.
-#define MEMSHIM_DRIVER_FUNCTIONS(X)   \
-  X(cuCtxGetCurrent, true)            \
-  X(cuCtxGetDevice, true)             \
-  X(cuDeviceGetAttribute, true)       \
-  X(cuMemGetInfo_v2, true)            \
-  X(cuMemAddressReserve, true)        \
-  X(cuMemAddressFree, true)           \
-  X(cuMemCreate, true)                \
-  X(cuMemRelease, true)               \
-  X(cuMemMap, true)                   \
-  X(cuMemUnmap, true)                 \
-  X(cuMemSetAccess, true)             \
-  X(cuMemcpyDtoDAsync_v2, true)       \
-  X(cuStreamCreate, true)             \
-  X(cuStreamDestroy_v2, true)         \
-  X(cuStreamWaitEvent, true)          \
-  X(cuEventCreate, true)              \
-  X(cuEventRecord, true)              \
-  X(cuEventQuery, true)               \
-  X(cuEventSynchronize, true)         \
-  X(cuEventDestroy_v2, true)          \
-  X(cuFuncGetParamInfo, false)        \
-  X(cuKernelGetParamInfo, false)      \
-  X(cuStreamIsCapturing, false)       \
+#define MEMSHIM_DRIVER_FUNCTIONS(X) \
+  X(cuCtxGetCurrent, true)          \
+  X(cuCtxGetDevice, true)           \
+  X(cuDeviceGetAttribute, true)     \
+  X(cuMemGetInfo_v2, true)          \
+  X(cuMemAddressReserve, true)      \
+  X(cuMemAddressFree, true)         \
+  X(cuMemCreate, true)              \
+  X(cuMemRelease, true)             \
+  X(cuMemMap, true)                 \
+  X(cuMemUnmap, true)               \
+  X(cuMemSetAccess, true)           \
+  X(cuMemcpyDtoDAsync_v2, true)     \
+  X(cuStreamCreate, true)           \
+  X(cuStreamDestroy_v2, true)       \
+  X(cuStreamWaitEvent, true)        \
+  X(cuEventCreate, true)            \
+  X(cuEventRecord, true)            \
+  X(cuEventQuery, true)             \
+  X(cuEventSynchronize, true)       \
+  X(cuEventDestroy_v2, true)        \
+  X(cuFuncGetParamInfo, false)      \
+  X(cuKernelGetParamInfo, false)    \
+  X(cuStreamIsCapturing, false)     \
   X(cuMemGetAllocationGranularity, false)
 
 struct Driver {

@@ -74,8 +74,7 @@ inline MemRange Side2D(CUmemorytype type, CUdeviceptr device, size_t x, size_t y
 }
 
 inline MemRange Side3D(CUmemorytype type, CUdeviceptr device, size_t x, size_t y, size_t z,
-                       size_t pitch, size_t plane_rows, size_t width, size_t height,
-                       size_t depth) {
+                       size_t pitch, size_t plane_rows, size_t width, size_t height, size_t depth) {
   if ((type != CU_MEMORYTYPE_DEVICE && type != CU_MEMORYTYPE_UNIFIED) || height == 0 ||
       depth == 0) {
     return {};

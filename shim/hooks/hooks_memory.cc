@@ -51,8 +51,8 @@ MEMSHIM_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytes, CU
   return Forward(Real().cuMemAllocAsync_ptsz, dptr, bytes, stream);
 }
 
-MEMSHIM_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytes,
-                                                CUmemoryPool pool, CUstream stream) {
+MEMSHIM_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool,
+                                                CUstream stream) {
   if (ShimCore* core = Runtime::Get().CoreForAlloc()) return core->Alloc(dptr, bytes);
   return Forward(Real().cuMemAllocFromPoolAsync, dptr, bytes, pool, stream);
 }
@@ -78,8 +78,7 @@ MEMSHIM_EXPORT CUresult cuMemGetInfo_v2(size_t* free, size_t* total) {
   return Forward(Real().cuMemGetInfo_v2, free, total);
 }
 
-MEMSHIM_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr* base, size_t* size,
-                                                CUdeviceptr ptr) {
+MEMSHIM_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr* base, size_t* size, CUdeviceptr ptr) {
   if (ShimCore* core = Owner(ptr)) return core->GetAddressRange(base, size, ptr);
   return Forward(Real().cuMemGetAddressRange_v2, base, size, ptr);
 }
@@ -93,9 +92,8 @@ MEMSHIM_EXPORT CUresult cuPointerGetAttribute(void* data, CUpointer_attribute at
   return Forward(Real().cuPointerGetAttribute, data, attribute, ptr);
 }
 
-MEMSHIM_EXPORT CUresult cuPointerGetAttributes(unsigned int count,
-                                               CUpointer_attribute* attributes, void** data,
-                                               CUdeviceptr ptr) {
+MEMSHIM_EXPORT CUresult cuPointerGetAttributes(unsigned int count, CUpointer_attribute* attributes,
+                                               void** data, CUdeviceptr ptr) {
   ShimCore* core = Owner(ptr);
   if (core == nullptr) return Forward(Real().cuPointerGetAttributes, count, attributes, data, ptr);
   if (attributes == nullptr || data == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -119,8 +117,7 @@ MEMSHIM_EXPORT CUresult cuPointerGetAttributes(unsigned int count,
 MEMSHIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
                                     const CUmemAllocationProp* prop, unsigned long long flags) {
   CUresult r = Forward(Real().cuMemCreate, handle, size, prop, flags);
-  if (r == CUDA_SUCCESS && prop != nullptr &&
-      prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE) {
+  if (r == CUDA_SUCCESS && prop != nullptr && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE) {
     if (ShimCore* core = Runtime::Get().CoreForAlloc()) core->OnAppPhysicalCreate(*handle, size);
   }
   return r;

@@ -37,7 +37,7 @@ uint32_t SysvHash(const char* name) {
 
 struct ObjectTables {
   ElfW(Addr) base = 0;
-  const ElfW(Sym)* symtab = nullptr;
+  const ElfW(Sym) * symtab = nullptr;
   const char* strtab = nullptr;
   const uint32_t* gnu_hash = nullptr;
   const uint32_t* sysv_hash = nullptr;
@@ -54,8 +54,8 @@ bool ReadTables(const dl_phdr_info* info, ObjectTables* t) {
   t->base = info->dlpi_addr;
   for (int i = 0; i < info->dlpi_phnum; ++i) {
     if (info->dlpi_phdr[i].p_type != PT_DYNAMIC) continue;
-    const ElfW(Dyn)* dyn = reinterpret_cast<const ElfW(Dyn)*>(info->dlpi_addr +
-                                                              info->dlpi_phdr[i].p_vaddr);
+    const ElfW(Dyn)* dyn =
+        reinterpret_cast<const ElfW(Dyn)*>(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
     for (; dyn->d_tag != DT_NULL; ++dyn) {
       switch (dyn->d_tag) {
         case DT_SYMTAB:
@@ -79,7 +79,7 @@ bool ReadTables(const dl_phdr_info* info, ObjectTables* t) {
          (t->gnu_hash != nullptr || t->sysv_hash != nullptr);
 }
 
-bool Defined(const ElfW(Sym)* s) {
+bool Defined(const ElfW(Sym) * s) {
   return s->st_shndx != SHN_UNDEF && ELF64_ST_TYPE(s->st_info) == STT_FUNC;
 }
 

@@ -67,15 +67,17 @@ void Runtime::AddFlavour(const char* name, void* hook) {
   hooks_by_base_[SplitFlavour(name, &f.version, &f.per_thread)].push_back(f);
 }
 
-void* Runtime::SubstituteProc(const char* symbol, void* real, int version,
-                              cuuint64_t flags) const {
+void* Runtime::SubstituteProc(const char* symbol, void* real, int version, cuuint64_t flags) const {
   if (config_.disabled || real == nullptr || symbol == nullptr) return real;
   auto it = hook_of_real_.find(real);
   if (it != hook_of_real_.end()) return it->second;
   if (version < 12000) return real;  // old ABIs: never guess
   auto base = hooks_by_base_.find(symbol);
   if (base == hooks_by_base_.end()) return real;
-  const bool per_thread = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
+  bool per_thread = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
+  bool has_per_thread = false;
+  for (const Flavour& f : base->second) has_per_thread |= f.per_thread;
+  if (!has_per_thread) per_thread = false;  // entry points without a stream
   const Flavour* best = nullptr;
   for (const Flavour& f : base->second) {
     if (f.per_thread != per_thread) continue;
@@ -103,11 +105,11 @@ void Runtime::Initialize() {
     ready_.store(true, std::memory_order_release);
     return;
   }
-#define MEMSHIM_RESOLVE_REAL(name)                                                     \
-  real_.name = reinterpret_cast<decltype(real_.name)>(real_dlsym(libcuda_, #name));  \
-  if (real_.name != nullptr) {                                                         \
+#define MEMSHIM_RESOLVE_REAL(name)                                                         \
+  real_.name = reinterpret_cast<decltype(real_.name)>(real_dlsym(libcuda_, #name));        \
+  if (real_.name != nullptr) {                                                             \
     hook_of_real_[reinterpret_cast<void*>(real_.name)] = reinterpret_cast<void*>(&::name); \
-    AddFlavour(#name, reinterpret_cast<void*>(&::name));                               \
+    AddFlavour(#name, reinterpret_cast<void*>(&::name));                                   \
   }
   MEMSHIM_HOOKED_FUNCTIONS(MEMSHIM_RESOLVE_REAL)
 #undef MEMSHIM_RESOLVE_REAL
@@ -124,8 +126,10 @@ void Runtime::Initialize() {
         config_.daemon_socket.empty() ? DefaultDaemonSocket() : config_.daemon_socket;
     struct stat st;
     if (stat(socket.c_str(), &st) == 0) {
-      MEMSHIM_LOG(kWarn, "daemon socket %s found, but this build has no daemon client; "
-                  "running standalone", socket.c_str());
+      MEMSHIM_LOG(kWarn,
+                  "daemon socket %s found, but this build has no daemon client; "
+                  "running standalone",
+                  socket.c_str());
     } else {
       MEMSHIM_LOG(kInfo, "no daemon at %s: running standalone", socket.c_str());
     }
@@ -150,8 +154,7 @@ ShimCore* Runtime::CoreForAlloc() {
   CUresult r = ShimCore::Create(&driver_, options, &control_, &created);
   if (r == CUDA_ERROR_INVALID_CONTEXT) return nullptr;  // retry once a context exists
   if (r != CUDA_SUCCESS) {
-    MEMSHIM_LOG(kError, "virtual device memory unavailable (%d); passing allocations through",
-                r);
+    MEMSHIM_LOG(kError, "virtual device memory unavailable (%d); passing allocations through", r);
     creation_failed_.store(true);
     return nullptr;
   }

@@ -21,8 +21,8 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <vector>
 #include <unordered_map>
+#include <vector>
 
 #include "shim/core/config.h"
 #include "shim/core/control_plane.h"

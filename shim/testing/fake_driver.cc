@@ -44,8 +44,8 @@ struct FakeEntryPoints {
     auto lock = Lock();
     if (size == 0 || size % kPage != 0) return CUDA_ERROR_INVALID_VALUE;
     if (align < kPage) align = kPage;
-    void* p = mmap(nullptr, size + align, PROT_NONE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    void* p =
+        mmap(nullptr, size + align, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
     uintptr_t base = (reinterpret_cast<uintptr_t>(p) + align - 1) & ~(align - 1);
     uintptr_t start = reinterpret_cast<uintptr_t>(p);
@@ -365,8 +365,8 @@ struct FaultEntryPoints {
     if (Trip(&g_faults->fail_create_)) return CUDA_ERROR_OUT_OF_MEMORY;
     return g_faults->base_.cuMemCreate(h, size, prop, flags);
   }
-  static CUresult Map(CUdeviceptr ptr, size_t size, size_t offset,
-                      CUmemGenericAllocationHandle h, unsigned long long flags) {
+  static CUresult Map(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle h,
+                      unsigned long long flags) {
     if (Trip(&g_faults->fail_map_)) return CUDA_ERROR_OUT_OF_MEMORY;
     return g_faults->base_.cuMemMap(ptr, size, offset, h, flags);
   }

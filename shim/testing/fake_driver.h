@@ -44,8 +44,7 @@ class FakeDriver {
   void Enqueue(CUstream stream, std::function<void()> work);
   // Enqueues a kernel body that touches [ptr, ptr + bytes): the fake checks
   // that every byte is mapped when the body runs and counts a fault if not.
-  void EnqueueTouch(CUstream stream, CUdeviceptr ptr, uint64_t bytes,
-                    std::function<void()> body);
+  void EnqueueTouch(CUstream stream, CUdeviceptr ptr, uint64_t bytes, std::function<void()> body);
 
   // Held streams queue work until released (events on them stay pending).
   void Hold(CUstream stream);

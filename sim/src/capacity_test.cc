@@ -8,7 +8,7 @@
 namespace memsim {
 namespace {
 
-TEST(LocalCapacity, RefusesChargesBeyondCapacityAndRecovers) {
+TEST(SimLocalCapacity, RefusesChargesBeyondCapacityAndRecovers) {
   LocalCapacity c(1000);
   EXPECT_TRUE(c.TryCharge(600));
   EXPECT_FALSE(c.TryCharge(401));
@@ -20,7 +20,7 @@ TEST(LocalCapacity, RefusesChargesBeyondCapacityAndRecovers) {
   EXPECT_FALSE(c.TryCharge(UINT64_MAX));
 }
 
-TEST(LocalCapacity, ConcurrentChargesNeverExceedCapacity) {
+TEST(SimLocalCapacity, ConcurrentChargesNeverExceedCapacity) {
   LocalCapacity c(10000);
   std::vector<std::thread> threads;
   std::atomic<int> granted{0};

@@ -6,7 +6,7 @@
 namespace memsim {
 namespace {
 
-TEST(ParseByteSize, AcceptsPlainNumbersAndBinarySuffixes) {
+TEST(SimParseByteSize, AcceptsPlainNumbersAndBinarySuffixes) {
   EXPECT_EQ(ParseByteSize("0"), 0u);
   EXPECT_EQ(ParseByteSize("4096"), 4096u);
   EXPECT_EQ(ParseByteSize("64K"), 64u << 10);
@@ -17,7 +17,7 @@ TEST(ParseByteSize, AcceptsPlainNumbersAndBinarySuffixes) {
   EXPECT_EQ(ParseByteSize("1T"), 1ull << 40);
 }
 
-TEST(ParseByteSize, RejectsMalformedAndOverflowingInput) {
+TEST(SimParseByteSize, RejectsMalformedAndOverflowingInput) {
   EXPECT_FALSE(ParseByteSize(""));
   EXPECT_FALSE(ParseByteSize("G"));
   EXPECT_FALSE(ParseByteSize("12X"));
@@ -27,7 +27,7 @@ TEST(ParseByteSize, RejectsMalformedAndOverflowingInput) {
   EXPECT_FALSE(ParseByteSize("17179869184G"));  // 2^34 GiB overflows 64 bits
 }
 
-TEST(ParseNonNegativeDouble, ParsesRatesAndRejectsGarbage) {
+TEST(SimParseNonNegativeDouble, ParsesRatesAndRejectsGarbage) {
   EXPECT_EQ(ParseNonNegativeDouble("2"), 2.0);
   EXPECT_EQ(ParseNonNegativeDouble("12.5"), 12.5);
   EXPECT_EQ(ParseNonNegativeDouble("0"), 0.0);
@@ -36,7 +36,7 @@ TEST(ParseNonNegativeDouble, ParsesRatesAndRejectsGarbage) {
   EXPECT_FALSE(ParseNonNegativeDouble("2x"));
 }
 
-TEST(LoadConfigFromEnv, ReadsEveryVariableAndKeepsDefaultsOnGarbage) {
+TEST(SimLoadConfigFromEnv, ReadsEveryVariableAndKeepsDefaultsOnGarbage) {
   setenv("MEMSIM_DEVICE_MEMORY", "256M", 1);
   setenv("MEMSIM_DEVICE_COUNT", "3", 1);
   setenv("MEMSIM_H2D_GBPS", "12", 1);

@@ -9,7 +9,7 @@
 namespace memsim {
 namespace {
 
-TEST(ErrorTable, EveryEntryHasMatchingNameAndText) {
+TEST(SimErrorTable, EveryEntryHasMatchingNameAndText) {
   std::set<int> codes;
   ASSERT_GT(ErrorCount(), 90);
   for (int i = 0; i < ErrorCount(); ++i) {

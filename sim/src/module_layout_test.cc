@@ -5,7 +5,7 @@
 namespace memsim {
 namespace {
 
-TEST(ParamLayout, UsesNaturalAlignmentCappedAtEight) {
+TEST(SimParamLayout, UsesNaturalAlignmentCappedAtEight) {
   const unsigned sizes[] = {1, 8, 4, 2, 16, 12, 0};
   ParamLayout l = MakeParamLayout(sizes);
   ASSERT_EQ(l.sizes.size(), 6u);
@@ -18,7 +18,7 @@ TEST(ParamLayout, UsesNaturalAlignmentCappedAtEight) {
   EXPECT_EQ(l.total, 52u);
 }
 
-TEST(ParamLayout, EmptyListMeansNoParameters) {
+TEST(SimParamLayout, EmptyListMeansNoParameters) {
   const unsigned none[] = {0};
   EXPECT_TRUE(MakeParamLayout(none).sizes.empty());
   EXPECT_EQ(MakeParamLayout(nullptr).total, 0u);

@@ -15,13 +15,13 @@ std::string UniqueNode(const char* tag) {
   return std::string("unit-") + tag + "-" + std::to_string(getpid());
 }
 
-class NodeCapacityTest : public ::testing::Test {
+class SimNodeCapacityTest : public ::testing::Test {
  protected:
   void TearDown() override { shm_unlink(("/memsim-" + node_).c_str()); }
   std::string node_;
 };
 
-TEST_F(NodeCapacityTest, TwoHandlesOnOneNodeShareTheCapacity) {
+TEST_F(SimNodeCapacityTest, TwoHandlesOnOneNodeShareTheCapacity) {
   node_ = UniqueNode("share");
   auto a = NodeCapacity::Open(node_, 0, 1000);
   auto b = NodeCapacity::Open(node_, 0, 5000);  // first creator's capacity wins
@@ -35,7 +35,7 @@ TEST_F(NodeCapacityTest, TwoHandlesOnOneNodeShareTheCapacity) {
   b->Release(400);
 }
 
-TEST_F(NodeCapacityTest, DevicesOfANodeAreIndependent) {
+TEST_F(SimNodeCapacityTest, DevicesOfANodeAreIndependent) {
   node_ = UniqueNode("devices");
   auto d0 = NodeCapacity::Open(node_, 0, 100);
   auto d1 = NodeCapacity::Open(node_, 1, 100);
@@ -46,7 +46,7 @@ TEST_F(NodeCapacityTest, DevicesOfANodeAreIndependent) {
   d1->Release(100);
 }
 
-TEST_F(NodeCapacityTest, UsageOfAKilledProcessIsReclaimed) {
+TEST_F(SimNodeCapacityTest, UsageOfAKilledProcessIsReclaimed) {
   node_ = UniqueNode("reap");
   auto parent = NodeCapacity::Open(node_, 0, 1000);
   ASSERT_TRUE(parent);
@@ -75,7 +75,7 @@ TEST_F(NodeCapacityTest, UsageOfAKilledProcessIsReclaimed) {
   close(ready[1]);
 }
 
-TEST(NodeCapacity, RejectsNamesWithSlashes) {
+TEST(SimNodeCapacity, RejectsNamesWithSlashes) {
   EXPECT_EQ(NodeCapacity::Open("a/b", 0, 10), nullptr);
   EXPECT_EQ(NodeCapacity::Open("", 0, 10), nullptr);
 }

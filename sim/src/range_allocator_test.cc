@@ -10,7 +10,7 @@ namespace {
 
 constexpr uint64_t kBase = 1ull << 32;
 
-TEST(RangeAllocator, AllocatesAlignedNonOverlappingRanges) {
+TEST(SimRangeAllocator, AllocatesAlignedNonOverlappingRanges) {
   RangeAllocator a(kBase, 1 << 20);
   auto x = a.Allocate(100, 64);
   auto y = a.Allocate(4096, 4096);
@@ -21,7 +21,7 @@ TEST(RangeAllocator, AllocatesAlignedNonOverlappingRanges) {
   EXPECT_EQ(a.free_bytes(), (1u << 20) - 100 - 4096);
 }
 
-TEST(RangeAllocator, HonoursFreeHintAndIgnoresTakenHint) {
+TEST(SimRangeAllocator, HonoursFreeHintAndIgnoresTakenHint) {
   RangeAllocator a(kBase, 1 << 20);
   auto x = a.Allocate(4096, 4096, kBase + 65536);
   ASSERT_TRUE(x);
@@ -31,7 +31,7 @@ TEST(RangeAllocator, HonoursFreeHintAndIgnoresTakenHint) {
   EXPECT_NE(*y, *x);
 }
 
-TEST(RangeAllocator, ExhaustsAndRecoversAfterFreeWithCoalescing) {
+TEST(SimRangeAllocator, ExhaustsAndRecoversAfterFreeWithCoalescing) {
   RangeAllocator a(kBase, 4 * 4096);
   std::vector<uint64_t> got;
   for (int i = 0; i < 4; ++i) {
@@ -51,7 +51,7 @@ TEST(RangeAllocator, ExhaustsAndRecoversAfterFreeWithCoalescing) {
   EXPECT_EQ(*whole, kBase);
 }
 
-TEST(RangeAllocator, RandomWorkloadNeverOverlaps) {
+TEST(SimRangeAllocator, RandomWorkloadNeverOverlaps) {
   RangeAllocator a(kBase, 64 << 20);
   std::mt19937_64 rng(7);
   std::vector<std::pair<uint64_t, uint64_t>> live;

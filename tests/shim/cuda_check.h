@@ -10,18 +10,18 @@
 
 inline constexpr int kExitOutOfMemory = 3;
 
-#define CHECK_CU(call)                                                                  \
-  do {                                                                                  \
-    CUresult check_cu_result = (call);                                                  \
-    if (check_cu_result != CUDA_SUCCESS) {                                              \
-      std::fprintf(stderr, "%s:%d: %s failed: %d\n", __FILE__, __LINE__, #call,         \
-                   static_cast<int>(check_cu_result));                                  \
-      if (check_cu_result == CUDA_ERROR_OUT_OF_MEMORY) {                                \
-        std::printf("OOM\n");                                                           \
-        std::exit(kExitOutOfMemory);                                                    \
-      }                                                                                 \
-      std::exit(1);                                                                     \
-    }                                                                                   \
+#define CHECK_CU(call)                                                          \
+  do {                                                                          \
+    CUresult check_cu_result = (call);                                          \
+    if (check_cu_result != CUDA_SUCCESS) {                                      \
+      std::fprintf(stderr, "%s:%d: %s failed: %d\n", __FILE__, __LINE__, #call, \
+                   static_cast<int>(check_cu_result));                          \
+      if (check_cu_result == CUDA_ERROR_OUT_OF_MEMORY) {                        \
+        std::printf("OOM\n");                                                   \
+        std::exit(kExitOutOfMemory);                                            \
+      }                                                                         \
+      std::exit(1);                                                             \
+    }                                                                           \
   } while (0)
 
 #endif  // MEMVIRT_TESTS_SHIM_CUDA_CHECK_H_

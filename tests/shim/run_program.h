@@ -15,8 +15,7 @@ struct ProgramResult {
 
 // `env` entries override (or add to) the current environment; an entry
 // "NAME=" with an empty value removes NAME.
-ProgramResult RunProgram(const std::vector<std::string>& argv,
-                         const std::vector<std::string>& env);
+ProgramResult RunProgram(const std::vector<std::string>& argv, const std::vector<std::string>& env);
 
 // The word after the first whole word `key` in `out` ("key value" pairs).
 std::string Field(const std::string& out, const std::string& key);

@@ -44,8 +44,8 @@ TEST(TrainingWorkloadTest, ThreeTimesDeviceMemoryMatchesUnconstrainedRun) {
 }
 
 TEST(TrainingWorkloadTest, FailsWithOutOfMemoryWithoutTheShim) {
-  const ProgramResult plain = RunProgram(
-      {MEMSHIM_TRAIN_WORKLOAD, kKernels, std::to_string(3 * kDevice)}, SimEnv(kDevice));
+  const ProgramResult plain =
+      RunProgram({MEMSHIM_TRAIN_WORKLOAD, kKernels, std::to_string(3 * kDevice)}, SimEnv(kDevice));
   EXPECT_EQ(plain.exit_code, 3) << plain.out;
   EXPECT_NE(plain.out.find("OOM"), std::string::npos);
 }

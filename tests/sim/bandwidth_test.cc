@@ -26,7 +26,7 @@ constexpr size_t kBytes = 64u << 20;
 constexpr double kGbps = 1.0;
 constexpr double kModelSeconds = kBytes / (kGbps * 1e9);
 
-class BandwidthTest : public SimTest {
+class SimBandwidthTest : public SimTest {
  protected:
   void SetUp() override {
     if (!kTimingMeaningful) GTEST_SKIP() << "copy timing is distorted by the sanitizer runtime";
@@ -67,14 +67,14 @@ class BandwidthTest : public SimTest {
   CUstream s1_ = nullptr, s2_ = nullptr;
 };
 
-TEST_F(BandwidthTest, HostToDeviceRateMatchesTheModelWithinTenPercent) {
+TEST_F(SimBandwidthTest, HostToDeviceRateMatchesTheModelWithinTenPercent) {
   const double s = BestSeconds([&] { ASSERT_CU(cuMemcpyHtoD(dev_a_, host(), kBytes)); });
   const double gbps = kBytes / s / 1e9;
   RecordProperty("h2d_gbps", std::to_string(gbps));
   EXPECT_NEAR(gbps, kGbps, 0.1 * kGbps);
 }
 
-TEST_F(BandwidthTest, DeviceToHostRateMatchesTheModelWithinTenPercent) {
+TEST_F(SimBandwidthTest, DeviceToHostRateMatchesTheModelWithinTenPercent) {
   const double s = BestSeconds([&] {
     ASSERT_CU(cuMemcpyDtoHAsync(host(), dev_a_, kBytes, s1_));
     ASSERT_CU(cuStreamSynchronize(s1_));
@@ -84,7 +84,7 @@ TEST_F(BandwidthTest, DeviceToHostRateMatchesTheModelWithinTenPercent) {
   EXPECT_NEAR(gbps, kGbps, 0.1 * kGbps);
 }
 
-TEST_F(BandwidthTest, CopiesInOneDirectionShareTheEngine) {
+TEST_F(SimBandwidthTest, CopiesInOneDirectionShareTheEngine) {
   const double s = BestSeconds([&] {
     ASSERT_CU(cuMemcpyHtoDAsync(dev_a_, host(), kBytes, s1_));
     ASSERT_CU(cuMemcpyHtoDAsync(dev_b_, host(kBytes), kBytes, s2_));
@@ -97,7 +97,7 @@ TEST_F(BandwidthTest, CopiesInOneDirectionShareTheEngine) {
   EXPECT_LT(s, 2 * kModelSeconds * 1.25);
 }
 
-TEST_F(BandwidthTest, HostToDeviceOverlapsDeviceToHost) {
+TEST_F(SimBandwidthTest, HostToDeviceOverlapsDeviceToHost) {
   const double s = BestSeconds([&] {
     ASSERT_CU(cuMemcpyHtoDAsync(dev_a_, host(), kBytes, s1_));
     ASSERT_CU(cuMemcpyDtoHAsync(host(kBytes), dev_b_, kBytes, s2_));
@@ -109,7 +109,7 @@ TEST_F(BandwidthTest, HostToDeviceOverlapsDeviceToHost) {
   EXPECT_LT(s, kModelSeconds * 1.5);
 }
 
-TEST_F(BandwidthTest, DeviceToDeviceCopiesAreNotThrottled) {
+TEST_F(SimBandwidthTest, DeviceToDeviceCopiesAreNotThrottled) {
   const double s = BestSeconds([&] { ASSERT_CU(cuMemcpyDtoD(dev_b_, dev_a_, kBytes)); });
   EXPECT_LT(s, kModelSeconds);  // a throttled copy would take at least the model time
   std::vector<unsigned char> a(4096), b(4096);

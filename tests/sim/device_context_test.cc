@@ -12,12 +12,12 @@ namespace {
 [[maybe_unused]] const bool kConfigured =
     ConfigureSim({{"MEMSIM_DEVICE_MEMORY", "256M"}, {"MEMSIM_DEVICE_COUNT", "2"}});
 
-class DeviceTest : public ::testing::Test {
+class SimDeviceTest : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_CU(cuInit(0)); }
 };
 
-TEST(Driver, VersionIsCuda13) {
+TEST(SimDriver, VersionIsCuda13) {
   int v = 0;
   ASSERT_CU(cuDriverGetVersion(&v));  // documented to work before cuInit
   EXPECT_EQ(v, 13000);
@@ -25,7 +25,7 @@ TEST(Driver, VersionIsCuda13) {
   EXPECT_EQ(cuInit(1), CUDA_ERROR_INVALID_VALUE);  // Flags must be 0
 }
 
-TEST_F(DeviceTest, CountAndOrdinalsFollowConfiguration) {
+TEST_F(SimDeviceTest, CountAndOrdinalsFollowConfiguration) {
   int n = 0;
   ASSERT_CU(cuDeviceGetCount(&n));
   EXPECT_EQ(n, 2);
@@ -38,7 +38,7 @@ TEST_F(DeviceTest, CountAndOrdinalsFollowConfiguration) {
   EXPECT_EQ(cuDeviceGetName(name, sizeof(name), 5), CUDA_ERROR_INVALID_DEVICE);
 }
 
-TEST_F(DeviceTest, AttributesDescribeAVmmCapableComputeCapability90Device) {
+TEST_F(SimDeviceTest, AttributesDescribeAVmmCapableComputeCapability90Device) {
   int v = 0;
   ASSERT_CU(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 0));
   EXPECT_EQ(v, 9);
@@ -61,7 +61,7 @@ TEST_F(DeviceTest, AttributesDescribeAVmmCapableComputeCapability90Device) {
             CUDA_ERROR_INVALID_VALUE);
 }
 
-TEST_F(DeviceTest, NameUuidAndPciBusIdAreStablePerDeviceAndDistinct) {
+TEST_F(SimDeviceTest, NameUuidAndPciBusIdAreStablePerDeviceAndDistinct) {
   CUuuid a0, a1, b0;
   ASSERT_CU(cuDeviceGetUuid(&a0, 0));
   ASSERT_CU(cuDeviceGetUuid(&a1, 0));
@@ -78,13 +78,13 @@ TEST_F(DeviceTest, NameUuidAndPciBusIdAreStablePerDeviceAndDistinct) {
   EXPECT_EQ(back, 1);
 }
 
-TEST_F(DeviceTest, TotalMemIsTheConfiguredCapacity) {
+TEST_F(SimDeviceTest, TotalMemIsTheConfiguredCapacity) {
   size_t total = 0;
   ASSERT_CU(cuDeviceTotalMem(&total, 0));
   EXPECT_EQ(total, 256u << 20);
 }
 
-TEST_F(DeviceTest, CallsNeedACurrentContext) {
+TEST_F(SimDeviceTest, CallsNeedACurrentContext) {
   CUdeviceptr p;
   EXPECT_EQ(cuMemAlloc(&p, 4096), CUDA_ERROR_INVALID_CONTEXT);
   EXPECT_EQ(cuCtxSynchronize(), CUDA_ERROR_INVALID_CONTEXT);
@@ -95,7 +95,7 @@ TEST_F(DeviceTest, CallsNeedACurrentContext) {
   EXPECT_EQ(cur, nullptr);
 }
 
-TEST_F(DeviceTest, ContextStackFollowsPushPopAndIsPerThread) {
+TEST_F(SimDeviceTest, ContextStackFollowsPushPopAndIsPerThread) {
   CUcontext a, b, cur, popped;
   ASSERT_CU(cuCtxCreate(&a, nullptr, 0, 0));  // made current
   ASSERT_CU(cuCtxGetCurrent(&cur));
@@ -126,7 +126,7 @@ TEST_F(DeviceTest, ContextStackFollowsPushPopAndIsPerThread) {
   EXPECT_EQ(cuCtxPushCurrent(a), CUDA_ERROR_INVALID_CONTEXT);
 }
 
-TEST_F(DeviceTest, ContextFlagsRoundTrip) {
+TEST_F(SimDeviceTest, ContextFlagsRoundTrip) {
   CUcontext c;
   ASSERT_CU(cuCtxCreate(&c, nullptr, CU_CTX_SCHED_BLOCKING_SYNC, 0));
   unsigned flags = 0;
@@ -142,7 +142,7 @@ TEST_F(DeviceTest, ContextFlagsRoundTrip) {
   ASSERT_CU(cuCtxDestroy(c));
 }
 
-TEST_F(DeviceTest, PrimaryContextIsSharedAndRefcounted) {
+TEST_F(SimDeviceTest, PrimaryContextIsSharedAndRefcounted) {
   unsigned flags = 0;
   int active = -1;
   ASSERT_CU(cuDevicePrimaryCtxGetState(1, &flags, &active));
@@ -172,7 +172,7 @@ TEST_F(DeviceTest, PrimaryContextIsSharedAndRefcounted) {
   EXPECT_EQ(flags, static_cast<unsigned>(CU_CTX_SCHED_SPIN));
 }
 
-TEST_F(DeviceTest, DestroyingAContextReturnsItsMemory) {
+TEST_F(SimDeviceTest, DestroyingAContextReturnsItsMemory) {
   CUcontext c;
   ASSERT_CU(cuCtxCreate(&c, nullptr, 0, 0));
   size_t free_before, total;
@@ -188,7 +188,7 @@ TEST_F(DeviceTest, DestroyingAContextReturnsItsMemory) {
   ASSERT_CU(cuCtxDestroy(d));
 }
 
-TEST(Errors, EveryDocumentedCodeHasANameAndString) {
+TEST(SimErrors, EveryDocumentedCodeHasANameAndString) {
   const CUresult codes[] = {CUDA_SUCCESS,
                             CUDA_ERROR_INVALID_VALUE,
                             CUDA_ERROR_OUT_OF_MEMORY,

@@ -8,7 +8,7 @@
 namespace memsim_test {
 namespace {
 
-using LaunchTest = SimTest;
+using SimLaunchTest = SimTest;
 
 struct Mixed {
   char c;
@@ -18,7 +18,7 @@ struct Mixed {
   uint64_t sum;
 };
 
-TEST_F(LaunchTest, ParamInfoReportsNaturallyAlignedOffsets) {
+TEST_F(SimLaunchTest, ParamInfoReportsNaturallyAlignedOffsets) {
   size_t offset = 0, size = 0;
   const size_t expected_offsets[] = {0, 8, 16, 20, 24};
   const size_t expected_sizes[] = {1, 8, 4, 2, 8};
@@ -31,7 +31,7 @@ TEST_F(LaunchTest, ParamInfoReportsNaturallyAlignedOffsets) {
   EXPECT_EQ(cuFuncGetParamInfo(no_args(), 0, &offset, &size), CUDA_ERROR_INVALID_VALUE);
 }
 
-TEST_F(LaunchTest, KernelParamsAreCopiedAtLaunchTime) {
+TEST_F(SimLaunchTest, KernelParamsAreCopiedAtLaunchTime) {
   const int n = 4096;
   std::vector<float> x(n), y(n);
   for (int i = 0; i < n; ++i) {
@@ -54,7 +54,7 @@ TEST_F(LaunchTest, KernelParamsAreCopiedAtLaunchTime) {
   ASSERT_CU(cuMemFree(dy));
 }
 
-TEST_F(LaunchTest, ExtraParameterBufferUsesTheReportedLayout) {
+TEST_F(SimLaunchTest, ExtraParameterBufferUsesTheReportedLayout) {
   CUdeviceptr out;
   ASSERT_CU(cuMemAlloc(&out, sizeof(Mixed)));
   unsigned char buffer[32] = {};
@@ -91,7 +91,7 @@ TEST_F(LaunchTest, ExtraParameterBufferUsesTheReportedLayout) {
   ASSERT_CU(cuMemFree(out));
 }
 
-TEST_F(LaunchTest, KernelSeesItsLaunchGeometryAndSharedMemory) {
+TEST_F(SimLaunchTest, KernelSeesItsLaunchGeometryAndSharedMemory) {
   CUdeviceptr out;
   ASSERT_CU(cuMemAlloc(&out, 8 * 4));
   CUlaunchConfig cfg = {};
@@ -111,7 +111,7 @@ TEST_F(LaunchTest, KernelSeesItsLaunchGeometryAndSharedMemory) {
   ASSERT_CU(cuMemFree(out));
 }
 
-TEST_F(LaunchTest, InvalidGeometryAndHandlesAreRejected) {
+TEST_F(SimLaunchTest, InvalidGeometryAndHandlesAreRejected) {
   CUdeviceptr out;
   ASSERT_CU(cuMemAlloc(&out, 64));
   void* params[] = {&out};
@@ -130,7 +130,7 @@ TEST_F(LaunchTest, InvalidGeometryAndHandlesAreRejected) {
   ASSERT_CU(cuMemFree(out));
 }
 
-TEST_F(LaunchTest, ModuleLookupErrors) {
+TEST_F(SimLaunchTest, ModuleLookupErrors) {
   CUfunction f;
   EXPECT_EQ(cuModuleGetFunction(&f, module_, "does_not_exist"), CUDA_ERROR_NOT_FOUND);
   EXPECT_EQ(cuModuleGetFunction(&f, module_, "missing_layout"), CUDA_ERROR_NOT_FOUND);
@@ -147,7 +147,7 @@ TEST_F(LaunchTest, ModuleLookupErrors) {
   EXPECT_EQ(regs, 1024);
 }
 
-TEST_F(LaunchTest, LibraryApiResolvesKernelsToFunctions) {
+TEST_F(SimLaunchTest, LibraryApiResolvesKernelsToFunctions) {
   CUlibrary lib;
   ASSERT_CU(
       cuLibraryLoadFromFile(&lib, MEMSIM_TEST_KERNELS, nullptr, nullptr, 0, nullptr, nullptr, 0));
@@ -170,7 +170,7 @@ TEST_F(LaunchTest, LibraryApiResolvesKernelsToFunctions) {
   ASSERT_CU(cuMemFree(d));
 }
 
-TEST_F(LaunchTest, IllegalAddressIsStickyForTheContextOnly) {
+TEST_F(SimLaunchTest, IllegalAddressIsStickyForTheContextOnly) {
   CUdeviceptr d;
   ASSERT_CU(cuMemAlloc(&d, 4096));
   ASSERT_CU(cuMemFree(d));
@@ -195,7 +195,7 @@ TEST_F(LaunchTest, IllegalAddressIsStickyForTheContextOnly) {
   ASSERT_CU(cuCtxDestroy(other));
 }
 
-TEST_F(LaunchTest, ReadingReservedButUnbackedAddressesIsAnIllegalAddress) {
+TEST_F(SimLaunchTest, ReadingReservedButUnbackedAddressesIsAnIllegalAddress) {
   CUdeviceptr va, dst;
   ASSERT_CU(cuMemAddressReserve(&va, 2u << 20, 0, 0, 0));  // address space only, no memory
   ASSERT_CU(cuMemAlloc(&dst, 4));
@@ -204,7 +204,7 @@ TEST_F(LaunchTest, ReadingReservedButUnbackedAddressesIsAnIllegalAddress) {
   ASSERT_CU(cuMemAddressFree(va, 2u << 20));
 }
 
-TEST_F(LaunchTest, AsyncCopyFromMemoryUnmappedBeforeItRunsFaultsTheContext) {
+TEST_F(SimLaunchTest, AsyncCopyFromMemoryUnmappedBeforeItRunsFaultsTheContext) {
   CUstream s;
   ASSERT_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
   int* flag;

@@ -10,9 +10,9 @@ namespace {
 
 constexpr size_t kCapacity = 256u << 20;
 
-using MemoryTest = SimTest;
+using SimMemoryTest = SimTest;
 
-TEST_F(MemoryTest, OutOfMemoryAtCapacityAndRecoveryAfterFree) {
+TEST_F(SimMemoryTest, OutOfMemoryAtCapacityAndRecoveryAfterFree) {
   std::vector<CUdeviceptr> blocks;
   CUdeviceptr p;
   for (size_t i = 0; i < kCapacity / (32u << 20); ++i) {
@@ -33,13 +33,13 @@ TEST_F(MemoryTest, OutOfMemoryAtCapacityAndRecoveryAfterFree) {
   EXPECT_EQ(free, kCapacity);
 }
 
-TEST_F(MemoryTest, SingleRequestLargerThanTheDeviceFails) {
+TEST_F(SimMemoryTest, SingleRequestLargerThanTheDeviceFails) {
   CUdeviceptr p;
   EXPECT_EQ(cuMemAlloc(&p, kCapacity + 1), CUDA_ERROR_OUT_OF_MEMORY);
   EXPECT_EQ(cuMemAlloc(&p, 0), CUDA_ERROR_INVALID_VALUE);
 }
 
-TEST_F(MemoryTest, MemGetInfoTracksAllocationsAndFrees) {
+TEST_F(SimMemoryTest, MemGetInfoTracksAllocationsAndFrees) {
   size_t free0, total;
   ASSERT_CU(cuMemGetInfo(&free0, &total));
   CUdeviceptr a, b;
@@ -56,7 +56,7 @@ TEST_F(MemoryTest, MemGetInfoTracksAllocationsAndFrees) {
   EXPECT_EQ(cuMemFree(a), CUDA_ERROR_INVALID_VALUE);  // double free is rejected
 }
 
-TEST_F(MemoryTest, CopiesRoundTripWithIntactChecksums) {
+TEST_F(SimMemoryTest, CopiesRoundTripWithIntactChecksums) {
   const size_t words = (8u << 20) / 4;
   auto src = Pattern(words, 1);
   std::vector<uint32_t> back(words, 0);
@@ -84,7 +84,7 @@ TEST_F(MemoryTest, CopiesRoundTripWithIntactChecksums) {
   ASSERT_CU(cuMemFree(sum));
 }
 
-TEST_F(MemoryTest, MemsetsWriteTheirElementPatterns) {
+TEST_F(SimMemoryTest, MemsetsWriteTheirElementPatterns) {
   CUdeviceptr d;
   ASSERT_CU(cuMemAlloc(&d, 4096));
   std::vector<uint8_t> host(4096);
@@ -108,7 +108,7 @@ TEST_F(MemoryTest, MemsetsWriteTheirElementPatterns) {
   ASSERT_CU(cuMemFree(d));
 }
 
-TEST_F(MemoryTest, PitchedAllocationAnd2DCopyKeepRows) {
+TEST_F(SimMemoryTest, PitchedAllocationAnd2DCopyKeepRows) {
   CUdeviceptr d;
   size_t pitch = 0;
   const size_t width = 100, height = 16;
@@ -144,7 +144,7 @@ TEST_F(MemoryTest, PitchedAllocationAnd2DCopyKeepRows) {
   ASSERT_CU(cuMemFree(d));
 }
 
-TEST_F(MemoryTest, AddressRangeOfAnInteriorPointer) {
+TEST_F(SimMemoryTest, AddressRangeOfAnInteriorPointer) {
   CUdeviceptr d;
   ASSERT_CU(cuMemAlloc(&d, 10000));
   CUdeviceptr base = 0;
@@ -156,7 +156,7 @@ TEST_F(MemoryTest, AddressRangeOfAnInteriorPointer) {
   EXPECT_EQ(cuMemGetAddressRange(&base, &size, d + 1234), CUDA_ERROR_NOT_FOUND);
 }
 
-TEST_F(MemoryTest, CopiesRejectAddressesThatAreNotDeviceMemory) {
+TEST_F(SimMemoryTest, CopiesRejectAddressesThatAreNotDeviceMemory) {
   CUdeviceptr d;
   ASSERT_CU(cuMemAlloc(&d, 4096));
   std::vector<uint8_t> host(8192);
@@ -172,7 +172,7 @@ TEST_F(MemoryTest, CopiesRejectAddressesThatAreNotDeviceMemory) {
   ASSERT_CU(cuCtxSynchronize());  // validation errors are not sticky
 }
 
-TEST_F(MemoryTest, PageLockedHostMemoryIsDeviceAccessible) {
+TEST_F(SimMemoryTest, PageLockedHostMemoryIsDeviceAccessible) {
   void* h = nullptr;
   ASSERT_CU(cuMemHostAlloc(&h, 1 << 20, CU_MEMHOSTALLOC_DEVICEMAP));
   CUdeviceptr dh;
@@ -200,7 +200,7 @@ TEST_F(MemoryTest, PageLockedHostMemoryIsDeviceAccessible) {
   ASSERT_CU(cuMemFree(d));
 }
 
-TEST_F(MemoryTest, PointerAttributesDistinguishDeviceHostAndUnknownMemory) {
+TEST_F(SimMemoryTest, PointerAttributesDistinguishDeviceHostAndUnknownMemory) {
   CUdeviceptr d;
   ASSERT_CU(cuMemAlloc(&d, 1 << 20));
   unsigned type = 0;
@@ -256,7 +256,7 @@ TEST_F(MemoryTest, PointerAttributesDistinguishDeviceHostAndUnknownMemory) {
   ASSERT_CU(cuMemFree(d2));
 }
 
-TEST_F(MemoryTest, StreamOrderedAllocationChargesUntilTheFreeRuns) {
+TEST_F(SimMemoryTest, StreamOrderedAllocationChargesUntilTheFreeRuns) {
   CUstream s;
   ASSERT_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
   size_t free0, total;

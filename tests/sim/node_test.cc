@@ -76,7 +76,7 @@ class Holder {
   std::string reply_;
 };
 
-class NodeTest : public ::testing::Test {
+class SimNodeTest : public ::testing::Test {
  protected:
   void SetUp() override {
     setenv("MEMSIM_NODE", NodeName().c_str(), 1);
@@ -94,9 +94,9 @@ class NodeTest : public ::testing::Test {
   CUcontext ctx_ = nullptr;
 };
 
-TEST(BeforeInit, CallsFailWithNotInitialized) { EXPECT_EQ(RunProbe("uninit"), 0); }
+TEST(SimBeforeInit, CallsFailWithNotInitialized) { EXPECT_EQ(RunProbe("uninit"), 0); }
 
-TEST_F(NodeTest, SecondProcessIsOutOfMemoryWhileTheFirstHoldsCapacity) {
+TEST_F(SimNodeTest, SecondProcessIsOutOfMemoryWhileTheFirstHoldsCapacity) {
   CUdeviceptr mine;
   ASSERT_CU(cuMemAlloc(&mine, 40u << 20));
   EXPECT_EQ(RunProbe("alloc " + std::to_string(32u << 20)), 2);  // 40 + 32 > 64
@@ -105,7 +105,7 @@ TEST_F(NodeTest, SecondProcessIsOutOfMemoryWhileTheFirstHoldsCapacity) {
   EXPECT_EQ(RunProbe("alloc " + std::to_string(32u << 20)), 0);
 }
 
-TEST_F(NodeTest, OtherProcessesUsageIsVisibleInMemGetInfo) {
+TEST_F(SimNodeTest, OtherProcessesUsageIsVisibleInMemGetInfo) {
   const size_t before = FreeBytes();
   Holder holder(24u << 20);
   ASSERT_EQ(holder.reply(), "ok\n");
@@ -114,7 +114,7 @@ TEST_F(NodeTest, OtherProcessesUsageIsVisibleInMemGetInfo) {
   EXPECT_EQ(FreeBytes(), before);
 }
 
-TEST_F(NodeTest, CapacityOfAKilledProcessIsReclaimed) {
+TEST_F(SimNodeTest, CapacityOfAKilledProcessIsReclaimed) {
   Holder holder(48u << 20);
   ASSERT_EQ(holder.reply(), "ok\n");
   CUdeviceptr p;
@@ -124,7 +124,7 @@ TEST_F(NodeTest, CapacityOfAKilledProcessIsReclaimed) {
   ASSERT_CU(cuMemFree(p));
 }
 
-TEST_F(NodeTest, UuidsAreStableAcrossProcessesOfTheSameNode) {
+TEST_F(SimNodeTest, UuidsAreStableAcrossProcessesOfTheSameNode) {
   CUuuid u;
   ASSERT_CU(cuDeviceGetUuid(&u, 0));
   char mine[40] = {};

@@ -21,7 +21,7 @@ void* Lookup(const char* symbol, int version, cuuint64_t flags, CUresult* r,
   return pfn;
 }
 
-TEST(ProcAddress, NewestFlavourAtOrBelowTheRequestedVersion) {
+TEST(SimProcAddress, NewestFlavourAtOrBelowTheRequestedVersion) {
   CUresult r;
   CUdriverProcAddressQueryResult st;
   EXPECT_EQ(Lookup("cuMemAlloc", 12000, 0, &r, &st), Exported("cuMemAlloc_v2"));
@@ -35,7 +35,7 @@ TEST(ProcAddress, NewestFlavourAtOrBelowTheRequestedVersion) {
   EXPECT_EQ(Lookup("cuEventElapsedTime", 13000, 0, &r, &st), Exported("cuEventElapsedTime_v2"));
 }
 
-TEST(ProcAddress, PerThreadFlagSelectsPtszAndPtdsFlavours) {
+TEST(SimProcAddress, PerThreadFlagSelectsPtszAndPtdsFlavours) {
   CUresult r;
   CUdriverProcAddressQueryResult st;
   const auto ptds = CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
@@ -49,7 +49,7 @@ TEST(ProcAddress, PerThreadFlagSelectsPtszAndPtdsFlavours) {
             Exported("cuStreamSynchronize"));
 }
 
-TEST(ProcAddress, UnknownAndTooNewSymbolsAreReportedDistinctly) {
+TEST(SimProcAddress, UnknownAndTooNewSymbolsAreReportedDistinctly) {
   CUresult r;
   CUdriverProcAddressQueryResult st;
   EXPECT_EQ(Lookup("cuDoesNotExist", 13000, 0, &r, &st), nullptr);
@@ -62,7 +62,7 @@ TEST(ProcAddress, UnknownAndTooNewSymbolsAreReportedDistinctly) {
   EXPECT_EQ(cuGetProcAddress("cuInit", &pfn, 13000, 0x100, nullptr), CUDA_ERROR_INVALID_VALUE);
 }
 
-TEST(ProcAddress, ReturnedEntryPointsWork) {
+TEST(SimProcAddress, ReturnedEntryPointsWork) {
   CUresult r;
   CUdriverProcAddressQueryResult st;
   auto init = reinterpret_cast<CUresult (*)(unsigned)>(Lookup("cuInit", 13000, 0, &r, &st));

@@ -12,7 +12,7 @@ namespace {
 
 [[maybe_unused]] const bool kConfigured = ConfigureSim({{"MEMSIM_DEVICE_MEMORY", "256M"}});
 
-class StreamTest : public SimTest {
+class SimStreamTest : public SimTest {
  protected:
   void SetUp() override {
     SimTest::SetUp();
@@ -58,7 +58,7 @@ class StreamTest : public SimTest {
   CUstream reader_ = nullptr;
 };
 
-TEST_F(StreamTest, WorkInOneStreamRunsInIssueOrder) {
+TEST_F(SimStreamTest, WorkInOneStreamRunsInIssueOrder) {
   CUstream s;
   ASSERT_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
   for (uint32_t i = 0; i < 200; ++i) ASSERT_CU(Tag(s, i));
@@ -69,7 +69,7 @@ TEST_F(StreamTest, WorkInOneStreamRunsInIssueOrder) {
   ASSERT_CU(cuStreamDestroy(s));
 }
 
-TEST_F(StreamTest, AsyncCallsReturnBeforeTheWorkRuns) {
+TEST_F(SimStreamTest, AsyncCallsReturnBeforeTheWorkRuns) {
   CUstream s;
   ASSERT_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
   ASSERT_CU(Block(s));
@@ -88,7 +88,7 @@ TEST_F(StreamTest, AsyncCallsReturnBeforeTheWorkRuns) {
   ASSERT_CU(cuStreamDestroy(s));
 }
 
-TEST_F(StreamTest, EventQueryIsNotReadyBeforeAndSuccessAfterCompletion) {
+TEST_F(SimStreamTest, EventQueryIsNotReadyBeforeAndSuccessAfterCompletion) {
   CUstream s;
   ASSERT_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
   CUevent e;
@@ -105,7 +105,7 @@ TEST_F(StreamTest, EventQueryIsNotReadyBeforeAndSuccessAfterCompletion) {
   ASSERT_CU(cuStreamDestroy(s));
 }
 
-TEST_F(StreamTest, StreamWaitEventOrdersWorkAcrossStreams) {
+TEST_F(SimStreamTest, StreamWaitEventOrdersWorkAcrossStreams) {
   CUstream a, b;
   ASSERT_CU(cuStreamCreate(&a, CU_STREAM_NON_BLOCKING));
   ASSERT_CU(cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
@@ -128,7 +128,7 @@ TEST_F(StreamTest, StreamWaitEventOrdersWorkAcrossStreams) {
   ASSERT_CU(cuStreamDestroy(b));
 }
 
-TEST_F(StreamTest, WaitEventCapturesTheRecordAtCallTime) {
+TEST_F(SimStreamTest, WaitEventCapturesTheRecordAtCallTime) {
   CUstream a, b;
   ASSERT_CU(cuStreamCreate(&a, CU_STREAM_NON_BLOCKING));
   ASSERT_CU(cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
@@ -149,7 +149,7 @@ TEST_F(StreamTest, WaitEventCapturesTheRecordAtCallTime) {
   ASSERT_CU(cuStreamDestroy(b));
 }
 
-TEST_F(StreamTest, LegacyDefaultStreamWaitsForBlockingStreams) {
+TEST_F(SimStreamTest, LegacyDefaultStreamWaitsForBlockingStreams) {
   CUstream blocking;
   ASSERT_CU(cuStreamCreate(&blocking, CU_STREAM_DEFAULT));
   ASSERT_CU(Block(blocking));
@@ -164,7 +164,7 @@ TEST_F(StreamTest, LegacyDefaultStreamWaitsForBlockingStreams) {
   ASSERT_CU(cuStreamDestroy(blocking));
 }
 
-TEST_F(StreamTest, NonBlockingStreamsDoNotSynchronizeWithTheLegacyStream) {
+TEST_F(SimStreamTest, NonBlockingStreamsDoNotSynchronizeWithTheLegacyStream) {
   CUstream nb;
   ASSERT_CU(cuStreamCreate(&nb, CU_STREAM_NON_BLOCKING));
   ASSERT_CU(Block(nb));
@@ -177,7 +177,7 @@ TEST_F(StreamTest, NonBlockingStreamsDoNotSynchronizeWithTheLegacyStream) {
   ASSERT_CU(cuStreamDestroy(nb));
 }
 
-TEST_F(StreamTest, SynchronousCopyIsOrderedAfterBlockingStreamWork) {
+TEST_F(SimStreamTest, SynchronousCopyIsOrderedAfterBlockingStreamWork) {
   CUstream blocking;
   ASSERT_CU(cuStreamCreate(&blocking, 0));
   CUdeviceptr d;
@@ -197,7 +197,7 @@ TEST_F(StreamTest, SynchronousCopyIsOrderedAfterBlockingStreamWork) {
   ASSERT_CU(cuStreamDestroy(blocking));
 }
 
-TEST_F(StreamTest, PerThreadDefaultStreamsAreIndependentOfEachOther) {
+TEST_F(SimStreamTest, PerThreadDefaultStreamsAreIndependentOfEachOther) {
   // (Both per-thread streams are blocking streams: the legacy stream would wait for them.)
   CUstream mine = CU_STREAM_PER_THREAD;
   ASSERT_CU(Block(mine));
@@ -225,7 +225,7 @@ void CUDA_CB Callback(CUstream, CUresult status, void* user) {
     g_callback_value.store(g_callback_value.load() * 10 + *static_cast<int*>(user));
 }
 
-TEST_F(StreamTest, HostFunctionsAndCallbacksRunInStreamOrder) {
+TEST_F(SimStreamTest, HostFunctionsAndCallbacksRunInStreamOrder) {
   CUstream s;
   ASSERT_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
   g_callback_value = 0;
@@ -240,7 +240,7 @@ TEST_F(StreamTest, HostFunctionsAndCallbacksRunInStreamOrder) {
   ASSERT_CU(cuStreamDestroy(s));
 }
 
-TEST_F(StreamTest, ElapsedTimeNeedsTimedCompletedEvents) {
+TEST_F(SimStreamTest, ElapsedTimeNeedsTimedCompletedEvents) {
   CUstream s;
   ASSERT_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
   CUevent start, stop, untimed;
@@ -264,7 +264,7 @@ TEST_F(StreamTest, ElapsedTimeNeedsTimedCompletedEvents) {
   ASSERT_CU(cuStreamDestroy(s));
 }
 
-TEST_F(StreamTest, StreamPropertiesAndInvalidHandles) {
+TEST_F(SimStreamTest, StreamPropertiesAndInvalidHandles) {
   CUstream s;
   ASSERT_CU(cuStreamCreateWithPriority(&s, CU_STREAM_NON_BLOCKING, -1));
   unsigned flags = 0;
@@ -286,7 +286,7 @@ TEST_F(StreamTest, StreamPropertiesAndInvalidHandles) {
   EXPECT_EQ(cuStreamCreate(&s, 0x80), CUDA_ERROR_INVALID_VALUE);
 }
 
-TEST_F(StreamTest, ManyThreadsSubmittingConcurrentlyKeepPerStreamOrder) {
+TEST_F(SimStreamTest, ManyThreadsSubmittingConcurrentlyKeepPerStreamOrder) {
   constexpr int kThreads = 4, kPerThread = 50;
   std::vector<CUstream> streams(kThreads);
   for (auto& s : streams) ASSERT_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));

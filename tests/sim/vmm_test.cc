@@ -11,7 +11,7 @@ namespace {
 
 constexpr size_t kChunk = 2u << 20;
 
-class VmmTest : public SimTest {
+class SimVmmTest : public SimTest {
  protected:
   CUmemAllocationProp DeviceProp() const {
     CUmemAllocationProp prop = {};
@@ -42,7 +42,7 @@ class VmmTest : public SimTest {
   }
 };
 
-TEST_F(VmmTest, GranularityIsTwoMegabytes) {
+TEST_F(SimVmmTest, GranularityIsTwoMegabytes) {
   CUmemAllocationProp prop = DeviceProp();
   size_t g = 0;
   ASSERT_CU(cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
@@ -54,7 +54,7 @@ TEST_F(VmmTest, GranularityIsTwoMegabytes) {
   EXPECT_EQ(g, kChunk);
 }
 
-TEST_F(VmmTest, ReserveCreateMapSetAccessThenUseFromCopiesAndKernels) {
+TEST_F(SimVmmTest, ReserveCreateMapSetAccessThenUseFromCopiesAndKernels) {
   CUdeviceptr va;
   ASSERT_CU(cuMemAddressReserve(&va, 4 * kChunk, 0, 0, 0));
   EXPECT_EQ(va % kChunk, 0u);
@@ -80,7 +80,7 @@ TEST_F(VmmTest, ReserveCreateMapSetAccessThenUseFromCopiesAndKernels) {
   ASSERT_CU(cuMemAddressFree(va, 4 * kChunk));
 }
 
-TEST_F(VmmTest, DataSurvivesUnmapAndRemapAtAnotherAddress) {
+TEST_F(SimVmmTest, DataSurvivesUnmapAndRemapAtAnotherAddress) {
   CUdeviceptr a, b;
   ASSERT_CU(cuMemAddressReserve(&a, kChunk, 0, 0, 0));
   ASSERT_CU(cuMemAddressReserve(&b, kChunk, 0, 0, 0));
@@ -105,7 +105,7 @@ TEST_F(VmmTest, DataSurvivesUnmapAndRemapAtAnotherAddress) {
   ASSERT_CU(cuMemAddressFree(b, kChunk));
 }
 
-TEST_F(VmmTest, MappedButNotAccessibleMemoryIsRejectedByCopiesAndFaultsKernels) {
+TEST_F(SimVmmTest, MappedButNotAccessibleMemoryIsRejectedByCopiesAndFaultsKernels) {
   CUdeviceptr va;
   ASSERT_CU(cuMemAddressReserve(&va, kChunk, 0, 0, 0));
   CUmemAllocationProp prop = DeviceProp();
@@ -122,7 +122,7 @@ TEST_F(VmmTest, MappedButNotAccessibleMemoryIsRejectedByCopiesAndFaultsKernels) 
   cuMemAddressFree(va, kChunk);
 }
 
-TEST_F(VmmTest, ReadOnlyAccessAllowsReadsAndRejectsWrites) {
+TEST_F(SimVmmTest, ReadOnlyAccessAllowsReadsAndRejectsWrites) {
   CUdeviceptr va;
   ASSERT_CU(cuMemAddressReserve(&va, kChunk, 0, 0, 0));
   CUmemAllocationProp prop = DeviceProp();
@@ -148,7 +148,7 @@ TEST_F(VmmTest, ReadOnlyAccessAllowsReadsAndRejectsWrites) {
   cuMemAddressFree(va, kChunk);
 }
 
-TEST_F(VmmTest, DeviceLocatedPhysicalMemoryCountsAgainstCapacity) {
+TEST_F(SimVmmTest, DeviceLocatedPhysicalMemoryCountsAgainstCapacity) {
   const size_t before = FreeBytes();
   CUmemAllocationProp prop = DeviceProp();
   std::vector<CUmemGenericAllocationHandle> handles;
@@ -162,7 +162,7 @@ TEST_F(VmmTest, DeviceLocatedPhysicalMemoryCountsAgainstCapacity) {
   EXPECT_EQ(FreeBytes(), before);
 }
 
-TEST_F(VmmTest, HostNumaPhysicalMemoryIsMappableAndFreeOfDeviceCapacity) {
+TEST_F(SimVmmTest, HostNumaPhysicalMemoryIsMappableAndFreeOfDeviceCapacity) {
   const size_t before = FreeBytes();
   CUmemAllocationProp prop = HostNumaProp();
   CUmemGenericAllocationHandle h;
@@ -184,7 +184,7 @@ TEST_F(VmmTest, HostNumaPhysicalMemoryIsMappableAndFreeOfDeviceCapacity) {
   ASSERT_CU(cuMemAddressFree(va, 512u << 20));
 }
 
-TEST_F(VmmTest, ReleasedMemoryStaysAliveWhileMapped) {
+TEST_F(SimVmmTest, ReleasedMemoryStaysAliveWhileMapped) {
   const size_t before = FreeBytes();
   CUdeviceptr va;
   ASSERT_CU(cuMemAddressReserve(&va, kChunk, 0, 0, 0));
@@ -209,7 +209,7 @@ TEST_F(VmmTest, ReleasedMemoryStaysAliveWhileMapped) {
   ASSERT_CU(cuMemAddressFree(va, kChunk));
 }
 
-TEST_F(VmmTest, MapAndUnmapEnforceTheDocumentedPreconditions) {
+TEST_F(SimVmmTest, MapAndUnmapEnforceTheDocumentedPreconditions) {
   CUdeviceptr va;
   ASSERT_CU(cuMemAddressReserve(&va, 4 * kChunk, 0, 0, 0));
   CUmemAllocationProp prop = DeviceProp();
@@ -231,7 +231,7 @@ TEST_F(VmmTest, MapAndUnmapEnforceTheDocumentedPreconditions) {
   ASSERT_CU(cuMemAddressFree(va, 4 * kChunk));
 }
 
-TEST_F(VmmTest, ReservationHonoursAFreeAddressHint) {
+TEST_F(SimVmmTest, ReservationHonoursAFreeAddressHint) {
   CUdeviceptr a;
   ASSERT_CU(cuMemAddressReserve(&a, 8 * kChunk, 0, 0, 0));
   ASSERT_CU(cuMemAddressFree(a, 8 * kChunk));
@@ -245,7 +245,7 @@ TEST_F(VmmTest, ReservationHonoursAFreeAddressHint) {
   ASSERT_CU(cuMemAddressFree(c, 2 * kChunk));
 }
 
-TEST_F(VmmTest, ExportedFileDescriptorSharesThePhysicalPages) {
+TEST_F(SimVmmTest, ExportedFileDescriptorSharesThePhysicalPages) {
   CUmemAllocationProp prop = DeviceProp();
   CUmemGenericAllocationHandle h;
   ASSERT_CU(cuMemCreate(&h, kChunk, &prop, 0));

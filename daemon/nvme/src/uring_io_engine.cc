@@ -95,7 +95,11 @@ class UringIoEngine::Impl {
   absl::Status Submit(absl::Span<const IoRequest> requests) {
     absl::MutexLock lock(&mu_);
     for (const IoRequest& r : requests) pending_.push_back({r, 0});
-    return Pump();
+    // Once queued, requests belong to the engine: a kernel submission error is not reported
+    // here (the caller would think nothing was queued) but by the next Reap(), which retries
+    // the submission first.
+    (void)Pump();
+    return absl::OkStatus();
   }
 
   absl::StatusOr<size_t> Reap(absl::Span<IoCompletion> out, absl::Duration timeout) {
@@ -115,7 +119,12 @@ class UringIoEngine::Impl {
           return n;
         }
         // SQEs left unsubmitted by an earlier -EAGAIN/-EBUSY would never complete: push them.
-        if (io_uring_sq_ready(&ring_) > 0) (void)io_uring_submit(&ring_);
+        if (io_uring_sq_ready(&ring_) > 0) {
+          const int rc = io_uring_submit(&ring_);
+          if (rc < 0 && rc != -EAGAIN && rc != -EBUSY && rc != -EINTR) {
+            return ErrnoToStatus(rc, "io_uring_submit");
+          }
+        }
         if (in_ring_ == 0 && pending_.empty()) {
           // Nothing can complete: behave like an idle wait without entering the kernel.
           mu_.AwaitWithDeadline(absl::Condition(this, &Impl::HasWork), deadline);

@@ -45,7 +45,7 @@ struct IoRequest {
 };
 
 // The outcome of one request. status.ok() means all `length` bytes were transferred: engines
-// requeue -EAGAIN and short transfers themselves (Note [requeue] in uring_io_engine.cc), so a
+// requeue -EAGAIN and short transfers themselves (Note [requeue] in src/transfer_progress.h), so a
 // caller never sees a partial success. On failure `bytes` says how much was transferred before
 // the error (a write may have been torn).
 struct IoCompletion {
@@ -62,7 +62,9 @@ class IoEngine {
   IoEngine& operator=(const IoEngine&) = delete;
 
   // Queues the requests. Returns an error (and queues none of them) if a request is invalid
-  // (bad file index, misaligned for direct I/O, zero length, beyond the file's size). There is no
+  // (bad file index, misaligned for direct I/O, zero length, beyond the file's size); once OK,
+  // every request completes through Reap(), and failures of the device or the kernel arrive as
+  // completion statuses (or, if the engine itself breaks, as Reap()'s error). There is no
   // capacity limit: requests beyond the queue depth wait in a software queue.
   virtual absl::Status Submit(absl::Span<const IoRequest> requests) = 0;
 

@@ -27,6 +27,12 @@
 // Buffer lifetime: a Put's source and a Get's destination MUST stay valid until the callback
 // has run, and a Put's source MUST NOT change until then.
 //
+// Note [completion thread]: the store owns the engine's reaping side (one thread, blocking in
+// IoEngine::Reap with a short timeout), because a slab is several I/Os and a Get is finished
+// only after its CRCs are checked; callers therefore never reap, and a synchronous Get cannot
+// steal an asynchronous prefetch's completion. Requests are submitted while the store's lock is
+// held, so an operation is always registered before any of its completions can be processed.
+//
 // Thread safety: all methods are thread-safe. Callbacks run on the completion thread, never
 // inside a call of the caller; they may call StartPut/StartGet/Discard, but MUST NOT call the
 // synchronous Put/Get (that would wait for the thread running the callback).
