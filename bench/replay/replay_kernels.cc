@@ -53,7 +53,8 @@ MEMSIM_KERNEL(memvirt_replay_kernel, U64, U64, U64, sizeof(uint64_t*), P16, P16,
   // Spend the rest of the kernel's duration without burning a core.
   const double left = static_cast<double>(duration_ns) - (NowNs() - start);
   if (left > 0) {
-    timespec ts{static_cast<time_t>(left / 1e9), static_cast<long>(static_cast<uint64_t>(left) % 1000000000ULL)};
+    timespec ts{static_cast<time_t>(left / 1e9),
+                static_cast<long>(static_cast<uint64_t>(left) % 1000000000ULL)};
     nanosleep(&ts, nullptr);
   }
 }

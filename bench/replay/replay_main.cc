@@ -187,10 +187,17 @@ int main(int argc, char** argv) {
       std::fputs(kUsage, stdout);
       return 0;
     }
-    static const char* kFlags[] = {"--trace",  "--scale", "--iterations", "--time-scale",
-                                   "--kernels", "--corrupt-after", "--predict-device-memory",
-                                   "--predict-pcie-gbps", "--predict-policy",
-                                   "--predict-host-memory", "--predict-ssd-gbps"};
+    static const char* kFlags[] = {"--trace",
+                                   "--scale",
+                                   "--iterations",
+                                   "--time-scale",
+                                   "--kernels",
+                                   "--corrupt-after",
+                                   "--predict-device-memory",
+                                   "--predict-pcie-gbps",
+                                   "--predict-policy",
+                                   "--predict-host-memory",
+                                   "--predict-ssd-gbps"};
     std::string name = arg, value;
     bool has_value = false;
     if (size_t eq = arg.find('='); eq != std::string::npos) {
@@ -248,7 +255,7 @@ int main(int argc, char** argv) {
       (std::strcmp(flag, "--predict-pcie-gbps") == 0 ? predict.pcie_gbps : predict.ssd_gbps) = *x;
     }
     auto kind = memvirt::policy::ParsePolicyKind(v.count("--predict-policy") ? v["--predict-policy"]
-                                                                              : "lifetime");
+                                                                             : "lifetime");
     if (!kind.ok()) return Usage(std::string(kind.status().message()));
     predict.policy = *kind;
   }

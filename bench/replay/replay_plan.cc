@@ -19,7 +19,8 @@ absl::StatusOr<ReplayPlan> MakeReplayPlan(const trace::Trace& trace, double scal
   std::unordered_map<uint64_t, uint32_t> index;
   for (size_t i = 0; i < n; ++i) {
     index[trace.tensors[i].id] = static_cast<uint32_t>(i);
-    const double scaled = std::ceil(static_cast<double>(trace.tensors[i].bytes) * scale / 8.0) * 8.0;
+    const double scaled =
+        std::ceil(static_cast<double>(trace.tensors[i].bytes) * scale / 8.0) * 8.0;
     plan.bytes.push_back(std::max<uint64_t>(8, static_cast<uint64_t>(scaled)));
   }
   std::unordered_map<uint64_t, size_t> kernel_index;

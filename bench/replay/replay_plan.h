@@ -21,19 +21,19 @@ struct PlannedSlot {
 };
 
 struct PlannedKernel {
-  double us = 0;                     // duration, already time-scaled
-  std::vector<uint32_t> allocate;    // born before this kernel
-  std::vector<PlannedSlot> slots;    // reads first, then writes
-  std::vector<uint32_t> release;     // die after this kernel
+  double us = 0;                   // duration, already time-scaled
+  std::vector<uint32_t> allocate;  // born before this kernel
+  std::vector<PlannedSlot> slots;  // reads first, then writes
+  std::vector<uint32_t> release;   // die after this kernel
 };
 
 struct ReplayPlan {
-  std::vector<uint64_t> bytes;        // per tensor, scaled, multiple of 8, >= 8
-  std::vector<bool> needs_init;       // first access is a read: fill at allocation
-  std::vector<uint32_t> persistent;   // allocated once, before the first iteration
+  std::vector<uint64_t> bytes;       // per tensor, scaled, multiple of 8, >= 8
+  std::vector<bool> needs_init;      // first access is a read: fill at allocation
+  std::vector<uint32_t> persistent;  // allocated once, before the first iteration
   std::vector<PlannedKernel> kernels;
-  uint64_t peak_bytes = 0;            // scaled bytes live at once
-  double ideal_us = 0;                // sum of kernel durations (one iteration)
+  uint64_t peak_bytes = 0;  // scaled bytes live at once
+  double ideal_us = 0;      // sum of kernel durations (one iteration)
 };
 
 // REQUIRES: scale > 0, time_scale > 0. Fails if a kernel touches more than

@@ -9,10 +9,12 @@ namespace {
 
 trace::Trace Small() {
   trace::Trace t;
-  t.tensors = {{10, 1000, "weight", true}, {11, 4000, "activation", false},
-               {12, 3, "workspace", false}, {13, 800, "activation", false}};
-  t.kernels = {{0, "a", 10, {10}, {11, 12}},   // 12 is a one-kernel workspace
-               {1, "b", 20, {11, 13}, {11}},   // 13 read before written; 11 read+write
+  t.tensors = {{10, 1000, "weight", true},
+               {11, 4000, "activation", false},
+               {12, 3, "workspace", false},
+               {13, 800, "activation", false}};
+  t.kernels = {{0, "a", 10, {10}, {11, 12}},  // 12 is a one-kernel workspace
+               {1, "b", 20, {11, 13}, {11}},  // 13 read before written; 11 read+write
                {2, "c", 30, {11}, {}}};
   t.frees = {{13, 1}};
   return t;

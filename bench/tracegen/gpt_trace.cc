@@ -145,7 +145,8 @@ trace::Trace MakeGptTrace(const GptConfig& c) {
   // Backward.
   std::map<uint64_t, uint64_t> grad;  // weight -> gradient tensor
   auto wgrad = [&](uint64_t w) {
-    const uint64_t g = b.Tensor(static_cast<int64_t>(b.trace().tensors[w].bytes), "gradient", false);
+    const uint64_t g =
+        b.Tensor(static_cast<int64_t>(b.trace().tensors[w].bytes), "gradient", false);
     grad[w] = g;
     return g;
   };

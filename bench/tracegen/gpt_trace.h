@@ -30,10 +30,10 @@ struct GptConfig {
   int64_t seq = 1024;
   int64_t batch = 8;
   int64_t vocab = 50304;
-  int64_t bytes_per_element = 2;  // activations and weights (fp16/bf16)
+  int64_t bytes_per_element = 2;            // activations and weights (fp16/bf16)
   int64_t optimizer_bytes_per_element = 4;  // Adam moments (fp32)
-  double peak_tflops = 150;     // sustained matrix throughput
-  double hbm_gbps = 2000;       // device memory bandwidth, GB/s
+  double peak_tflops = 150;                 // sustained matrix throughput
+  double hbm_gbps = 2000;                   // device memory bandwidth, GB/s
   double launch_us = 4;
 };
 

@@ -43,8 +43,8 @@ TEST(GptTraceTest, LifetimesFollowTraining) {
       EXPECT_FALSE(tensor.persistent);
     }
   }
-  EXPECT_EQ(kinds, (std::set<std::string>{"activation", "gradient", "optimizer", "weight",
-                                          "workspace"}));
+  EXPECT_EQ(kinds,
+            (std::set<std::string>{"activation", "gradient", "optimizer", "weight", "workspace"}));
   // 6 weights per layer + embedding + final norm; two Adam moments each.
   EXPECT_EQ(persistent_weights, 6 * c.layers + 2);
   EXPECT_EQ(optimizer, 2 * persistent_weights);

@@ -58,7 +58,7 @@ using Stream = grpc::ClientReaderWriter<v1::ClientMessage, v1::DaemonMessage>;
 
 // Note [connection thread]
 // One thread owns the connection: it connects, registers, then reads directives until the
-// stream breaks, and reconnects with backoff. A second thread per session drains the outgoing
+// stream breaks, and reconnects with backoff. A second thread per stream drains the outgoing
 // queue, because a sync stream allows one reader and one writer concurrently. The callbacks
 // run on the connection thread.
 class ClientImpl final : public Client {
@@ -206,9 +206,9 @@ class ClientImpl final : public Client {
     return m;
   }
 
-  // One session: connect, register, read until the stream ends. Returns whether it
+  // One stream: connect, register, read until the stream ends. Returns whether it
   // registered (which resets the backoff).
-  bool RunSession() {
+  bool RunStream() {
     struct stat st;
     if (stat(options_.socket_path.c_str(), &st) != 0) return false;  // No daemon.
     auto channel =
@@ -220,7 +220,7 @@ class ClientImpl final : public Client {
       if (stop_) return false;
       context_ = context.get();
     }
-    std::unique_ptr<Stream> stream = stub->Session(context.get());
+    std::unique_ptr<Stream> stream = stub->Attach(context.get());
     bool registered = false;
     v1::DaemonMessage in;
     if (stream->Write(RegisterMessage()) && stream->Read(&in) && in.has_registered()) {
@@ -239,7 +239,7 @@ class ClientImpl final : public Client {
       }
       {
         std::lock_guard<std::mutex> lock(mu_);
-        session_over_ = true;
+        stream_over_ = true;
       }
       cv_.notify_all();
       context->TryCancel();
@@ -251,7 +251,7 @@ class ClientImpl final : public Client {
     {
       std::lock_guard<std::mutex> lock(mu_);
       context_ = nullptr;
-      session_over_ = false;
+      stream_over_ = false;
       outbox_.clear();
     }
     bool stopping;
@@ -260,7 +260,7 @@ class ClientImpl final : public Client {
       stopping = stop_;
     }
     if (!stopping) {
-      LOG(WARNING) << "memvirt: daemon session at " << options_.socket_path
+      LOG(WARNING) << "memvirt: daemon stream at " << options_.socket_path
                    << (registered ? " ended: " : " failed: ") << status.error_code() << " "
                    << status.error_message();
     }
@@ -293,8 +293,8 @@ class ClientImpl final : public Client {
   void WriteLoop(Stream* stream) {
     std::unique_lock<std::mutex> lock(mu_);
     while (true) {
-      cv_.wait(lock, [&] { return stop_ || session_over_ || !outbox_.empty(); });
-      if (stop_ || session_over_) return;
+      cv_.wait(lock, [&] { return stop_ || stream_over_ || !outbox_.empty(); });
+      if (stop_ || stream_over_) return;
       v1::ClientMessage m = std::move(outbox_.front());
       outbox_.pop_front();
       lock.unlock();
@@ -307,7 +307,7 @@ class ClientImpl final : public Client {
   void Run() {
     auto backoff = options_.initial_backoff;
     while (true) {
-      const bool registered = RunSession();
+      const bool registered = RunStream();
       {
         std::lock_guard<std::mutex> lock(mu_);
         if (stop_) return;
@@ -328,7 +328,7 @@ class ClientImpl final : public Client {
   std::condition_variable cv_;
   State state_ = State::kConnecting;  // guarded by mu_ (all below too)
   bool stop_ = false;
-  bool session_over_ = false;
+  bool stream_over_ = false;
   grpc::ClientContext* context_ = nullptr;
   std::deque<v1::ClientMessage> outbox_;
   std::deque<Directive> polled_;

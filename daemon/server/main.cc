@@ -14,12 +14,12 @@
 #include "daemon/core/clock.h"
 #include "daemon/core/node_state.h"
 #include "daemon/core/size_parse.h"
+#include "daemon/server/client_stream_service.h"
 #include "daemon/server/config.h"
 #include "daemon/server/metrics.h"
 #include "daemon/server/operator_service.h"
 #include "daemon/server/peer_listener.h"
 #include "daemon/server/pid_watcher.h"
-#include "daemon/server/session_service.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
@@ -163,12 +163,12 @@ int Run() {
     LOG(INFO) << "client " << client << " exited";
     node.Unregister(client);
   });
-  SessionService sessions(&node, &listener, &pids, options->hint_interval_ms);
+  ClientStreamService streams(&node, &listener, &pids, options->hint_interval_ms);
   OperatorService operators(&node, &listener);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.RegisterService(&sessions);
+  builder.RegisterService(&streams);
   builder.RegisterService(&operators);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr) {

@@ -1,7 +1,7 @@
 // PidWatcher: tells when a registered process exits, even if its socket stays open.
 //
 // Note [pidfd]
-// A session normally ends when the client's socket closes, which the kernel does when the
+// A client stream normally ends when the client's socket closes, which the kernel does when the
 // process dies. But a child forked after the connection was made inherits the socket and keeps
 // it open, so the daemon would not notice that the registered process is gone. A pidfd
 // (pidfd_open(2), Linux >= 5.3) becomes readable when the process exits; one thread polls all

@@ -11,7 +11,8 @@ BlockLayout LayoutBlocks(const trace::Trace& trace, uint64_t chunk_bytes,
     const uint64_t bytes = trace.tensors[i].bytes;
     layout.first.push_back(layout.blocks.size());
     if (bytes < chunk_bytes) {
-      const uint64_t rounded = (bytes + small_granularity - 1) / small_granularity * small_granularity;
+      const uint64_t rounded =
+          (bytes + small_granularity - 1) / small_granularity * small_granularity;
       layout.blocks.push_back(BlockSpec{static_cast<uint32_t>(i), rounded, bytes});
       layout.count.push_back(1);
       continue;

@@ -8,8 +8,8 @@ namespace {
 TEST(BlockLayoutTest, SplitsLargeAndRoundsSmallTensors) {
   trace::Trace t;
   t.tensors = {{10, 5 * 1024 * 1024 + 7, "activation", false},  // 3 chunks of 2 MiB
-               {11, 100, "weight", true},                        // one 4 KiB block
-               {12, 2 * 1024 * 1024, "gradient", false}};        // exactly one chunk
+               {11, 100, "weight", true},                       // one 4 KiB block
+               {12, 2 * 1024 * 1024, "gradient", false}};       // exactly one chunk
   BlockLayout l = LayoutBlocks(t, 2 << 20, 4096);
   ASSERT_EQ(l.blocks.size(), 5u);
   EXPECT_EQ(l.first, (std::vector<uint64_t>{0, 3, 4}));

@@ -16,22 +16,22 @@ void AppendStats(std::string* out, const IterationStats& s) {
                   ",\"ssd_read_bytes\":", s.ssd_read_bytes,
                   ",\"ssd_write_bytes\":", s.ssd_write_bytes,
                   ",\"demand_fetches\":", s.demand_fetches, ",\"prefetches\":", s.prefetches,
-                  ",\"evictions\":", s.evictions, ",\"evict_ahead\":", s.evict_ahead, ",\"dead_drops\":", s.dead_drops, ",\"staged\":", s.staged);
+                  ",\"evictions\":", s.evictions, ",\"evict_ahead\":", s.evict_ahead,
+                  ",\"dead_drops\":", s.dead_drops, ",\"staged\":", s.staged);
 }
 
 }  // namespace
 
 std::string FormatResultJson(const SimResult& r, const SimConfig& c) {
   std::string out = "{";
-  absl::StrAppend(&out, "\"policy\":\"", r.policy, "\",\"chunk_bytes\":", c.chunk_bytes,
-                  ",\"small_granularity_bytes\":", c.small_granularity,
-                  ",\"iterations\":", c.iterations,
-                  ",\"prefetch\":", c.prefetch ? "true" : "false", ",\"device_memory_bytes\":", c.device_bytes,
-                  ",\"host_memory_bytes\":", c.host_bytes,
-                  ",\"pcie_gbps\":", absl::StrFormat("%.3f", c.pcie_gbps),
-                  ",\"ssd_gbps\":", absl::StrFormat("%.3f", c.ssd_gbps),
-                  ",\"ideal_us\":", Us(r.ideal_us), ",\"slowdown\":",
-                  absl::StrFormat("%.6f", r.slowdown), ",");
+  absl::StrAppend(
+      &out, "\"policy\":\"", r.policy, "\",\"chunk_bytes\":", c.chunk_bytes,
+      ",\"small_granularity_bytes\":", c.small_granularity, ",\"iterations\":", c.iterations,
+      ",\"prefetch\":", c.prefetch ? "true" : "false", ",\"device_memory_bytes\":", c.device_bytes,
+      ",\"host_memory_bytes\":", c.host_bytes,
+      ",\"pcie_gbps\":", absl::StrFormat("%.3f", c.pcie_gbps),
+      ",\"ssd_gbps\":", absl::StrFormat("%.3f", c.ssd_gbps), ",\"ideal_us\":", Us(r.ideal_us),
+      ",\"slowdown\":", absl::StrFormat("%.6f", r.slowdown), ",");
   AppendStats(&out, r.reported);
   absl::StrAppend(&out, ",\"traffic_bytes\":", r.reported.h2d_bytes + r.reported.d2h_bytes,
                   ",\"peak_live_bytes\":", r.peak_live_bytes,

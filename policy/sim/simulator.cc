@@ -23,9 +23,12 @@ absl::StatusOr<PolicyKind> ParsePolicyKind(std::string_view name) {
 
 std::string_view PolicyKindName(PolicyKind kind) {
   switch (kind) {
-    case PolicyKind::kLru: return "lru";
-    case PolicyKind::kLifetime: return "lifetime";
-    case PolicyKind::kBelady: return "belady";
+    case PolicyKind::kLru:
+      return "lru";
+    case PolicyKind::kLifetime:
+      return "lifetime";
+    case PolicyKind::kBelady:
+      return "belady";
   }
   return "?";
 }
@@ -195,7 +198,7 @@ class Simulation {
   std::vector<std::vector<BlockAccess>> accesses_;  // per kernel index
   std::vector<uint64_t> kernel_device_bytes_;
   std::vector<std::vector<uint32_t>> born_, dies_;  // per kernel index: tensor indices
-  std::vector<uint32_t> persistent_;                 // persistent tensors that are used
+  std::vector<uint32_t> persistent_;                // persistent tensors that are used
   uint64_t host_used_ = 0;
   std::set<std::pair<uint64_t, BlockId>> host_set_;  // host-backed blocks, demote largest first
   std::set<std::pair<uint64_t, BlockId>> ssd_set_;   // SSD-only blocks, stage smallest first
@@ -244,7 +247,8 @@ absl::Status Simulation::Prepare() {
   }
   for (const trace::TraceFree& f : trace_.frees) {
     const uint32_t t = tensor_index.at(f.tensor);
-    free_at[t] = std::max<int64_t>(free_at[t], static_cast<int64_t>(kernel_index.at(f.after_kernel)));
+    free_at[t] =
+        std::max<int64_t>(free_at[t], static_cast<int64_t>(kernel_index.at(f.after_kernel)));
   }
   born_.resize(num_kernels);
   dies_.resize(num_kernels);
@@ -441,11 +445,11 @@ void Simulation::Evict(BlockId id, double now) {
 
 absl::Status Simulation::EnsureSpace(uint64_t bytes, double now, uint64_t step) {
   while (pool_.free_bytes() < bytes) {
-    std::optional<BlockId> v =
-        policy_->PickVictim([&](BlockId b) { return blocks_[b].resident && blocks_[b].pinned != step; });
+    std::optional<BlockId> v = policy_->PickVictim(
+        [&](BlockId b) { return blocks_[b].resident && blocks_[b].pinned != step; });
     if (!v.has_value() || !blocks_[*v].resident || blocks_[*v].pinned == step) {
-      return absl::InternalError(absl::StrCat("policy ", std::string(policy_->name()),
-                                              " found no victim at step ", step));
+      return absl::InternalError(
+          absl::StrCat("policy ", std::string(policy_->name()), " found no victim at step ", step));
     }
     Evict(*v, now);
   }

@@ -146,8 +146,7 @@ trace::Trace TrainingLoop() {
     t.tensors.push_back({id++, 3 * kMiB, "gradient", false});
   }
   uint64_t k = 0;
-  for (int l = 0; l < layers; ++l)
-    t.kernels.push_back({k++, "fwd", 3000, {w[l]}, {a[l]}});
+  for (int l = 0; l < layers; ++l) t.kernels.push_back({k++, "fwd", 3000, {w[l]}, {a[l]}});
   for (int l = layers - 1; l >= 0; --l) {
     t.kernels.push_back({k++, "bwd", 5000, {w[l], a[l]}, {g[l]}});
     t.kernels.push_back({k++, "opt", 500, {g[l], w[l]}, {w[l]}});

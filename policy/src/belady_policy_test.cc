@@ -48,8 +48,8 @@ int DemandMisses(Policy& p, const std::vector<BlockId>& seq, int capacity) {
 }
 
 // Exhaustive minimum over every eviction choice (blocks are 0..7).
-int BruteForceMisses(const std::vector<BlockId>& seq, size_t pos, unsigned resident,
-                     int capacity, std::map<std::pair<size_t, unsigned>, int>& memo) {
+int BruteForceMisses(const std::vector<BlockId>& seq, size_t pos, unsigned resident, int capacity,
+                     std::map<std::pair<size_t, unsigned>, int>& memo) {
   if (pos == seq.size()) return 0;
   auto key = std::make_pair(pos, resident);
   if (auto it = memo.find(key); it != memo.end()) return it->second;
@@ -63,8 +63,8 @@ int BruteForceMisses(const std::vector<BlockId>& seq, size_t pos, unsigned resid
     best = 1 << 20;
     for (unsigned v = 0; v < 8; ++v) {
       if (!(resident & (1u << v))) continue;
-      best = std::min(best, 1 + BruteForceMisses(seq, pos + 1, (resident & ~(1u << v)) | bit,
-                                                 capacity, memo));
+      best = std::min(
+          best, 1 + BruteForceMisses(seq, pos + 1, (resident & ~(1u << v)) | bit, capacity, memo));
     }
   }
   memo[key] = best;
@@ -99,10 +99,8 @@ TEST(BeladyPolicyTest, BeatsLruOnLoopLargerThanMemory) {
 TEST(BeladyPolicyTest, DeadBlocksGoFirstAndAreDropped) {
   // Step 0 touches 1 and 2; block 1 is next overwritten (dead), block 2 is
   // read much later, block 3 sooner.
-  std::vector<StepAccesses> future = {{0, {{1, W}, {2, W}, {3, W}}, 1},
-                                      {1, {{3, R}}, 1},
-                                      {2, {{1, W}}, 1},
-                                      {3, {{2, R}}, 1}};
+  std::vector<StepAccesses> future = {
+      {0, {{1, W}, {2, W}, {3, W}}, 1}, {1, {{3, R}}, 1}, {2, {{1, W}}, 1}, {3, {{2, R}}, 1}};
   auto p = MakeBeladyPolicy(future);
   for (BlockId b : {1, 2, 3}) p->OnAlloc(b, BlockInfo{1, BlockKind::kActivation, false});
   p->OnAccess(0, future[0].accesses);
@@ -136,10 +134,8 @@ TEST(BeladyPolicyTest, PrefetchVictimMustBeNeededLater) {
 }
 
 TEST(BeladyPolicyTest, PrefetchCandidatesInOrderOfNeed) {
-  std::vector<StepAccesses> future = {{0, {{1, R}}, 10},
-                                      {1, {{2, R}, {5, W}}, 10},
-                                      {2, {{3, R}, {1, R}}, 10},
-                                      {3, {{4, R}}, 10}};
+  std::vector<StepAccesses> future = {
+      {0, {{1, R}}, 10}, {1, {{2, R}, {5, W}}, 10}, {2, {{3, R}, {1, R}}, 10}, {3, {{4, R}}, 10}};
   LifetimeOptions opt;
   opt.default_lookahead_steps = 8;
   auto p = MakeBeladyPolicy(future, opt);

@@ -170,7 +170,8 @@ class LifetimePolicy final : public Policy {
     if (candidate_period_ > 0) {
       const uint64_t offset = index - candidate_period_;
       if (sig == recorded_signatures_[offset]) {
-        if (offset + 1 >= std::min(kConfirmSteps, candidate_period_)) adopt_period_ = candidate_period_;
+        if (offset + 1 >= std::min(kConfirmSteps, candidate_period_))
+          adopt_period_ = candidate_period_;
         return;
       }
       candidate_period_ = 0;
@@ -187,8 +188,7 @@ class LifetimePolicy final : public Policy {
     const uint64_t done = recording_.size();
     std::vector<StepAccesses> iteration(recording_.begin(), recording_.begin() + period);
     recording_.erase(recording_.begin(), recording_.begin() + period);
-    recorded_signatures_.erase(recorded_signatures_.begin(),
-                               recorded_signatures_.begin() + period);
+    recorded_signatures_.erase(recorded_signatures_.begin(), recorded_signatures_.begin() + period);
     Learn(std::move(iteration));
     position_ = static_cast<int64_t>(done) - 1;
     planner_->Realign(position_);

@@ -287,8 +287,7 @@ std::vector<PrefetchRequest> Planner::Prefetch(uint64_t byte_limit) const {
   return out;
 }
 
-std::vector<BlockId> Planner::EvictAhead(EvictablePredicate can_evict,
-                                         uint64_t free_bytes) const {
+std::vector<BlockId> Planner::EvictAhead(EvictablePredicate can_evict, uint64_t free_bytes) const {
   const Window& w = PlanWindow();
   std::vector<BlockId> out;
   if (w.peak_shortfall <= free_bytes) return out;
@@ -311,8 +310,7 @@ bool Planner::IsDead(BlockId block) const {
 
 bool Planner::NextAccessOverwrites(BlockId block) const {
   const Block* b = Find(block);
-  return b != nullptr && b->allocated && b->next != kNever &&
-         b->next_mode == AccessMode::kWrite;
+  return b != nullptr && b->allocated && b->next != kNever && b->next_mode == AccessMode::kWrite;
 }
 
 std::optional<uint64_t> Planner::NextUseDistance(BlockId block) const {

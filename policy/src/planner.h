@@ -95,11 +95,11 @@ class Planner {
   LifetimeOptions options_;
   uint64_t budget_ = 0;
   int64_t position_ = -1;
-  std::vector<Block> dense_;                     // blocks of the schedule, by dense index
-  absl::flat_hash_map<BlockId, Block> extra_;    // blocks the schedule does not know
+  std::vector<Block> dense_;                        // blocks of the schedule, by dense index
+  absl::flat_hash_map<BlockId, Block> extra_;       // blocks the schedule does not know
   std::set<std::pair<uint64_t, BlockId>> victims_;  // resident blocks by rank
-  mutable std::vector<uint32_t> stamps_;   // by dense index: touched by the window
-  mutable std::vector<uint32_t> counted_;  // by dense index: holding window memory
+  mutable std::vector<uint32_t> stamps_;            // by dense index: touched by the window
+  mutable std::vector<uint32_t> counted_;           // by dense index: holding window memory
   mutable uint32_t epoch_ = 0;
   mutable Window window_;
 };

@@ -57,9 +57,9 @@ Schedule::Schedule(std::vector<StepAccesses> steps) : steps_(std::move(steps)) {
     for (const BlockAccess& a : steps_[p].accesses) {
       const uint32_t d = dense_.at(a.block);
       const BlockUses& u = uses_[d];
-      const size_t i = std::lower_bound(u.positions.begin(), u.positions.end(),
-                                        static_cast<uint32_t>(p)) -
-                       u.positions.begin();
+      const size_t i =
+          std::lower_bound(u.positions.begin(), u.positions.end(), static_cast<uint32_t>(p)) -
+          u.positions.begin();
       const bool last = i + 1 == u.positions.size();
       const AccessMode next_linear = last ? AccessMode::kWrite : u.modes[i + 1];
       const AccessMode next_cyclic = last ? u.modes[0] : u.modes[i + 1];

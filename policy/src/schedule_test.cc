@@ -52,7 +52,8 @@ TEST(ScheduleTest, DeadAfterFlags) {
 }
 
 TEST(ScheduleTest, MergesDuplicatesAndSignaturesIgnoreOrder) {
-  Schedule s({{0, {{5, R}, {5, W}, {6, R}}}, {1, {{6, R}, {5, AccessMode::kReadWrite}}},
+  Schedule s({{0, {{5, R}, {5, W}, {6, R}}},
+              {1, {{6, R}, {5, AccessMode::kReadWrite}}},
               {2, {{6, R}, {5, R}}}});
   ASSERT_EQ(s.step(0).accesses.size(), 2u);
   EXPECT_EQ(s.step(0).accesses[0].mode, AccessMode::kReadWrite);

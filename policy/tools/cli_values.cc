@@ -56,8 +56,8 @@ absl::StatusOr<uint64_t> ParseByteSize(std::string_view text) {
   }
   const double bytes = value * factor;
   if (bytes >= 18446744073709551615.0 || bytes != std::floor(bytes)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("byte size '", std::string(text), "' is not a whole number of bytes in range"));
+    return absl::InvalidArgumentError(absl::StrCat("byte size '", std::string(text),
+                                                   "' is not a whole number of bytes in range"));
   }
   return static_cast<uint64_t>(bytes);
 }
@@ -65,17 +65,21 @@ absl::StatusOr<uint64_t> ParseByteSize(std::string_view text) {
 absl::StatusOr<double> ParsePositiveNumber(std::string_view text) {
   double value = 0;
   if (!ParseDecimal(text, &value) || !(value > 0)) {
-    return absl::InvalidArgumentError(absl::StrCat("expected a positive number, got '", std::string(text), "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("expected a positive number, got '", std::string(text), "'"));
   }
   return value;
 }
 
 absl::StatusOr<int> ParsePositiveInt(std::string_view text) {
   if (text.empty() || text.size() > 9 || text.find_first_not_of("0123456789") != text.npos) {
-    return absl::InvalidArgumentError(absl::StrCat("expected a positive integer, got '", std::string(text), "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("expected a positive integer, got '", std::string(text), "'"));
   }
   int v = std::atoi(std::string(text).c_str());
-  if (v <= 0) return absl::InvalidArgumentError(absl::StrCat("expected a positive integer, got '", std::string(text), "'"));
+  if (v <= 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat("expected a positive integer, got '", std::string(text), "'"));
   return v;
 }
 

@@ -37,9 +37,9 @@ int main(int argc, char** argv) {
   std::map<std::string, std::string> values;
   bool json = false;
   bool no_prefetch = false;
-  static const char* kValueFlags[] = {"--trace",    "--policy",   "--device-memory",
-                                      "--host-memory", "--pcie-gbps", "--ssd-gbps",
-                                      "--chunk",    "--iterations", "--small-granularity"};
+  static const char* kValueFlags[] = {"--trace",       "--policy",     "--device-memory",
+                                      "--host-memory", "--pcie-gbps",  "--ssd-gbps",
+                                      "--chunk",       "--iterations", "--small-granularity"};
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {

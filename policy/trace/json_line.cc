@@ -112,24 +112,44 @@ class Parser {
       if (i_ >= s_.size()) return Error("unterminated escape");
       char e = s_[i_++];
       switch (e) {
-        case '"': out.push_back('"'); break;
-        case '\\': out.push_back('\\'); break;
-        case '/': out.push_back('/'); break;
-        case 'b': out.push_back('\b'); break;
-        case 'f': out.push_back('\f'); break;
-        case 'n': out.push_back('\n'); break;
-        case 'r': out.push_back('\r'); break;
-        case 't': out.push_back('\t'); break;
+        case '"':
+          out.push_back('"');
+          break;
+        case '\\':
+          out.push_back('\\');
+          break;
+        case '/':
+          out.push_back('/');
+          break;
+        case 'b':
+          out.push_back('\b');
+          break;
+        case 'f':
+          out.push_back('\f');
+          break;
+        case 'n':
+          out.push_back('\n');
+          break;
+        case 'r':
+          out.push_back('\r');
+          break;
+        case 't':
+          out.push_back('\t');
+          break;
         case 'u': {
           if (i_ + 4 > s_.size()) return Error("short \\u escape");
           unsigned cp = 0;
           for (int k = 0; k < 4; ++k) {
             char h = s_[i_++];
             cp <<= 4;
-            if (h >= '0' && h <= '9') cp |= h - '0';
-            else if (h >= 'a' && h <= 'f') cp |= h - 'a' + 10;
-            else if (h >= 'A' && h <= 'F') cp |= h - 'A' + 10;
-            else return Error("bad \\u escape");
+            if (h >= '0' && h <= '9')
+              cp |= h - '0';
+            else if (h >= 'a' && h <= 'f')
+              cp |= h - 'a' + 10;
+            else if (h >= 'A' && h <= 'F')
+              cp |= h - 'A' + 10;
+            else
+              return Error("bad \\u escape");
           }
           // UTF-8 encode (surrogate pairs are kept as two code units).
           if (cp < 0x80) {
@@ -216,8 +236,6 @@ class Parser {
 
 }  // namespace
 
-absl::StatusOr<JsonValue> ParseJson(std::string_view text) {
-  return Parser(text).ParseDocument();
-}
+absl::StatusOr<JsonValue> ParseJson(std::string_view text) { return Parser(text).ParseDocument(); }
 
 }  // namespace memvirt::trace

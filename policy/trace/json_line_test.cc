@@ -8,7 +8,8 @@ namespace {
 using Type = JsonValue::Type;
 
 TEST(JsonLineTest, ParsesFlatObject) {
-  auto v = ParseJson(R"( {"t":"kernel","id":7,"us":1.5e2,"reads":[1,2],"ok":true,"n":null,"s":"a\"b\u0041"} )");
+  auto v = ParseJson(
+      R"( {"t":"kernel","id":7,"us":1.5e2,"reads":[1,2],"ok":true,"n":null,"s":"a\"b\u0041"} )");
   ASSERT_TRUE(v.ok()) << v.status();
   ASSERT_EQ(v->type, Type::kObject);
   EXPECT_EQ(v->object.at("t").string, "kernel");

@@ -34,11 +34,12 @@ absl::StatusOr<uint64_t> GetUint(const JsonValue& obj, const std::string& key, s
 }
 
 absl::StatusOr<std::vector<uint64_t>> GetIdList(const JsonValue& obj, const std::string& key,
-                                               size_t line) {
+                                                size_t line) {
   std::vector<uint64_t> out;
   const JsonValue* v = Member(obj, key);
   if (v == nullptr) return out;
-  if (v->type != Type::kArray) return LineError(line, absl::StrCat("\"", key, "\" must be an array"));
+  if (v->type != Type::kArray)
+    return LineError(line, absl::StrCat("\"", key, "\" must be an array"));
   for (const JsonValue& e : v->array) {
     if (e.type != Type::kNumber || !e.integer.has_value())
       return LineError(line, absl::StrCat("\"", key, "\" must hold non-negative integer ids"));
@@ -178,7 +179,8 @@ absl::StatusOr<Trace> ReadTrace(const std::string& path) {
   gzclose(f);
   absl::StatusOr<Trace> trace = ParseTrace(text);
   if (!trace.ok()) {
-    return absl::Status(trace.status().code(), absl::StrCat(path, ": ", std::string(trace.status().message())));
+    return absl::Status(trace.status().code(),
+                        absl::StrCat(path, ": ", std::string(trace.status().message())));
   }
   return trace;
 }
@@ -217,8 +219,8 @@ std::string FormatTrace(const Trace& trace) {
                   ",\"iterations\":", trace.iterations, "}\n");
   for (const TraceTensor& t : trace.tensors) {
     absl::StrAppend(&out, "{\"t\":\"tensor\",\"id\":", t.id, ",\"bytes\":", t.bytes,
-                    ",\"kind\":", Quote(t.kind), ",\"persistent\":", t.persistent ? "true" : "false",
-                    "}\n");
+                    ",\"kind\":", Quote(t.kind),
+                    ",\"persistent\":", t.persistent ? "true" : "false", "}\n");
   }
   // Frees are emitted right after the kernel they follow, as in the eval traces.
   std::unordered_map<uint64_t, std::vector<uint64_t>> frees_after;

@@ -58,17 +58,17 @@ TEST(MemtraceTest, ReportsMalformedLinesWithLineNumbers) {
   ExpectError(WithLine(2, R"({"t":"tensor","id":0,"bytes":0})"), "line 2:", "bytes");
   ExpectError(WithLine(2, R"({"t":"tensor","id":0,"bytes":-5})"), "line 2:", "bytes");
   ExpectError(WithLine(3, R"({"t":"tensor","id":0,"bytes":5})"), "line 3:", "duplicate tensor");
-  ExpectError(WithLine(4, R"({"t":"kernel","id":0,"us":1,"reads":[7]})"), "line 4:",
-              "unknown tensor id 7");
+  ExpectError(WithLine(4, R"({"t":"kernel","id":0,"us":1,"reads":[7]})"),
+              "line 4:", "unknown tensor id 7");
   ExpectError(WithLine(4, R"({"t":"kernel","id":0,"reads":[0]})"), "line 4:", "us");
   ExpectError(WithLine(4, R"({"t":"kernel","id":0,"us":1,"reads":"0"})"), "line 4:", "array");
   ExpectError(WithLine(6, R"({"t":"kernel","id":0,"us":1})"), "line 6:", "duplicate kernel");
-  ExpectError(WithLine(7, R"({"t":"free","tensor":1,"after_kernel":9})"), "line 7:",
-              "unknown kernel id 9");
+  ExpectError(WithLine(7, R"({"t":"free","tensor":1,"after_kernel":9})"),
+              "line 7:", "unknown kernel id 9");
   ExpectError(WithLine(7, R"({"t":"bogus"})"), "line 7:", "unknown record type");
   ExpectError(WithLine(7, R"([1,2])"), "line 7:", "object");
-  ExpectError(WithLine(2, R"({"t":"tensor","id":0,"bytes":5,"persistent":"yes"})"), "line 2:",
-              "persistent");
+  ExpectError(WithLine(2, R"({"t":"tensor","id":0,"bytes":5,"persistent":"yes"})"),
+              "line 2:", "persistent");
   ExpectError("", "line 1:", "empty");
 }
 

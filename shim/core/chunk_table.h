@@ -63,14 +63,16 @@ struct ChunkEntry {
 class ChunkTable {
  public:
   ChunkTable() = default;
-  ChunkTable(CUdeviceptr base, uint32_t num_chunks) : base_(base), entries_(num_chunks) {}
+  ChunkTable(CUdeviceptr base, uint32_t num_chunks)
+      : base_(base), bytes_(static_cast<uint64_t>(num_chunks) << kChunkShift),
+        entries_(num_chunks) {}
 
   CUdeviceptr base() const { return base_; }
   uint32_t size() const { return static_cast<uint32_t>(entries_.size()); }
-  uint64_t bytes() const { return static_cast<uint64_t>(entries_.size()) << kChunkShift; }
+  uint64_t bytes() const { return bytes_; }
 
   // The one subtract-and-compare of the argument scan.
-  bool Contains(uint64_t ptr) const { return ptr - base_ < bytes(); }
+  bool Contains(uint64_t ptr) const { return ptr - base_ < bytes_; }
   uint32_t IndexOf(uint64_t ptr) const {
     return static_cast<uint32_t>((ptr - base_) >> kChunkShift);
   }
@@ -83,6 +85,7 @@ class ChunkTable {
 
  private:
   CUdeviceptr base_ = 0;
+  uint64_t bytes_ = 0;
   std::vector<ChunkEntry> entries_;
 };
 

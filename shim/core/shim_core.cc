@@ -355,7 +355,7 @@ void ShimCore::TouchChunk(uint32_t chunk) {
   touched_.push_back(chunk);
 }
 
-void ShimCore::TouchWord(uint64_t word) {
+inline void ShimCore::TouchWord(uint64_t word) {
   if (!table_.Contains(word)) return;  // one subtract-and-compare
   const ChunkEntry& e = table_[table_.IndexOf(word)];
   if (e.kind == ChunkKind::kFree) return;
@@ -749,8 +749,17 @@ CUresult ShimCore::BeforeLaunch(CUfunction function, void** params, void** extra
     const ParamLayout& layout = LayoutOf(function);
     decodable = layout.known;
     if (decodable) {
+      // The hot loop: one subtract-and-compare per 8-byte word.
+      const uint64_t base = table_.base(), limit = table_.bytes();
       for (size_t i = 0; i < layout.params.size(); ++i) {
-        if (params[i] != nullptr) ScanBytes(params[i], layout.params[i].second);
+        const char* p = static_cast<const char*>(params[i]);
+        const uint32_t size = layout.params[i].second;
+        if (p == nullptr) continue;
+        for (uint32_t off = 0; off + sizeof(uint64_t) <= size; off += sizeof(uint64_t)) {
+          uint64_t word;
+          memcpy(&word, p + off, sizeof(word));
+          if (word - base < limit) TouchWord(word);
+        }
       }
     }
   } else if (extra != nullptr) {

@@ -47,8 +47,6 @@ MEMSIM_NOT_SUPPORTED(cuIpcGetMemHandle, (CUipcMemHandle*, CUdeviceptr))
 MEMSIM_NOT_SUPPORTED(cuIpcCloseMemHandle, (CUdeviceptr))
 MEMSIM_NOT_SUPPORTED(cuIpcGetEventHandle, (CUipcEventHandle*, CUevent))
 MEMSIM_NOT_SUPPORTED(cuIpcOpenEventHandle, (CUevent*, CUipcEventHandle))
-MEMSIM_NOT_SUPPORTED(cuMemImportFromShareableHandle,
-                     (CUmemGenericAllocationHandle*, void*, CUmemAllocationHandleType))
 MEMSIM_NOT_SUPPORTED(cuMemGetHandleForAddressRange,
                      (void*, CUdeviceptr, size_t, CUmemRangeHandleType, unsigned long long))
 

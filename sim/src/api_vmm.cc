@@ -211,4 +211,19 @@ CUresult CUDAAPI cuMemExportToShareableHandle(void* shareableHandle,
   return CUDA_SUCCESS;
 }
 
+CUresult CUDAAPI cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* handle,
+                                                void* osHandle,
+                                                CUmemAllocationHandleType shHandleType) {
+  if (CUresult r = RequireInit()) return r;
+  if (handle == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (shHandleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_NOT_SUPPORTED;
+  // For POSIX file descriptors the handle is passed by value in the pointer argument.
+  const int fd = static_cast<int>(reinterpret_cast<intptr_t>(osHandle));
+  auto phys = Physical::Import(fd, memsim::kGranularity);
+  if (!phys) return CUDA_ERROR_INVALID_VALUE;
+  D().physical.Add(phys);
+  *handle = phys->handle();
+  return CUDA_SUCCESS;
+}
+
 }  // extern "C"

@@ -9,9 +9,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <vector>
 
 namespace memsim {
 
@@ -131,6 +135,24 @@ ProcessUsage* SlotFor(DeviceRecord* d, int32_t pid, bool create) {
   return free_slot;
 }
 
+// Records of this process, released at normal exit (see Note [exit] in Open).
+std::mutex g_open_mu;
+std::vector<DeviceRecord*>* g_open_records = nullptr;
+
+void ReleaseUsageOfThisProcess(DeviceRecord* d) {
+  RecordLock lock(d);
+  if (ProcessUsage* slot = SlotFor(d, getpid(), false)) {
+    d->used -= slot->bytes;
+    *slot = ProcessUsage{0, 0};
+  }
+}
+
+void ReleaseAllAtExit() {
+  std::lock_guard<std::mutex> lock(g_open_mu);
+  if (g_open_records == nullptr) return;
+  for (DeviceRecord* d : *g_open_records) ReleaseUsageOfThisProcess(d);
+}
+
 }  // namespace
 
 std::unique_ptr<NodeCapacity> NodeCapacity::Open(const std::string& node, int ordinal,
@@ -148,6 +170,16 @@ std::unique_ptr<NodeCapacity> NodeCapacity::Open(const std::string& node, int or
     if (d->capacity == 0) d->capacity = capacity;
     effective = d->capacity;
   }
+  // Note [exit]: the driver lives until the process ends, so a normally exiting process gives
+  // its usage back from an atexit handler; a killed one is reaped by the survivors.
+  {
+    std::lock_guard<std::mutex> lock(g_open_mu);
+    if (g_open_records == nullptr) {
+      g_open_records = new std::vector<DeviceRecord*>();
+      std::atexit(ReleaseAllAtExit);
+    }
+    g_open_records->push_back(d);
+  }
   return std::unique_ptr<NodeCapacity>(new NodeCapacity(seg, ordinal, effective));
 }
 
@@ -155,13 +187,19 @@ NodeCapacity::NodeCapacity(NodeSegment* segment, int ordinal, uint64_t capacity)
     : segment_(segment), ordinal_(ordinal), capacity_(capacity) {}
 
 NodeCapacity::~NodeCapacity() {
-  // The process gives back whatever it still holds (normal exit path).
+  // Usage is per process: the last handle of this process on the record gives it back.
   DeviceRecord* d = &segment_->devices[ordinal_];
-  RecordLock lock(d);
-  if (ProcessUsage* slot = SlotFor(d, getpid(), false)) {
-    d->used -= slot->bytes;
-    *slot = ProcessUsage{0, 0};
+  bool last = true;
+  {
+    std::lock_guard<std::mutex> lock(g_open_mu);
+    if (g_open_records != nullptr) {
+      auto& v = *g_open_records;
+      auto it = std::find(v.begin(), v.end(), d);
+      if (it != v.end()) v.erase(it);
+      last = std::find(v.begin(), v.end(), d) == v.end();
+    }
   }
+  if (last) ReleaseUsageOfThisProcess(d);
 }
 
 bool NodeCapacity::TryCharge(uint64_t bytes) {

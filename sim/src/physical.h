@@ -26,6 +26,12 @@ class Physical {
   // (then nothing was released: the caller still owns the charge).
   static std::shared_ptr<Physical> Create(uint64_t size, const CUmemAllocationProp& prop,
                                           CapacityAccount* charged_to);
+  // Wraps an existing file descriptor (cuMemImportFromShareableHandle): takes a duplicate of
+  // `fd`, charges nothing (the exporter owns the capacity). The location is recovered from the
+  // memfd name the sim gives its allocations; any other shareable file (a memfd or /dev/shm
+  // object of another program) is host-located. nullptr if `fd` is not a mappable file whose
+  // size is a positive multiple of `granularity`.
+  static std::shared_ptr<Physical> Import(int fd, uint64_t granularity);
   ~Physical();
   Physical(const Physical&) = delete;
   Physical& operator=(const Physical&) = delete;

@@ -7,8 +7,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include <random>
 #include <cstdlib>
+#include <random>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -36,13 +36,13 @@ class ProtocolTest : public ::testing::Test {
     channel_ = grpc::CreateChannel("unix:" + daemon_->socket(), grpc::InsecureChannelCredentials());
   }
 
-  // Sends `messages` on a fresh session; returns the final status and what came back.
-  grpc::Status Session(const std::vector<v1::ClientMessage>& messages,
-                       std::vector<v1::DaemonMessage>* replies = nullptr) {
+  // Sends `messages` on a fresh stream; returns the final status and what came back.
+  grpc::Status Exchange(const std::vector<v1::ClientMessage>& messages,
+                        std::vector<v1::DaemonMessage>* replies = nullptr) {
     auto stub = v1::ClientService::NewStub(channel_);
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + seconds(5));
-    auto stream = stub->Session(&ctx);
+    auto stream = stub->Attach(&ctx);
     for (const auto& m : messages) {
       if (!stream->Write(m)) break;
     }
@@ -78,7 +78,7 @@ TEST_F(ProtocolTest, ValidSessionRegistersAndReportsPeerPid) {
   auto* u = hints.mutable_hints()->add_usage();
   u->set_gpu_uuid(kGpu);
   u->set_resident_bytes(4096);
-  grpc::Status s = Session({Register(kGpu, 1 << 30), hints}, &replies);
+  grpc::Status s = Exchange({Register(kGpu, 1 << 30), hints}, &replies);
   EXPECT_TRUE(s.ok()) << s.error_message();
   ASSERT_FALSE(replies.empty());
   ASSERT_TRUE(replies[0].has_registered());
@@ -118,7 +118,7 @@ TEST_F(ProtocolTest, MalformedSessionsGetInvalidArgument) {
       {Register(kGpu, 1 << 30), bad_usage},                // usage for another GPU
   };
   for (size_t i = 0; i < cases.size(); ++i) {
-    grpc::Status s = Session(cases[i]);
+    grpc::Status s = Exchange(cases[i]);
     EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
         << "case " << i << ": " << s.error_message();
   }
@@ -211,7 +211,7 @@ TEST_F(ProtocolTest, RandomFieldValuesNeverCrashTheDaemon) {
       }
       msgs.push_back(m);
     }
-    grpc::Status s = Session(msgs);
+    grpc::Status s = Exchange(msgs);
     EXPECT_TRUE(s.ok() || s.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
                 s.error_code() == grpc::StatusCode::NOT_FOUND ||
                 s.error_code() == grpc::StatusCode::ALREADY_EXISTS)
@@ -232,7 +232,7 @@ TEST_F(ProtocolTest, RandomFieldValuesNeverCrashTheDaemon) {
   EXPECT_TRUE(Alive());
   auto s = daemon_->StatusJson();
   ASSERT_TRUE(s.has_value());
-  EXPECT_EQ(Processes(*s).values_size(), 0) << "sessions must be reclaimed when they end";
+  EXPECT_EQ(Processes(*s).values_size(), 0) << "registrations must be reclaimed when streams end";
 }
 
 std::string HttpGet(int port, const std::string& path) {

@@ -27,7 +27,8 @@ std::string Env(const char* name, const char* fallback) {
 }
 
 Run Simulate(const std::string& trace, const std::string& policy) {
-  const std::string cmd = Env("MEMVIRT_SIM", MEMVIRT_SIM_PATH) + " --trace " + trace + " --policy " + policy +
+  const std::string cmd = Env("MEMVIRT_SIM", MEMVIRT_SIM_PATH) + " --trace " + trace +
+                          " --policy " + policy +
                           " --device-memory 40Gi --host-memory 128Gi --pcie-gbps 15.754"
                           " --ssd-gbps 3.2 --iterations 2 --json";
   FILE* p = popen(cmd.c_str(), "r");

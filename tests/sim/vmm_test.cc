@@ -1,5 +1,6 @@
 // Virtual memory management API: reserve, create, map, set access, unmap, release.
 // Runs with MEMSIM_DEVICE_MEMORY=256M.
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <vector>
@@ -265,6 +266,71 @@ TEST_F(SimVmmTest, ExportedFileDescriptorSharesThePhysicalPages) {
   ASSERT_CU(cuMemUnmap(va, kChunk));
   ASSERT_CU(cuMemRelease(h));
   ASSERT_CU(cuMemAddressFree(va, kChunk));
+}
+
+TEST_F(SimVmmTest, ImportedFileDescriptorMapsTheSameMemoryWithoutNewCharge) {
+  CUmemAllocationProp prop = DeviceProp();
+  CUmemGenericAllocationHandle h;
+  ASSERT_CU(cuMemCreate(&h, kChunk, &prop, 0));
+  int fd = -1;
+  ASSERT_CU(cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+  const size_t before = FreeBytes();
+  CUmemGenericAllocationHandle imported;
+  ASSERT_CU(cuMemImportFromShareableHandle(&imported, reinterpret_cast<void*>(intptr_t{fd}),
+                                           CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+  close(fd);  // the import does not depend on the caller's descriptor
+  EXPECT_EQ(FreeBytes(), before);
+  CUmemAllocationProp got = {};
+  ASSERT_CU(cuMemGetAllocationPropertiesFromHandle(&got, imported));
+  EXPECT_EQ(got.location.type, CU_MEM_LOCATION_TYPE_DEVICE);
+  EXPECT_EQ(got.location.id, 0);
+  CUdeviceptr a, b;
+  ASSERT_CU(cuMemAddressReserve(&a, kChunk, 0, 0, 0));
+  ASSERT_CU(cuMemAddressReserve(&b, kChunk, 0, 0, 0));
+  ASSERT_CU(cuMemMap(a, kChunk, 0, h, 0));
+  ASSERT_CU(cuMemMap(b, kChunk, 0, imported, 0));
+  ASSERT_CU(GrantReadWrite(a, kChunk));
+  ASSERT_CU(GrantReadWrite(b, kChunk));
+  auto data = Pattern(kChunk / 4, 11);
+  ASSERT_CU(cuMemcpyHtoD(a, data.data(), kChunk));
+  std::vector<uint32_t> back(kChunk / 4);
+  ASSERT_CU(cuMemcpyDtoH(back.data(), b, kChunk));  // written through a, read through b
+  EXPECT_EQ(Checksum(back.data(), kChunk), Checksum(data.data(), kChunk));
+  ASSERT_CU(cuMemUnmap(a, kChunk));
+  ASSERT_CU(cuMemUnmap(b, kChunk));
+  ASSERT_CU(cuMemRelease(imported));
+  ASSERT_CU(cuMemRelease(h));
+  ASSERT_CU(cuMemAddressFree(a, kChunk));
+  ASSERT_CU(cuMemAddressFree(b, kChunk));
+}
+
+TEST_F(SimVmmTest, ForeignSharedMemoryImportsAsHostMemory) {
+  const int fd = memfd_create("foreign-slab", MFD_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, kChunk), 0);
+  const uint32_t magic = 0xabad1dea;
+  ASSERT_EQ(pwrite(fd, &magic, 4, 4096), 4);
+  CUmemGenericAllocationHandle h;
+  ASSERT_CU(cuMemImportFromShareableHandle(&h, reinterpret_cast<void*>(intptr_t{fd}),
+                                           CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+  CUmemAllocationProp got = {};
+  ASSERT_CU(cuMemGetAllocationPropertiesFromHandle(&got, h));
+  EXPECT_EQ(got.location.type, CU_MEM_LOCATION_TYPE_HOST);
+  CUdeviceptr va;
+  ASSERT_CU(cuMemAddressReserve(&va, kChunk, 0, 0, 0));
+  ASSERT_CU(cuMemMap(va, kChunk, 0, h, 0));
+  ASSERT_CU(GrantReadWrite(va, kChunk));
+  uint32_t back = 0;
+  ASSERT_CU(cuMemcpyDtoH(&back, va + 4096, 4));
+  EXPECT_EQ(back, magic);
+  ASSERT_CU(cuMemUnmap(va, kChunk));
+  ASSERT_CU(cuMemRelease(h));
+  ASSERT_CU(cuMemAddressFree(va, kChunk));
+  ASSERT_EQ(ftruncate(fd, 4096), 0);  // not a multiple of the granularity any more
+  EXPECT_EQ(cuMemImportFromShareableHandle(&h, reinterpret_cast<void*>(intptr_t{fd}),
+                                           CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+            CUDA_ERROR_INVALID_VALUE);
+  close(fd);
 }
 
 }  // namespace

@@ -126,7 +126,7 @@ class Client {
   // When no on_directive callback is set, directives queue here.
   virtual bool PollDirective(Directive* out) = 0;
 
-  // Ends the session and stops the background thread. Idempotent.
+  // Ends the stream and stops the background thread. Idempotent.
   virtual void Close() = 0;
 };
 

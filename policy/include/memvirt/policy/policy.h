@@ -74,9 +74,9 @@ enum class BlockKind : uint8_t {
 };
 
 struct BlockInfo {
-  uint64_t bytes = 0;         // bytes of device memory the block occupies (> 0)
+  uint64_t bytes = 0;  // bytes of device memory the block occupies (> 0)
   BlockKind kind = BlockKind::kUnknown;
-  bool persistent = false;    // lives across iterations (weights, optimizer state)
+  bool persistent = false;  // lives across iterations (weights, optimizer state)
 };
 
 enum class AccessMode : uint8_t {

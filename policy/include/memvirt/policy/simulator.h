@@ -72,8 +72,8 @@ struct IterationStats {
   uint64_t prefetches = 0;
   uint64_t evictions = 0;
   uint64_t evict_ahead = 0;  // evictions ahead of need (part of evictions)
-  uint64_t dead_drops = 0;  // evictions of dirty blocks dropped as dead
-  uint64_t staged = 0;      // SSD blocks promoted to the host tier ahead of use
+  uint64_t dead_drops = 0;   // evictions of dirty blocks dropped as dead
+  uint64_t staged = 0;       // SSD blocks promoted to the host tier ahead of use
 };
 
 struct SimResult {

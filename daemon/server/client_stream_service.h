@@ -1,9 +1,9 @@
-// ClientService: one Session stream per client process (see proto/memvirt/v1/memvirt.proto).
+// ClientService: one Attach stream per client process (see proto/memvirt/v1/memvirt.proto).
 //
 // Thread safety: gRPC calls the service and its reactors from its own threads; each reactor
 // serializes its writes internally and NodeState is thread-safe.
-#ifndef MEMVIRT_DAEMON_SERVER_SESSION_SERVICE_H_
-#define MEMVIRT_DAEMON_SERVER_SESSION_SERVICE_H_
+#ifndef MEMVIRT_DAEMON_SERVER_CLIENT_STREAM_SERVICE_H_
+#define MEMVIRT_DAEMON_SERVER_CLIENT_STREAM_SERVICE_H_
 
 #include <cstdint>
 
@@ -14,14 +14,14 @@
 
 namespace memvirt::daemon {
 
-class SessionService final : public v1::ClientService::CallbackService {
+class ClientStreamService final : public v1::ClientService::CallbackService {
  public:
   // Not owned; must outlive the server. `pids` may be null (socket close detection only).
-  SessionService(NodeState* node, const PeerListener* peers, PidWatcher* pids,
-                 uint32_t hint_interval_ms)
+  ClientStreamService(NodeState* node, const PeerListener* peers, PidWatcher* pids,
+                      uint32_t hint_interval_ms)
       : node_(node), peers_(peers), pids_(pids), hint_interval_ms_(hint_interval_ms) {}
 
-  grpc::ServerBidiReactor<v1::ClientMessage, v1::DaemonMessage>* Session(
+  grpc::ServerBidiReactor<v1::ClientMessage, v1::DaemonMessage>* Attach(
       grpc::CallbackServerContext* context) override;
 
  private:
@@ -33,4 +33,4 @@ class SessionService final : public v1::ClientService::CallbackService {
 
 }  // namespace memvirt::daemon
 
-#endif  // MEMVIRT_DAEMON_SERVER_SESSION_SERVICE_H_
+#endif  // MEMVIRT_DAEMON_SERVER_CLIENT_STREAM_SERVICE_H_
