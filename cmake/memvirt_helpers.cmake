@@ -18,9 +18,20 @@ function(memvirt_add_test)
   target_link_libraries(${T_NAME} PRIVATE ${T_LIBS} GTest::gtest GTest::gmock GTest::gtest_main
                                           Threads::Threads)
   set_target_properties(${T_NAME} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${MEMVIRT_TEST_BIN_DIR})
-  gtest_discover_tests(${T_NAME}
-    DISCOVERY_TIMEOUT 60
-    PROPERTIES LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT} ENVIRONMENT "${T_ENV}")
+  # Note [test properties]: gtest_discover_tests(PROPERTIES ...) flattens list values, so a
+  # second label or environment entry would be lost. Instead the discovered test names
+  # (TEST_LIST) are given their properties by an include file that ctest reads after the
+  # discovery file.
+  gtest_discover_tests(${T_NAME} DISCOVERY_TIMEOUT 60 TEST_LIST ${T_NAME}_TESTS)
+  set(props_file ${CMAKE_CURRENT_BINARY_DIR}/${T_NAME}_properties.cmake)
+  file(WRITE ${props_file}
+    "if(${T_NAME}_TESTS)\n"
+    "  set_tests_properties(\${${T_NAME}_TESTS} PROPERTIES\n"
+    "    LABELS [==[${T_LABELS}]==]\n"
+    "    TIMEOUT ${T_TIMEOUT}\n"
+    "    ENVIRONMENT [==[${T_ENV}]==])\n"
+    "endif()\n")
+  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${props_file})
 endfunction()
 
 # memvirt_use_sim_driver(<target>)

@@ -538,8 +538,12 @@ absl::StatusOr<SimResult> Simulation::Run() {
     case PolicyKind::kBelady: {
       std::vector<StepAccesses> future;
       future.reserve(iterations * num_kernels);
-      // One iteration more than simulated: the reported iteration is not the
-      // end of time (Note [Belady horizon]).
+      // Note [Belady horizon]
+      //   The oracle's future is the simulated iterations plus one more. Were
+      //   the future to end with the reported iteration, every weight would
+      //   look dead after its last use there and be dropped instead of written
+      //   back: a "lower bound" no real run could reach, since training goes
+      //   on.
       for (uint64_t it = 0; it <= iterations; ++it) {
         for (uint64_t k = 0; k < num_kernels; ++k) {
           future.push_back(StepAccesses{it * num_kernels + k, accesses_[k], trace_.kernels[k].us});

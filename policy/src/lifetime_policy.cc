@@ -98,6 +98,12 @@ class LifetimePolicy final : public Policy {
     } else if (!marks_seen_ && options_.detect_iterations) {
       Detect(sig);
     }
+    if (recording_.size() >= options_.max_iteration_steps) {
+      recording_.clear();
+      recorded_signatures_.clear();
+      candidate_period_ = 0;
+      adopt_period_ = 0;
+    }
     recording_.push_back(StepAccesses{step, std::move(merged), 0});
     recorded_signatures_.push_back(sig);
     if (adopt_period_ > 0) Adopt();

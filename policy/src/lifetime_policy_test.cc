@@ -128,3 +128,24 @@ TEST(LifetimePolicyTest, FallsBackToLruWhenTheSequenceChanges) {
 
 }  // namespace
 }  // namespace memvirt::policy
+
+namespace memvirt::policy {
+namespace {
+
+TEST(LifetimePolicyTest, RecordingIsBoundedForNonPeriodicWork) {
+  LifetimeOptions opt;
+  opt.max_iteration_steps = 8;
+  auto p = MakeLifetimePolicy(opt);
+  for (BlockId b = 0; b < 100; ++b) p->OnAlloc(b, BlockInfo{1, BlockKind::kOther, false});
+  // Never repeats: nothing is learned, and decisions stay LRU's.
+  for (Step s = 0; s < 100; ++s) {
+    const BlockAccess a[] = {{s, AccessMode::kRead}};
+    p->OnAccess(s, a);
+  }
+  p->OnResident(5);
+  EXPECT_FALSE(p->NextUseDistance(5).has_value());
+  EXPECT_EQ(p->PickVictim([](BlockId) { return true; }), 5u);
+}
+
+}  // namespace
+}  // namespace memvirt::policy

@@ -192,6 +192,10 @@ struct LifetimeOptions {
   // Learn the iteration from the repeating kernel sequence when no
   // OnIterationMark() is given.
   bool detect_iterations = true;
+  // Longest iteration the policy learns, in steps; a longer recording without
+  // a detected repetition or mark is discarded and learning starts over (it
+  // bounds the memory of the recording for non-periodic workloads).
+  uint64_t max_iteration_steps = 1 << 20;
 };
 
 // The lifetime planner: learns the periodic access sequence of a training
