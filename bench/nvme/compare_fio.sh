@@ -49,7 +49,7 @@ median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(
 fw=(); fr=(); mw=(); mr=()
 for ((i = 1; i <= rounds; i++)); do
   fw+=("$(fio_gbps write)")
-  sync "$file"  # as memvirt-nvme-bench does between its phases (untimed)
+  sync "$file" && sleep 1  # as memvirt-nvme-bench does between its phases (untimed)
   fr+=("$(fio_gbps read)")
   rm -f "$file"
   json=$("$bench" --file "$file.memvirt" --block "$block" --qd "$qd" --size "$size" --json)

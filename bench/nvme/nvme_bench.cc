@@ -35,8 +35,9 @@ struct Flags {
   uint64_t size = uint64_t{1} << 30;
   bool json = false;
   bool keep = false;
-  bool read_only = false;  // --read-only: read the existing file as it is, no write phase
-  bool store = false;      // --store: go through SwapStore (extents, CRC32C, callbacks)
+  bool read_only = false;        // --read-only: read the existing file as it is, no write phase
+  bool store = false;            // --store: go through SwapStore (extents, CRC32C, callbacks)
+  bool register_buffers = true;  // --no-register-buffers: plain READ/WRITE opcodes
 };
 
 // "2M", "1G", "4096", "512k" (binary multiples).
@@ -74,6 +75,7 @@ void Usage(const char* name) {
                "usage: %s --file PATH [--block 2M] [--qd 16] [--size 1G] [--json] [--keep]\n"
                "       [--read-only]  (read an existing file; write_gbps is then 0)\n"
                "       [--store]      (through SwapStore: --block slabs, CRC32C per 2 MiB)\n"
+               "       [--no-register-buffers]  (plain READ/WRITE instead of *_FIXED)\n"
                "  sequential O_DIRECT write, then read, of --size bytes in --block requests\n"
                "  with --qd in flight, through the NVMe tier's io_uring engine\n",
                name);
@@ -103,6 +105,8 @@ std::optional<Flags> ParseFlags(int argc, char** argv) {
       f.read_only = true;
     } else if (arg == "--store") {
       f.store = true;
+    } else if (arg == "--no-register-buffers") {
+      f.register_buffers = false;
     } else if (arg == "--file") {
       auto v = next();
       if (!v) return std::nullopt;
@@ -127,6 +131,15 @@ std::optional<Flags> ParseFlags(int argc, char** argv) {
   }
   f.size = f.size / f.block * f.block;
   return f;
+}
+
+// Note [settle between phases]: untimed. Flushes the device's write cache and idles a second so
+// that the read phase does not compete with write-back of the write phase (a shared or
+// virtualized disk keeps writing behind the guest's back). compare_fio.sh does the same between
+// fio's write and read jobs, so both tools read in the same state.
+void Settle(int fd) {
+  fdatasync(fd);
+  absl::SleepFor(absl::Seconds(1));
 }
 
 struct PhaseResult {
@@ -237,7 +250,7 @@ absl::StatusOr<std::pair<PhaseResult, PhaseResult>> RunStore(UringIoEngine& engi
   };
   absl::StatusOr<PhaseResult> w = phase(true);
   if (!w.ok()) return w.status();
-  fdatasync(fd);  // Note [settle between phases]
+  Settle(fd);
   absl::StatusOr<PhaseResult> r = phase(false);
   if (!r.ok()) return r.status();
   return std::make_pair(*w, *r);
@@ -303,8 +316,8 @@ int NvmeMain(int argc, char** argv) {
   auto engine = UringIoEngine::Create({{fd, f.size}}, options);
   if (!engine.ok()) return Fail(engine.status().ToString());
   const iovec region = {buffers.get(), pool};
-  const bool registered =
-      pool <= (uint64_t{1} << 30) && (*engine)->RegisterBuffers({&region, 1}).ok();
+  const bool registered = f.register_buffers && pool <= (uint64_t{1} << 30) &&
+                          (*engine)->RegisterBuffers({&region, 1}).ok();
 
   absl::StatusOr<PhaseResult> w = PhaseResult{};
   absl::StatusOr<PhaseResult> r = PhaseResult{};
@@ -317,10 +330,7 @@ int NvmeMain(int argc, char** argv) {
     w = RunPhase(**engine, IoOp::kWrite, f, buffers.get());
   }
   if (!w.ok()) return Fail("write: " + w.status().ToString());
-  // Note [settle between phases]: untimed. Flushes the device's write cache so the read phase
-  // does not compete with write-back of the write phase; compare_fio.sh does the same between
-  // fio's write and read jobs.
-  if (!f.read_only && !f.store) fdatasync(fd);
+  if (!f.read_only && !f.store) Settle(fd);
   if (!f.store) r = RunPhase(**engine, IoOp::kRead, f, buffers.get());
   if (!r.ok()) return Fail("read: " + r.status().ToString());
 

@@ -3,6 +3,11 @@
 //
 //   memvirt-bench nvme --file PATH [--block 2M] [--qd 16] [--size 1G] [--json] [--keep]
 //                      [--read-only]   (read an existing file as it is; write_gbps is 0)
+//                      [--store]       (through SwapStore: slabs of --block, CRC32C)
+//                      [--no-register-buffers]
+//
+// Between the write and the read phase the file is flushed and the benchmark idles 1 s, untimed
+// (Note [settle between phases] in nvme_bench.cc).
 //
 // Prints {"write_gbps":..,"read_gbps":..,"block":..,"qd":..,"bytes":..,"direct":..} with --json
 // (GB/s are 1e9 bytes per second). The file is created 0600 if missing and removed afterwards

@@ -176,6 +176,14 @@ absl::StatusOr<Trace> ReadTrace(const std::string& path) {
     if (n == 0) break;
     text.append(buf, n);
   }
+  // A gzip stream cut short reads as a shorter file: gzerror() tells.
+  int err = Z_OK;
+  const char* msg = gzerror(f, &err);
+  if (err != Z_OK && err != Z_STREAM_END) {
+    std::string what = msg != nullptr ? msg : "read error";
+    gzclose(f);
+    return absl::DataLossError(absl::StrCat(path, ": ", what));
+  }
   gzclose(f);
   absl::StatusOr<Trace> trace = ParseTrace(text);
   if (!trace.ok()) {

@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 namespace memvirt::trace {
@@ -93,6 +94,25 @@ TEST(MemtraceTest, RoundTripsThroughPlainAndGzipFiles) {
     EXPECT_EQ(name.ends_with(".gz"), magic[0] == 0x1f && magic[1] == 0x8b);
     std::remove(path.c_str());
   }
+}
+
+TEST(MemtraceTest, TruncatedGzipIsAnError) {
+  auto t = ParseTrace(kGood);
+  ASSERT_TRUE(t.ok());
+  const std::string path = TempPath("trunc.jsonl.gz");
+  ASSERT_TRUE(WriteTrace(*t, path).ok());
+  std::string bytes;
+  {
+    std::ifstream f(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(f), {});
+  }
+  ASSERT_GT(bytes.size(), 20u);
+  {
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size() - 8));  // drop the trailer
+  }
+  EXPECT_FALSE(ReadTrace(path).ok());
+  std::remove(path.c_str());
 }
 
 TEST(MemtraceTest, ReadErrorsNameTheFile) {
