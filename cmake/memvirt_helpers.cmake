@@ -24,13 +24,15 @@ function(memvirt_add_test)
   # discovery file.
   gtest_discover_tests(${T_NAME} DISCOVERY_TIMEOUT 60 TEST_LIST ${T_NAME}_TESTS)
   set(props_file ${CMAKE_CURRENT_BINARY_DIR}/${T_NAME}_properties.cmake)
-  file(WRITE ${props_file}
+  string(CONCAT props_content
     "if(${T_NAME}_TESTS)\n"
     "  set_tests_properties(\${${T_NAME}_TESTS} PROPERTIES\n"
     "    LABELS [==[${T_LABELS}]==]\n"
     "    TIMEOUT ${T_TIMEOUT}\n"
     "    ENVIRONMENT [==[${T_ENV}]==])\n"
     "endif()\n")
+  # file(GENERATE) evaluates generator expressions in ENV (e.g. $<TARGET_FILE:...>).
+  file(GENERATE OUTPUT ${props_file} CONTENT "${props_content}")
   set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${props_file})
 endfunction()
 

@@ -180,9 +180,10 @@ absl::StatusOr<Trace> ReadTrace(const std::string& path) {
   int err = Z_OK;
   const char* msg = gzerror(f, &err);
   if (err != Z_OK && err != Z_STREAM_END) {
-    std::string what = msg != nullptr ? msg : "read error";
+    // zlib's message already names the file.
+    std::string what = msg != nullptr ? msg : path + ": read error";
     gzclose(f);
-    return absl::DataLossError(absl::StrCat(path, ": ", what));
+    return absl::DataLossError(what);
   }
   gzclose(f);
   absl::StatusOr<Trace> trace = ParseTrace(text);

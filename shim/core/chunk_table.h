@@ -64,7 +64,8 @@ class ChunkTable {
  public:
   ChunkTable() = default;
   ChunkTable(CUdeviceptr base, uint32_t num_chunks)
-      : base_(base), bytes_(static_cast<uint64_t>(num_chunks) << kChunkShift),
+      : base_(base),
+        bytes_(static_cast<uint64_t>(num_chunks) << kChunkShift),
         entries_(num_chunks) {}
 
   CUdeviceptr base() const { return base_; }

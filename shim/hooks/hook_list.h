@@ -8,11 +8,11 @@
 #define MEMSHIM_HOOKED_FUNCTIONS(X)                                                               \
   /* memory management */                                                                         \
   X(cuMemAlloc_v2)                                                                                \
-  X(cuMemAllocPitch_v2) X(cuMemFree_v2) X(cuMemAllocAsync) X(cuMemAllocAsync_ptsz)                \
-      X(cuMemAllocFromPoolAsync) X(cuMemAllocFromPoolAsync_ptsz) X(cuMemFreeAsync)                \
-          X(cuMemFreeAsync_ptsz) X(cuMemGetInfo_v2) X(cuMemGetAddressRange_v2)                    \
-              X(cuPointerGetAttribute) X(cuPointerGetAttributes) X(cuMemCreate)                   \
-                  X(cuMemRelease) /* launches */                                                  \
+  X(cuMemAllocPitch_v2)                                                                           \
+  X(cuMemFree_v2) X(cuMemAllocAsync) X(cuMemAllocAsync_ptsz) X(cuMemAllocFromPoolAsync)           \
+      X(cuMemAllocFromPoolAsync_ptsz) X(cuMemFreeAsync) X(cuMemFreeAsync_ptsz) X(cuMemGetInfo_v2) \
+          X(cuMemGetAddressRange_v2) X(cuPointerGetAttribute) X(cuPointerGetAttributes)           \
+              X(cuMemCreate) X(cuMemRelease) /* launches */                                       \
       X(cuLaunchKernel) X(cuLaunchKernel_ptsz) X(cuLaunchKernelEx) X(cuLaunchKernelEx_ptsz)       \
           X(cuLaunchCooperativeKernel) X(cuLaunchCooperativeKernel_ptsz) X(cuGraphLaunch)         \
               X(cuGraphLaunch_ptsz) /* copies */                                                  \

@@ -1,20 +1,37 @@
 #include "shim/hooks/libc_symbols.h"
 
-#include <dlfcn.h>
 #include <elf.h>
 #include <link.h>
 
 #include <cstdint>
-#include <cstring>
-#include <mutex>
 
 namespace memvirt::shim::hooks {
 namespace {
 
-struct LibcLookup {
-  DlsymFn dlsym = nullptr;
-  DlvsymFn dlvsym = nullptr;
-};
+// No libc string functions and no dl_iterate_phdr/dladdr here: this code runs
+// inside sanitizer start-up, before their interceptors of those functions are
+// usable. The loaded objects are read from the dynamic loader's own list.
+
+bool Equal(const char* a, const char* b) {
+  while (*a != '\0' && *a == *b) {
+    ++a;
+    ++b;
+  }
+  return *a == *b;
+}
+
+bool Contains(const char* haystack, const char* needle) {
+  for (; *haystack != '\0'; ++haystack) {
+    const char* h = haystack;
+    const char* n = needle;
+    while (*n != '\0' && *h == *n) {
+      ++h;
+      ++n;
+    }
+    if (*n == '\0') return true;
+  }
+  return false;
+}
 
 uint32_t GnuHash(const char* name) {
   uint32_t h = 5381;
@@ -41,6 +58,8 @@ struct ObjectTables {
   const char* strtab = nullptr;
   const uint32_t* gnu_hash = nullptr;
   const uint32_t* sysv_hash = nullptr;
+  const ElfW(Half) * versym = nullptr;
+  const ElfW(Verdef) * verdef = nullptr;
 };
 
 // Dynamic-section pointers are relocated in place by glibc on most targets;
@@ -50,29 +69,31 @@ const T* Ptr(ElfW(Addr) base, ElfW(Addr) value) {
   return reinterpret_cast<const T*>(value < base ? value + base : value);
 }
 
-bool ReadTables(const dl_phdr_info* info, ObjectTables* t) {
-  t->base = info->dlpi_addr;
-  for (int i = 0; i < info->dlpi_phnum; ++i) {
-    if (info->dlpi_phdr[i].p_type != PT_DYNAMIC) continue;
-    const ElfW(Dyn)* dyn =
-        reinterpret_cast<const ElfW(Dyn)*>(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
-    for (; dyn->d_tag != DT_NULL; ++dyn) {
-      switch (dyn->d_tag) {
-        case DT_SYMTAB:
-          t->symtab = Ptr<ElfW(Sym)>(t->base, dyn->d_un.d_ptr);
-          break;
-        case DT_STRTAB:
-          t->strtab = Ptr<char>(t->base, dyn->d_un.d_ptr);
-          break;
-        case DT_GNU_HASH:
-          t->gnu_hash = Ptr<uint32_t>(t->base, dyn->d_un.d_ptr);
-          break;
-        case DT_HASH:
-          t->sysv_hash = Ptr<uint32_t>(t->base, dyn->d_un.d_ptr);
-          break;
-        default:
-          break;
-      }
+bool ReadTables(const link_map* map, ObjectTables* t) {
+  t->base = map->l_addr;
+  if (map->l_ld == nullptr) return false;
+  for (const ElfW(Dyn)* dyn = map->l_ld; dyn->d_tag != DT_NULL; ++dyn) {
+    switch (dyn->d_tag) {
+      case DT_SYMTAB:
+        t->symtab = Ptr<ElfW(Sym)>(t->base, dyn->d_un.d_ptr);
+        break;
+      case DT_STRTAB:
+        t->strtab = Ptr<char>(t->base, dyn->d_un.d_ptr);
+        break;
+      case DT_GNU_HASH:
+        t->gnu_hash = Ptr<uint32_t>(t->base, dyn->d_un.d_ptr);
+        break;
+      case DT_HASH:
+        t->sysv_hash = Ptr<uint32_t>(t->base, dyn->d_un.d_ptr);
+        break;
+      case DT_VERSYM:
+        t->versym = Ptr<ElfW(Half)>(t->base, dyn->d_un.d_ptr);
+        break;
+      case DT_VERDEF:
+        t->verdef = Ptr<ElfW(Verdef)>(t->base, dyn->d_un.d_ptr);
+        break;
+      default:
+        break;
     }
   }
   return t->symtab != nullptr && t->strtab != nullptr &&
@@ -80,10 +101,39 @@ bool ReadTables(const dl_phdr_info* info, ObjectTables* t) {
 }
 
 bool Defined(const ElfW(Sym) * s) {
-  return s->st_shndx != SHN_UNDEF && ELF64_ST_TYPE(s->st_info) == STT_FUNC;
+  const int type = ELF64_ST_TYPE(s->st_info);
+  return s->st_shndx != SHN_UNDEF &&
+         (type == STT_FUNC || type == STT_GNU_IFUNC || type == STT_OBJECT);
 }
 
-void* Find(const ObjectTables& t, const char* name) {
+// The address dlsym would return: IFUNC symbols (memset & co.) are resolved
+// by calling their resolver, as the loader does.
+void* AddressOf(const ObjectTables& t, const ElfW(Sym) * s) {
+  void* p = reinterpret_cast<void*>(t.base + s->st_value);
+  if (ELF64_ST_TYPE(s->st_info) == STT_GNU_IFUNC) {
+    using Resolver = void* (*)();
+    p = reinterpret_cast<Resolver>(p)();
+  }
+  return p;
+}
+
+// True if symbol `i` has version `version` (null: any version).
+bool HasVersion(const ObjectTables& t, uint32_t i, const char* version) {
+  if (version == nullptr) return true;
+  if (t.versym == nullptr || t.verdef == nullptr) return false;
+  const ElfW(Half) ndx = t.versym[i] & 0x7fff;
+  for (const ElfW(Verdef)* d = t.verdef;;
+       d = reinterpret_cast<const ElfW(Verdef)*>(reinterpret_cast<const char*>(d) + d->vd_next)) {
+    if (d->vd_ndx == ndx) {
+      const auto* aux =
+          reinterpret_cast<const ElfW(Verdaux)*>(reinterpret_cast<const char*>(d) + d->vd_aux);
+      return Equal(t.strtab + aux->vda_name, version);
+    }
+    if (d->vd_next == 0) return false;
+  }
+}
+
+void* Find(const ObjectTables& t, const char* name, const char* version = nullptr) {
   if (t.gnu_hash != nullptr) {
     const uint32_t nbuckets = t.gnu_hash[0];
     const uint32_t symoffset = t.gnu_hash[1];
@@ -95,8 +145,9 @@ void* Find(const ObjectTables& t, const char* name) {
     for (uint32_t i = buckets[h % nbuckets]; i >= symoffset && i != 0; ++i) {
       const uint32_t h2 = chain[i - symoffset];
       const ElfW(Sym)* s = &t.symtab[i];
-      if ((h | 1) == (h2 | 1) && Defined(s) && strcmp(t.strtab + s->st_name, name) == 0) {
-        return reinterpret_cast<void*>(t.base + s->st_value);
+      if ((h | 1) == (h2 | 1) && Defined(s) && Equal(t.strtab + s->st_name, name) &&
+          HasVersion(t, i, version)) {
+        return AddressOf(t, s);
       }
       if (h2 & 1) break;
     }
@@ -107,71 +158,45 @@ void* Find(const ObjectTables& t, const char* name) {
   const uint32_t* chain = &bucket[nbucket];
   for (uint32_t i = bucket[SysvHash(name) % nbucket]; i != STN_UNDEF; i = chain[i]) {
     const ElfW(Sym)* s = &t.symtab[i];
-    if (Defined(s) && strcmp(t.strtab + s->st_name, name) == 0) {
-      return reinterpret_cast<void*>(t.base + s->st_value);
+    if (Defined(s) && Equal(t.strtab + s->st_name, name) && HasVersion(t, i, version)) {
+      return AddressOf(t, s);
     }
   }
   return nullptr;
 }
 
-int FindLibc(dl_phdr_info* info, size_t, void* data) {
-  const char* name = info->dlpi_name;
-  if (name == nullptr || strstr(name, "/libc.so") == nullptr) {
-    if (name == nullptr || strncmp(name, "libc.so", 7) != 0) return 0;
+// The loaded objects in load order (main program first).
+const link_map* FirstObject() { return _r_debug.r_map; }
+
+// The object with the highest load address not above `address`.
+const link_map* ObjectContaining(const void* address) {
+  const ElfW(Addr) a = reinterpret_cast<ElfW(Addr)>(address);
+  const link_map* best = nullptr;
+  for (const link_map* m = FirstObject(); m != nullptr; m = m->l_next) {
+    if (m->l_addr <= a && (best == nullptr || m->l_addr >= best->l_addr)) best = m;
   }
-  ObjectTables t;
-  if (!ReadTables(info, &t)) return 0;
-  auto* out = static_cast<LibcLookup*>(data);
-  out->dlsym = reinterpret_cast<DlsymFn>(Find(t, "dlsym"));
-  out->dlvsym = reinterpret_cast<DlvsymFn>(Find(t, "dlvsym"));
-  return out->dlsym != nullptr ? 1 : 0;
+  return best;
 }
+
+struct LibcLookup {
+  DlsymFn dlsym = nullptr;
+  DlvsymFn dlvsym = nullptr;
+};
 
 const LibcLookup& Libc() {
   static LibcLookup lookup = [] {
     LibcLookup l;
-    dl_iterate_phdr(&FindLibc, &l);
+    for (const link_map* m = FirstObject(); m != nullptr; m = m->l_next) {
+      if (m->l_name == nullptr || !Contains(m->l_name, "libc.so.")) continue;
+      ObjectTables t;
+      if (!ReadTables(m, &t)) continue;
+      l.dlsym = reinterpret_cast<DlsymFn>(Find(t, "dlsym"));
+      l.dlvsym = reinterpret_cast<DlvsymFn>(Find(t, "dlvsym"));
+      if (l.dlsym != nullptr) break;
+    }
     return l;
   }();
   return lookup;
-}
-
-struct NextSearch {
-  ElfW(Addr) caller_base;
-  const char* name;
-  const char* version;
-  bool seen_caller = false;
-  void* result = nullptr;
-};
-
-int SearchAfterCaller(dl_phdr_info* info, size_t, void* data) {
-  auto* s = static_cast<NextSearch*>(data);
-  if (!s->seen_caller) {
-    s->seen_caller = info->dlpi_addr == s->caller_base;
-    return 0;
-  }
-  if (info->dlpi_name == nullptr || info->dlpi_name[0] == '\0') return 0;
-  ObjectTables t;
-  if (!ReadTables(info, &t)) return 0;
-  if (s->version == nullptr) {
-    void* p = Find(t, s->name);
-    if (p != nullptr) {
-      s->result = p;
-      return 1;
-    }
-    return 0;
-  }
-  // Versioned: let libc pick the right version inside this one object.
-  void* handle = dlopen(info->dlpi_name, RTLD_LAZY | RTLD_NOLOAD);
-  if (handle == nullptr) return 0;
-  void* p = Libc().dlvsym(handle, s->name, s->version);
-  Dl_info where;
-  if (p != nullptr && dladdr(p, &where) != 0 &&
-      reinterpret_cast<ElfW(Addr)>(where.dli_fbase) == info->dlpi_addr) {
-    s->result = p;
-  }
-  dlclose(handle);
-  return s->result != nullptr ? 1 : 0;
 }
 
 }  // namespace
@@ -180,11 +205,15 @@ DlsymFn RealDlsym() { return Libc().dlsym; }
 DlvsymFn RealDlvsym() { return Libc().dlvsym; }
 
 void* NextSymbol(const void* caller, const char* name, const char* version) {
-  Dl_info info;
-  if (dladdr(caller, &info) == 0) return nullptr;
-  NextSearch search{reinterpret_cast<ElfW(Addr)>(info.dli_fbase), name, version};
-  dl_iterate_phdr(&SearchAfterCaller, &search);
-  return search.result;
+  const link_map* self = ObjectContaining(caller);
+  if (self == nullptr) return nullptr;
+  for (const link_map* m = self->l_next; m != nullptr; m = m->l_next) {
+    if (m->l_name == nullptr || m->l_name[0] == '\0') continue;
+    ObjectTables t;
+    if (!ReadTables(m, &t)) continue;
+    if (void* p = Find(t, name, version)) return p;
+  }
+  return nullptr;
 }
 
 }  // namespace memvirt::shim::hooks

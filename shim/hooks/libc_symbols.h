@@ -7,7 +7,7 @@
 // Note [finding the real dlsym]
 //   A preloaded library that exports dlsym and dlvsym cannot ask either of
 //   them for the originals: every call would bind to itself. The shim walks
-//   the loaded objects with dl_iterate_phdr (not interposed), finds libc and
+//   the dynamic loader's list of loaded objects (_r_debug), finds libc and
 //   looks "dlsym" and "dlvsym" up in its dynamic symbol table (GNU or SysV
 //   hash), exactly as the dynamic loader would.
 //
@@ -15,7 +15,9 @@
 //   glibc resolves dlsym(RTLD_NEXT, ...) relative to the object that called
 //   it. Forwarded through the shim that caller would be the shim itself, so
 //   the hook passes its caller's return address and NextSymbol searches the
-//   objects loaded after that caller, in load order.
+//   objects loaded after that caller, in load order. Nothing here calls libc
+//   string functions, dl_iterate_phdr or dladdr: sanitizer runtimes call
+//   dlsym while they start, before their interceptors of those work.
 #ifndef MEMVIRT_SHIM_HOOKS_LIBC_SYMBOLS_H_
 #define MEMVIRT_SHIM_HOOKS_LIBC_SYMBOLS_H_
 

@@ -207,8 +207,9 @@ std::unique_ptr<Policy> MakeLifetimePolicy(const LifetimeOptions& options = {});
 // Belady/MIN with full knowledge of the future: entry i of `future` is what
 // the i-th OnAccess() reports. Evicts the eligible resident block whose next
 // use is farthest (never used again first), treats data as dead per Note
-// [dead data], and prefetches like the lifetime policy does (for simulators;
-// the traffic lower bound does not depend on prefetch).
+// [dead data], and plans prefetch and evict-ahead like the lifetime policy
+// (for simulators). Used demand-only (a caller that never asks for prefetch
+// or evict-ahead candidates) it is the classic MIN traffic bound.
 std::unique_ptr<Policy> MakeBeladyPolicy(std::vector<StepAccesses> future,
                                          const LifetimeOptions& prefetch_options = {});
 
