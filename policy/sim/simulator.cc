@@ -528,6 +528,9 @@ absl::StatusOr<SimResult> Simulation::Run() {
   const uint64_t iterations = static_cast<uint64_t>(config_.iterations);
   LifetimeOptions options;
   options.h2d_bytes_per_us = config_.pcie_gbps * 1e3;
+  if (config_.lookahead_slack >= 0) options.lookahead_slack = config_.lookahead_slack;
+  if (config_.plan_fraction >= 0) options.plan_fraction = config_.plan_fraction;
+  if (config_.evict_ahead_slack >= 0) options.evict_ahead_slack = config_.evict_ahead_slack;
   switch (config_.policy) {
     case PolicyKind::kLru:
       policy_ = MakeLruPolicy();

@@ -1,6 +1,7 @@
 #include "planner.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 namespace memvirt::policy::internal {
 
@@ -185,6 +186,7 @@ const Planner::Window& Planner::PlanWindow() const {
   Window& w = window_;
   w.prefetch.clear();
   w.peak_shortfall = 0;
+  w.evict_shortfall = 0;
   w.stamp = ++epoch_;
   if (w.stamp == 0) {  // wrapped: clear stale stamps
     std::fill(stamps_.begin(), stamps_.end(), 0);
@@ -200,6 +202,10 @@ const Planner::Window& Planner::PlanWindow() const {
   const double horizon_us =
       timed ? options_.lookahead_slack * static_cast<double>(budget_) / options_.h2d_bytes_per_us
             : 0;
+  const double evict_horizon_us =
+      timed ? options_.evict_ahead_slack * static_cast<double>(budget_) / options_.h2d_bytes_per_us
+            : 0;
+  uint64_t evict_peak = 0, evict_held = 0;
   if (!timed) max_steps = std::min<uint64_t>(max_steps, options_.default_lookahead_steps);
   const uint64_t memory_limit = budget_ > 0 ? budget_ : UINT64_MAX;
   // Prefetch and evict-ahead plan for the first part of the window only; the
@@ -261,6 +267,14 @@ const Planner::Window& Planner::PlanWindow() const {
         peak = std::max(peak, usage);
       }
       if (prefetch_open) w.peak_shortfall = peak;
+      if (prefetch_open &&
+          (!timed || t_us <= evict_horizon_us ||
+           t_us <= (std::getenv("EVF") ? atof(std::getenv("EVF")) : 0.0) *
+                       static_cast<double>(peak - std::min(peak, held_resident)) /
+                       options_.h2d_bytes_per_us)) {
+        evict_peak = peak;
+        evict_held = held_resident;
+      }
     }
     if (peak > memory_limit) break;
     release_dead(uses);
@@ -270,6 +284,7 @@ const Planner::Window& Planner::PlanWindow() const {
   }
   // What the planned part needs beyond the resident blocks it uses.
   w.peak_shortfall = w.peak_shortfall > held_resident ? w.peak_shortfall - held_resident : 0;
+  w.evict_shortfall = evict_peak > evict_held ? evict_peak - evict_held : 0;
   return w;
 }
 
@@ -290,8 +305,8 @@ std::vector<PrefetchRequest> Planner::Prefetch(uint64_t byte_limit) const {
 std::vector<BlockId> Planner::EvictAhead(EvictablePredicate can_evict, uint64_t free_bytes) const {
   const Window& w = PlanWindow();
   std::vector<BlockId> out;
-  if (w.peak_shortfall <= free_bytes) return out;
-  uint64_t shortfall = w.peak_shortfall - free_bytes;
+  if (w.evict_shortfall <= free_bytes) return out;
+  uint64_t shortfall = w.evict_shortfall - free_bytes;
   for (auto it = victims_.rbegin(); it != victims_.rend() && shortfall > 0; ++it) {
     // Live blocks come in decreasing next use: past the window's end they
     // are outside it, and once one is inside, all the rest are.

@@ -78,6 +78,7 @@ class Planner {
     bool valid = false;
     std::vector<PrefetchRequest> prefetch;  // all candidates, soonest first
     uint64_t peak_shortfall = 0;            // memory needed beyond what is resident
+    uint64_t evict_shortfall = 0;           // the same within the evict-ahead horizon
     uint32_t stamp = 0;                     // in-window blocks carry this stamp
     uint64_t end = 0;                       // absolute position of the last step walked
   };

@@ -39,7 +39,9 @@ int main(int argc, char** argv) {
   bool no_prefetch = false;
   static const char* kValueFlags[] = {"--trace",       "--policy",     "--device-memory",
                                       "--host-memory", "--pcie-gbps",  "--ssd-gbps",
-                                      "--chunk",       "--iterations", "--small-granularity"};
+                                      "--chunk",       "--iterations", "--small-granularity",
+                                      "--lookahead-slack", "--plan-fraction",
+                                      "--evict-ahead-slack"};
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
@@ -107,6 +109,21 @@ int main(int argc, char** argv) {
     auto n = memvirt::policy::ParsePositiveInt(values["--iterations"]);
     if (!n.ok()) return Usage("--iterations: " + std::string(n.status().message()));
     config.iterations = *n;
+  }
+  if (values.count("--lookahead-slack")) {
+    auto v = memvirt::policy::ParsePositiveNumber(values["--lookahead-slack"]);
+    if (!v.ok()) return Usage("--lookahead-slack: " + std::string(v.status().message()));
+    config.lookahead_slack = *v;
+  }
+  if (values.count("--evict-ahead-slack")) {
+    auto v = memvirt::policy::ParsePositiveNumber(values["--evict-ahead-slack"]);
+    if (!v.ok()) return Usage("--evict-ahead-slack: " + std::string(v.status().message()));
+    config.evict_ahead_slack = *v;
+  }
+  if (values.count("--plan-fraction")) {
+    auto v = memvirt::policy::ParsePositiveNumber(values["--plan-fraction"]);
+    if (!v.ok() || *v > 1) return Usage("--plan-fraction: a number in (0, 1]");
+    config.plan_fraction = *v;
   }
   auto trace = memvirt::trace::ReadTrace(values["--trace"]);
   if (!trace.ok()) {

@@ -145,7 +145,16 @@ CUresult ShimCore::Alloc(CUdeviceptr* ptr, uint64_t bytes) {
   BlockAllocator::Allocation a;
   bool ok = allocator_->Allocate(bytes, &a);
   if (!ok && !pending_frees_.empty()) {
-    for (const PendingFree& f : pending_frees_) tracker_->WaitFor(f.stream, f.seq);
+    for (const PendingFree& f : pending_frees_) {
+      if (f.stream == kNoIndex) {
+        const ChunkEntry& e = table_[static_cast<uint32_t>(f.offset >> kChunkShift)];
+        for (uint32_t c = e.owner_first; c < e.owner_first + e.owner_count; ++c) {
+          WaitChunkIdle(c);
+        }
+      } else {
+        tracker_->WaitFor(f.stream, f.seq);
+      }
+    }
     ProcessDeferred();
     ok = allocator_->Allocate(bytes, &a);
   }
@@ -179,10 +188,36 @@ CUresult ShimCore::FreeLocked(uint64_t offset) {
   return CUDA_SUCCESS;
 }
 
+bool ShimCore::BlockIdle(uint64_t offset) {
+  const ChunkEntry& e = table_[static_cast<uint32_t>(offset >> kChunkShift)];
+  if (e.kind == ChunkKind::kFree) return true;
+  for (uint32_t c = e.owner_first; c < e.owner_first + e.owner_count; ++c) {
+    if (!ChunkIdle(c)) return false;
+  }
+  return true;
+}
+
 CUresult ShimCore::Free(CUdeviceptr ptr) {
   MutexLock lock(&mu_);
   ProcessDeferred();
-  return FreeLocked(ptr - base_);
+  const uint64_t offset = ptr - base_;
+  uint64_t block = 0, bytes = 0;
+  if (!allocator_->Lookup(offset, &block, &bytes) || block != offset) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  for (const PendingFree& f : pending_frees_) {
+    if (f.offset == offset) return CUDA_ERROR_INVALID_VALUE;  // double free
+  }
+  // Work still using a large block: reuse its address only once that work is
+  // done. (Small blocks share a slab chunk with others; they are reusable at
+  // once, as with the driver the application synchronizes before freeing.)
+  const bool large = table_[static_cast<uint32_t>(offset >> kChunkShift)].kind == ChunkKind::kLarge;
+  if (large && !BlockIdle(offset)) tracker_->CoverAll();  // finished work becomes visible
+  if (large && !BlockIdle(offset)) {
+    pending_frees_.push_back({offset, kNoIndex, 0});
+    return CUDA_SUCCESS;
+  }
+  return FreeLocked(offset);
 }
 
 CUresult ShimCore::FreeAsync(CUdeviceptr ptr, CUstream stream, bool per_thread) {
@@ -211,7 +246,9 @@ void ShimCore::ProcessDeferred() {
     size_t k = 0;
     for (size_t i = 0; i < pending_frees_.size(); ++i) {
       const PendingFree f = pending_frees_[i];
-      if (tracker_->IsComplete(f.stream, f.seq)) {
+      const bool done =
+          f.stream == kNoIndex ? BlockIdle(f.offset) : tracker_->IsComplete(f.stream, f.seq);
+      if (done) {
         FreeLocked(f.offset);
       } else {
         pending_frees_[k++] = f;

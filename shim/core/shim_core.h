@@ -116,6 +116,8 @@ class ShimCore {
   CUresult AllocPitch(CUdeviceptr* ptr, size_t* pitch, size_t width, size_t height,
                       unsigned element_bytes) MEMSHIM_EXCLUDES(mu_);
   // REQUIRES: Owns(ptr). CUDA_ERROR_INVALID_VALUE if ptr is not a live block.
+  // The address is reused only after work that may still use the block has
+  // completed (its memory stays mapped meanwhile).
   CUresult Free(CUdeviceptr ptr) MEMSHIM_EXCLUDES(mu_);
   // Stream-ordered free: the block is reused only after `stream` passed this
   // point. REQUIRES: Owns(ptr).
@@ -170,7 +172,7 @@ class ShimCore {
   };
   struct PendingFree {
     uint64_t offset;
-    uint32_t stream;
+    uint32_t stream;  // kNoIndex: until the block's chunks are idle (Free)
     uint64_t seq;
   };
   struct PendingHostRelease {
@@ -207,6 +209,7 @@ class ShimCore {
   void OnChunksCommitted(uint32_t first, uint32_t count) MEMSHIM_REQUIRES(mu_);
   void OnChunksFreed(uint32_t first, uint32_t count) MEMSHIM_REQUIRES(mu_);
   CUresult FreeLocked(uint64_t offset) MEMSHIM_REQUIRES(mu_);
+  bool BlockIdle(uint64_t offset) MEMSHIM_REQUIRES(mu_);
   void EnforceDeviceLimit() MEMSHIM_REQUIRES(mu_);
   static bool EligibleThunk(void* self, uint32_t chunk);
 

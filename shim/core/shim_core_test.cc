@@ -297,6 +297,25 @@ TEST_F(ShimCoreTest, FreeAsyncDefersReuseUntilTheStreamPassedIt) {
   EXPECT_EQ(c, a);
 }
 
+TEST_F(ShimCoreTest, FreeDefersReuseWhileWorkUsesTheBlock) {
+  CUstream s = fake_.CreateStream();
+  CUdeviceptr a;
+  ASSERT_EQ(core_->Alloc(&a, 4 * kMiB), CUDA_SUCCESS);
+  fake_.Hold(s);
+  ASSERT_EQ(Write(s, a, 4 * kMiB, 1), CUDA_SUCCESS);
+  ASSERT_EQ(core_->Free(a), CUDA_SUCCESS);
+  EXPECT_EQ(core_->Free(a), CUDA_ERROR_INVALID_VALUE);  // double free
+  CUdeviceptr b;
+  ASSERT_EQ(core_->Alloc(&b, 4 * kMiB), CUDA_SUCCESS);
+  EXPECT_NE(a, b);
+  fake_.Release(s);
+  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  CUdeviceptr c;
+  ASSERT_EQ(core_->Alloc(&c, 4 * kMiB), CUDA_SUCCESS);
+  EXPECT_EQ(c, a);
+  EXPECT_EQ(fake_.faults(), 0u);
+}
+
 TEST_F(ShimCoreTest, CopiesAndMemsetsMakeTheirRangesResident) {
   CUdeviceptr blocks[6];
   CUstream s = fake_.CreateStream();

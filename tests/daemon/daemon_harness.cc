@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,6 +17,8 @@
 
 #include "google/protobuf/util/json_util.h"
 #include "tests/daemon/page_pattern.h"
+
+extern char** environ;  // NOLINT: POSIX
 
 namespace memvirt::testing {
 
@@ -49,16 +52,28 @@ std::unique_ptr<Subprocess> Subprocess::Spawn(const std::vector<std::string>& ar
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const int out = open(p->out_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int err = open(p->err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(out, 1);
-    dup2(err, 2);
-    for (const std::string& e : env) putenv(const_cast<char*>(e.c_str()));
-    execv(args[0], args.data());
-    _exit(127);
+  // posix_spawn, not fork: the test process is multithreaded (gRPC), and a forked child of a
+  // multithreaded process may only call async-signal-safe functions before exec.
+  std::vector<std::string> env_storage = env;  // Entries of `env` replace inherited ones.
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry = *e;
+    const std::string name = entry.substr(0, entry.find('='));
+    bool replaced = false;
+    for (const std::string& mine : env) replaced |= mine.rfind(name + "=", 0) == 0;
+    if (!replaced) env_storage.push_back(entry);
   }
+  std::vector<char*> envp;
+  for (std::string& e : env_storage) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, p->out_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                   0644);
+  posix_spawn_file_actions_addopen(&actions, 2, p->err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                   0644);
+  pid_t pid = -1;
+  if (posix_spawn(&pid, args[0], &actions, nullptr, args.data(), envp.data()) != 0) pid = -1;
+  posix_spawn_file_actions_destroy(&actions);
   p->pid_ = pid;
   return p;
 }
@@ -71,10 +86,11 @@ Subprocess::~Subprocess() {
 }
 
 void Subprocess::Signal(int sig) {
-  if (!reaped_) kill(pid_, sig);
+  if (pid_ > 0 && !reaped_) kill(pid_, sig);
 }
 
 std::optional<int> Subprocess::Wait(std::chrono::milliseconds timeout) {
+  if (pid_ <= 0) return 127;  // Never started.
   const auto end = std::chrono::steady_clock::now() + timeout;
   while (!reaped_) {
     const pid_t r = waitpid(pid_, &status_, WNOHANG);

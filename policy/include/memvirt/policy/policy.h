@@ -189,6 +189,11 @@ struct LifetimeOptions {
   // blocks (prefetches and room for new ones); the rest of the window only
   // protects planned blocks from being evicted ahead. In (0, 1].
   double plan_fraction = 0.85;
+  // Evict ahead only for what the window needs within this many times the
+  // time the link needs to fill the budget (<= lookahead_slack): evicting
+  // earlier picks victims before the blocks born meanwhile, which MIN would
+  // rather evict, exist.
+  double evict_ahead_slack = 0.2;
   // Learn the iteration from the repeating kernel sequence when no
   // OnIterationMark() is given.
   bool detect_iterations = true;

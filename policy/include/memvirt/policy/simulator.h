@@ -59,6 +59,15 @@ struct SimConfig {
   // false: demand paging only (no prefetch, evict-ahead or host staging),
   // e.g. for the classic MIN traffic bound with the belady policy.
   bool prefetch = true;
+  // Belady plans prefetch and evict-ahead like the lifetime policy only when
+  // set; by default it runs demand-only, the traffic lower bound (Note
+  // [Belady bound] in simulator.cc).
+  bool belady_lookahead = false;
+  // Lookahead tuning of the lifetime policy (and of Belady with lookahead);
+  // see LifetimeOptions. Negative: the LifetimeOptions default.
+  double lookahead_slack = -1;
+  double plan_fraction = -1;
+  double evict_ahead_slack = -1;
 };
 
 struct IterationStats {
