@@ -557,6 +557,7 @@ absl::StatusOr<SimResult> Simulation::Run() {
     }
   }
   result_.policy = std::string(policy_->name());
+  const bool lookahead = UsesLookahead(config_);
   policy_->OnBudgetChange(config_.device_bytes);
   result_.per_iteration.resize(iterations);
   stats_ = &result_.per_iteration[0];
@@ -625,7 +626,7 @@ absl::StatusOr<SimResult> Simulation::Run() {
       }
       // Deaths first: their memory, usable at `end`, may take prefetches.
       for (uint32_t t : dies_[k]) Death(t, end);
-      if (config_.prefetch) {
+      if (lookahead) {
         Prefetch(start, step);
         Stage(start);
       }
@@ -648,6 +649,19 @@ absl::StatusOr<SimResult> Simulation::Run() {
 }
 
 }  // namespace
+
+// Note [Belady bound]
+//   By default the belady policy runs demand-only: victims by farthest next
+//   use (dead data first, dropped without write back), no prefetch, no
+//   evict-ahead, no host staging. That is MIN with dead-data drop, the
+//   traffic lower bound the lifetime policy is held to. Prefetching can only
+//   add traffic (a block brought in early holds memory longer); evicting
+//   ahead picks victims before the blocks born meanwhile exist.
+//   belady_lookahead gives it the lifetime policy's lookahead instead, for
+//   a time comparison with perfect knowledge.
+bool UsesLookahead(const SimConfig& config) {
+  return config.prefetch && (config.policy != PolicyKind::kBelady || config.belady_lookahead);
+}
 
 absl::StatusOr<SimResult> Simulate(const trace::Trace& trace, const SimConfig& config) {
   if (config.iterations < 1) return absl::InvalidArgumentError("iterations must be >= 1");

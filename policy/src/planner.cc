@@ -1,7 +1,6 @@
 #include "planner.h"
 
 #include <algorithm>
-#include <cstdlib>
 
 namespace memvirt::policy::internal {
 
@@ -267,11 +266,7 @@ const Planner::Window& Planner::PlanWindow() const {
         peak = std::max(peak, usage);
       }
       if (prefetch_open) w.peak_shortfall = peak;
-      if (prefetch_open &&
-          (!timed || t_us <= evict_horizon_us ||
-           t_us <= (std::getenv("EVF") ? atof(std::getenv("EVF")) : 0.0) *
-                       static_cast<double>(peak - std::min(peak, held_resident)) /
-                       options_.h2d_bytes_per_us)) {
+      if (prefetch_open && (!timed || t_us <= evict_horizon_us)) {
         evict_peak = peak;
         evict_held = held_resident;
       }

@@ -22,7 +22,9 @@ constexpr char kUsage[] =
     "usage: memvirt-sim --trace FILE.jsonl[.gz] --policy lru|lifetime|belady\n"
     "                   --device-memory BYTES --host-memory BYTES --pcie-gbps X --ssd-gbps Y\n"
     "                   [--chunk BYTES (default 2M)] [--small-granularity BYTES (default 4K)]\n"
-    "                   [--iterations N (default 2)] [--no-prefetch] --json\n"
+    "                   [--iterations N (default 2)] [--no-prefetch] [--belady-lookahead]\n"
+    "                   [--lookahead-slack X] [--evict-ahead-slack X] [--plan-fraction X] --json\n"
+    "belady is demand-only (the traffic lower bound) unless --belady-lookahead.\n"
     "BYTES: K/M/G/T and Ki/Mi/Gi/Ti are binary, KB/MB/GB/TB decimal. GB/s are decimal.\n";
 
 int Usage(const std::string& error) {
@@ -37,6 +39,7 @@ int main(int argc, char** argv) {
   std::map<std::string, std::string> values;
   bool json = false;
   bool no_prefetch = false;
+  bool belady_lookahead = false;
   static const char* kValueFlags[] = {"--trace",       "--policy",     "--device-memory",
                                       "--host-memory", "--pcie-gbps",  "--ssd-gbps",
                                       "--chunk",       "--iterations", "--small-granularity",
@@ -54,6 +57,10 @@ int main(int argc, char** argv) {
     }
     if (arg == "--no-prefetch") {
       no_prefetch = true;
+      continue;
+    }
+    if (arg == "--belady-lookahead") {
+      belady_lookahead = true;
       continue;
     }
     std::string name = arg, value;
@@ -80,6 +87,7 @@ int main(int argc, char** argv) {
   }
   memvirt::policy::SimConfig config;
   config.prefetch = !no_prefetch;
+  config.belady_lookahead = belady_lookahead;
   auto policy = memvirt::policy::ParsePolicyKind(values["--policy"]);
   if (!policy.ok()) return Usage(std::string(policy.status().message()));
   config.policy = *policy;

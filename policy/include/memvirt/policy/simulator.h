@@ -99,6 +99,10 @@ struct SimResult {
   uint64_t kernels = 0;
 };
 
+// Whether the run prefetches, evicts ahead and stages (false for the default
+// belady run: the demand-only traffic bound).
+bool UsesLookahead(const SimConfig& config);
+
 // REQUIRES: config.iterations >= 1, positive bandwidths and chunk.
 // Fails with InvalidArgument for a bad config, FailedPrecondition if a
 // kernel's working set does not fit in device memory.
