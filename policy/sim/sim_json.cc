@@ -27,8 +27,8 @@ std::string FormatResultJson(const SimResult& r, const SimConfig& c) {
   absl::StrAppend(
       &out, "\"policy\":\"", r.policy, "\",\"chunk_bytes\":", c.chunk_bytes,
       ",\"small_granularity_bytes\":", c.small_granularity, ",\"iterations\":", c.iterations,
-      ",\"prefetch\":", UsesLookahead(c) ? "true" : "false", ",\"device_memory_bytes\":", c.device_bytes,
-      ",\"host_memory_bytes\":", c.host_bytes,
+      ",\"prefetch\":", UsesLookahead(c) ? "true" : "false",
+      ",\"device_memory_bytes\":", c.device_bytes, ",\"host_memory_bytes\":", c.host_bytes,
       ",\"pcie_gbps\":", absl::StrFormat("%.3f", c.pcie_gbps),
       ",\"ssd_gbps\":", absl::StrFormat("%.3f", c.ssd_gbps), ",\"ideal_us\":", Us(r.ideal_us),
       ",\"slowdown\":", absl::StrFormat("%.6f", r.slowdown), ",");

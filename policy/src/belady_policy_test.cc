@@ -154,5 +154,41 @@ TEST(BeladyPolicyTest, PrefetchCandidatesInOrderOfNeed) {
   EXPECT_EQ(p->PrefetchCandidates(250).size(), 2u);
 }
 
+TEST(BeladyPolicyTest, EvictsAheadOnlyForTheShortHorizon) {
+  // 1 byte/us, budget 1000 bytes, 100-byte blocks. Step 0 holds A, B, C
+  // (used again at steps 4..6); D is new at step 1 (t = 0 after step 0's
+  // end), E new at step 3 (t = 1010); D and E live until step 6. The window ends at step 3 (step 4
+  // starts at t = 6010, past 4 x 1000 us). With evict_ahead_slack 0.2 the
+  // evict-ahead horizon is 200 us: only D's 100 bytes are made room for now
+  // (C, the farthest); with 10 (10000 us) E's too (C, then B).
+  constexpr BlockId A = 1, B = 2, C = 3, D = 4, E = 5;
+  const std::vector<StepAccesses> future = {{0, {{A, R}, {B, R}, {C, R}}, 1},
+                                            {1, {{D, W}}, 10},
+                                            {2, {{D, R}}, 1000},
+                                            {3, {{E, W}}, 5000},
+                                            {4, {{A, R}}, 1},
+                                            {5, {{B, R}}, 1},
+                                            {6, {{C, R}, {D, R}, {E, R}}, 1}};
+  for (double slack : {0.2, 10.0}) {
+    LifetimeOptions opt;
+    opt.h2d_bytes_per_us = 1;
+    opt.lookahead_slack = 4;
+    opt.evict_ahead_slack = slack;
+    auto p = MakeBeladyPolicy(future, opt);
+    for (BlockId b : {A, B, C, D, E}) p->OnAlloc(b, BlockInfo{100, BlockKind::kActivation, false});
+    p->OnBudgetChange(1000);
+    p->OnAccess(0, future[0].accesses);
+    for (BlockId b : {A, B, C}) p->OnResident(b);
+    const std::vector<BlockId> ahead = p->EvictAheadCandidates([](BlockId) { return true; }, 0);
+    if (slack < 1) {
+      EXPECT_EQ(ahead, std::vector<BlockId>({C}));
+    } else {
+      EXPECT_EQ(ahead, std::vector<BlockId>({C, B}));
+    }
+    // Free memory covering the need leaves nothing to evict ahead.
+    EXPECT_TRUE(p->EvictAheadCandidates([](BlockId) { return true; }, 200).empty());
+  }
+}
+
 }  // namespace
 }  // namespace memvirt::policy

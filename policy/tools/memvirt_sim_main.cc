@@ -40,11 +40,11 @@ int main(int argc, char** argv) {
   bool json = false;
   bool no_prefetch = false;
   bool belady_lookahead = false;
-  static const char* kValueFlags[] = {"--trace",       "--policy",     "--device-memory",
-                                      "--host-memory", "--pcie-gbps",  "--ssd-gbps",
-                                      "--chunk",       "--iterations", "--small-granularity",
-                                      "--lookahead-slack", "--plan-fraction",
-                                      "--evict-ahead-slack"};
+  static const char* kValueFlags[] = {
+      "--trace",           "--policy",        "--device-memory",
+      "--host-memory",     "--pcie-gbps",     "--ssd-gbps",
+      "--chunk",           "--iterations",    "--small-granularity",
+      "--lookahead-slack", "--plan-fraction", "--evict-ahead-slack"};
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {

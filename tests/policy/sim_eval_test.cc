@@ -46,8 +46,8 @@ Run Simulate(const std::string& trace, const std::string& policy) {
   const auto& o = json->object;
   Run r;
   r.slowdown = o.at("slowdown").number;
-  r.traffic = o.at("h2d_bytes").number + o.at("d2h_bytes").number +
-              o.at("ssd_read_bytes").number + o.at("ssd_write_bytes").number;
+  r.traffic = o.at("h2d_bytes").number + o.at("d2h_bytes").number + o.at("ssd_read_bytes").number +
+              o.at("ssd_write_bytes").number;
   r.prefetch = o.at("prefetch").boolean;
   r.ideal_us = o.at("ideal_us").number;
   return r;

@@ -22,7 +22,8 @@
 //   - Prefetch: at each kernel start the policy's PrefetchCandidates() are
 //     issued in order, evicting only blocks it names via
 //     PickVictimForPrefetch(). Demand fetches are issued when the previous
-//     kernel ends.
+//     kernel ends. The belady policy runs demand-only unless
+//     belady_lookahead: the traffic lower bound.
 //   - Reported: the last iteration (G10 times the second of two); ideal_us is
 //     the compute sum of one iteration (what unlimited memory gives).
 //
