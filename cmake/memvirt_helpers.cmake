@@ -1,10 +1,11 @@
 # memvirt_add_test(NAME <name> SOURCES <src...> [LIBS <lib...>] [LABELS <label...>]
-#                  [ENV <VAR=value...>] [TIMEOUT <seconds>])
+#                  [ENV <VAR=value...>] [TIMEOUT <seconds>] [SERIAL])
 # A GoogleTest binary registered with ctest as one test per TEST() (gtest_discover_tests).
 # Label "unit" is added unless LABELS is given; "slow" tests are excluded from sanitizer runs
-# by .ci/run only if they are labelled so.
+# by .ci/run only if they are labelled so. SERIAL: ctest runs these tests alone (timing-sensitive
+# tests, e.g. bandwidth models), never beside others under ctest -j.
 function(memvirt_add_test)
-  cmake_parse_arguments(T "" "NAME;TIMEOUT" "SOURCES;LIBS;LABELS;ENV" ${ARGN})
+  cmake_parse_arguments(T "SERIAL" "NAME;TIMEOUT" "SOURCES;LIBS;LABELS;ENV" ${ARGN})
   if(NOT BUILD_TESTS)
     return()
   endif()
@@ -13,6 +14,11 @@ function(memvirt_add_test)
   endif()
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 300)
+  endif()
+  if(T_SERIAL)
+    set(T_SERIAL TRUE)
+  else()
+    set(T_SERIAL FALSE)
   endif()
   add_executable(${T_NAME} ${T_SOURCES})
   target_link_libraries(${T_NAME} PRIVATE ${T_LIBS} GTest::gtest GTest::gmock GTest::gtest_main
@@ -29,6 +35,7 @@ function(memvirt_add_test)
     "  set_tests_properties(\${${T_NAME}_TESTS} PROPERTIES\n"
     "    LABELS [==[${T_LABELS}]==]\n"
     "    TIMEOUT ${T_TIMEOUT}\n"
+    "    RUN_SERIAL ${T_SERIAL}\n"
     "    ENVIRONMENT [==[${T_ENV}]==])\n"
     "endif()\n")
   # file(GENERATE) evaluates generator expressions in ENV (e.g. $<TARGET_FILE:...>).

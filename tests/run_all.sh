@@ -4,7 +4,8 @@
 #   BUILD_DIR=build-asan SANITIZE=address ./tests/run_all.sh -LE slow
 # Extra arguments are passed to ctest (e.g. -L unit, -R Sim).
 # Environment: BUILD_DIR (default build), BUILD_TYPE (Release), SANITIZE (address|thread),
-# BUILD_BENCHMARKS (ON), JOBS (nproc), SKIP_DEPS=1 to skip the package check.
+# BUILD_BENCHMARKS (ON), JOBS (nproc), SKIP_DEPS=1 to skip the package check,
+# BUILD_TARGETS (space-separated; default all) to build only what the selected tests need.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,5 +20,7 @@ cmake -S . -B "$BUILD_DIR" \
   -DSANITIZE="${SANITIZE:-}" \
   -DBUILD_TESTS=ON \
   -DBUILD_BENCHMARKS="${BUILD_BENCHMARKS:-ON}"
-cmake --build "$BUILD_DIR" -j"$JOBS"
+targets=()
+for t in ${BUILD_TARGETS:-}; do targets+=(--target "$t"); done
+cmake --build "$BUILD_DIR" -j"$JOBS" "${targets[@]}"
 ctest --test-dir "$BUILD_DIR" --output-on-failure --no-tests=error -j"$JOBS" "$@"

@@ -36,16 +36,35 @@ int BlockAllocator::ClassOf(uint64_t bytes) {
 BlockAllocator::BlockAllocator(ChunkTable* table, uint32_t max_committed_chunks)
     : table_(table),
       max_committed_(max_committed_chunks),
+      range_cache_(kCacheMaxChunks + 1),
       class_free_(NumClasses()),
       class_current_slab_(NumClasses(), kNoIndex) {
+  for (auto& c : range_cache_) c.reserve(kCachePerCount);
   if (table_->size() > 0) {
     free_by_start_[0] = table_->size();
     free_by_size_.insert({table_->size(), 0});
   }
 }
 
+void BlockAllocator::FlushRangeCache() {
+  if (cached_ranges_ == 0) return;
+  for (uint32_t count = 1; count <= kCacheMaxChunks; ++count) {
+    for (uint32_t start : range_cache_[count]) InsertFreeRange(start, count);
+    range_cache_[count].clear();
+  }
+  cached_ranges_ = 0;
+}
+
 bool BlockAllocator::AllocateRange(uint32_t count, uint32_t* first) {
   if (count == 0 || committed_ + static_cast<uint64_t>(count) > max_committed_) return false;
+  if (count <= kCacheMaxChunks && !range_cache_[count].empty()) {
+    *first = range_cache_[count].back();  // Note [range cache]
+    range_cache_[count].pop_back();
+    --cached_ranges_;
+    committed_ += count;
+    return true;
+  }
+  FlushRangeCache();
   auto it = free_by_size_.lower_bound({count, 0});
   if (it == free_by_size_.end()) return false;
   uint32_t len = it->first, start = it->second;
@@ -62,6 +81,15 @@ bool BlockAllocator::AllocateRange(uint32_t count, uint32_t* first) {
 
 void BlockAllocator::FreeRange(uint32_t first, uint32_t count) {
   committed_ -= count;
+  if (count <= kCacheMaxChunks && range_cache_[count].size() < kCachePerCount) {
+    range_cache_[count].push_back(first);
+    ++cached_ranges_;
+    return;
+  }
+  InsertFreeRange(first, count);
+}
+
+void BlockAllocator::InsertFreeRange(uint32_t first, uint32_t count) {
   uint32_t start = first, len = count;
   auto next = free_by_start_.lower_bound(first);
   if (next != free_by_start_.end() && next->first == first + count) {

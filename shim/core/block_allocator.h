@@ -17,6 +17,15 @@
 //   Larger blocks are rounded up to whole chunks and placed best-fit in a
 //   free-range map (coalescing on free), so every chunk of a large block
 //   belongs to that block alone and can be paged independently of others.
+//
+// Note [range cache]
+//   Programs free and re-allocate large blocks of the same sizes every
+//   iteration. A freed range of up to kCacheMaxChunks chunks is therefore
+//   kept in a per-count cache (up to kCachePerCount ranges each) instead of
+//   being merged into the free-range map; an allocation of that count pops
+//   it, which costs no map operation and no heap allocation. On a miss the
+//   cache is flushed into the map first, so best fit and coalescing see every
+//   free range exactly as without the cache.
 #ifndef MEMVIRT_SHIM_CORE_BLOCK_ALLOCATOR_H_
 #define MEMVIRT_SHIM_CORE_BLOCK_ALLOCATOR_H_
 
@@ -77,8 +86,13 @@ class BlockAllocator {
     std::vector<uint64_t> live_bits;
   };
 
+  static constexpr uint32_t kCacheMaxChunks = 64;
+  static constexpr size_t kCachePerCount = 4;
+
   bool AllocateRange(uint32_t count, uint32_t* first);
   void FreeRange(uint32_t first, uint32_t count);
+  void InsertFreeRange(uint32_t first, uint32_t count);  // map only, no accounting
+  void FlushRangeCache();
   bool AllocateSmall(int size_class, uint64_t* offset, Allocation* out);
 
   ChunkTable* table_;
@@ -87,6 +101,8 @@ class BlockAllocator {
   uint64_t live_bytes_ = 0;
   std::map<uint32_t, uint32_t> free_by_start_;            // start -> count
   std::set<std::pair<uint32_t, uint32_t>> free_by_size_;  // (count, start)
+  std::vector<std::vector<uint32_t>> range_cache_;  // per chunk count: free range starts
+  uint32_t cached_ranges_ = 0;
   std::vector<Slab> slabs_;
   std::vector<std::vector<uint64_t>> class_free_;  // per class: free object offsets
   std::vector<uint32_t> class_current_slab_;       // per class: slab being carved

@@ -44,7 +44,7 @@ struct ChunkEntry {
   // Ownership (allocator).
   ChunkKind kind = ChunkKind::kFree;
   uint8_t size_class = 0;           // kSlab: size class index
-  uint32_t owner_first = kNoIndex;  // kLarge: first chunk of the block; kSlab: self
+  uint32_t owner_first = kNoIndex;  // kLarge: first chunk of the block; kSlab: self; kFree: kNoIndex
   uint32_t owner_count = 0;         // kLarge: chunks in the block; kSlab: 1
   uint32_t slab = kNoIndex;         // kSlab: index of the allocator's slab record
   uint64_t block_bytes = 0;         // kLarge, at owner_first only: requested bytes
@@ -53,6 +53,7 @@ struct ChunkEntry {
   Residence residence = Residence::kUnbacked;
   bool live_data = false;     // contents may still be read (false once freed)
   bool use_overflow = false;  // more streams touched it than uses[] holds
+  bool dead_listed = false;   // in ShimCore's list of freed chunks still backed
   uint8_t num_uses = 0;
   uint32_t phys = kNoIndex;  // device handle index or host slot index
   uint64_t fill_seq = 0;     // copy-stream sequence of the last page-in (0: none)
@@ -82,6 +83,7 @@ class ChunkTable {
   }
 
   ChunkEntry& operator[](uint32_t index) { return entries_[index]; }
+  ChunkEntry* data() { return entries_.data(); }
   const ChunkEntry& operator[](uint32_t index) const { return entries_[index]; }
 
  private:

@@ -21,7 +21,7 @@ struct ShimConfig {
   uint64_t host_budget = 0;              // MEMSHIM_HOST_BUDGET; 0 = half of physical RAM
   uint64_t va_bytes = 0;                 // MEMSHIM_VA_SIZE; 0 = derived from the budgets
   std::string daemon_socket;             // MEMSHIM_DAEMON_SOCKET
-  std::string policy = "lru";            // MEMSHIM_POLICY: lru | lifetime
+  std::string policy = "lifetime";       // MEMSHIM_POLICY: lifetime | lru | library-lru
   LogLevel log_level = LogLevel::kWarn;  // MEMSHIM_LOG
   uint32_t event_batch = 32;             // MEMSHIM_EVENT_BATCH: launches per batched event
 };

@@ -49,7 +49,7 @@ TEST(ShimConfigTest, ReadsEnvironment) {
   c = ParseShimConfig(&FakeGetenv);
   EXPECT_FALSE(c.disabled);
   EXPECT_EQ(c.device_budget, 0u);
-  EXPECT_EQ(c.policy, "lru");
+  EXPECT_EQ(c.policy, "lifetime");  // the default
   EXPECT_EQ(c.log_level, LogLevel::kWarn);
   g_env = nullptr;
 }

@@ -31,6 +31,7 @@ class LruPolicy : public ResidencyPolicy {
   void OnBudgetChange(uint64_t) override {}
   bool PickVictim(Eligible eligible, void* context, uint32_t* victim) override;
   std::vector<uint32_t> PrefetchCandidates(uint64_t byte_limit) override;
+  bool MayPrefetch() const override { return !missed_.empty(); }
 
   // For tests: resident chunks from most to least recently used.
   std::vector<uint32_t> OrderForTest() const;

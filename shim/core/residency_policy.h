@@ -36,6 +36,9 @@ class ResidencyPolicy {
   virtual bool PickVictim(Eligible eligible, void* context, uint32_t* victim) = 0;
   // Non-resident chunks worth fetching now, soonest first, within byte_limit.
   virtual std::vector<uint32_t> PrefetchCandidates(uint64_t /*byte_limit*/) { return {}; }
+  // False if PrefetchCandidates() would certainly return nothing now (lets
+  // the launch fast path skip the call).
+  virtual bool MayPrefetch() const { return true; }
 };
 
 // "lru" (default) or "lifetime". Uses the memvirt_policy library when the

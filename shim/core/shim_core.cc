@@ -130,7 +130,8 @@ void ShimCore::OnChunksFreed(uint32_t first, uint32_t count) {
     e.live_data = false;
     if (e.residence == Residence::kUnbacked) {
       --unbacked_owned_;
-    } else {
+    } else if (!e.dead_listed) {  // once: warm blocks are freed again and again
+      e.dead_listed = true;
       dead_.push_back(c);
     }
     policy_->OnFree(c);
@@ -373,9 +374,16 @@ const ShimCore::ParamLayout& ShimCore::LayoutOf(CUfunction function) {
     }
     if (r == CUDA_SUCCESS) {
       layout.params.emplace_back(static_cast<uint32_t>(offset), static_cast<uint32_t>(size));
+      for (size_t off = 0; off + sizeof(uint64_t) <= size; off += sizeof(uint64_t)) {
+        layout.words.push_back({static_cast<uint32_t>(i), static_cast<uint32_t>(off)});
+      }
       continue;
     }
     layout.known = r == CUDA_ERROR_INVALID_VALUE;
+    layout.one_word_each = layout.words.size() == layout.params.size();
+    for (size_t k = 0; k < layout.words.size() && layout.one_word_each; ++k) {
+      layout.one_word_each = layout.words[k].param == k && layout.words[k].offset == 0;
+    }
     if (!layout.known) {
       MEMSHIM_LOG(kInfo, "no parameter info for kernel %p (%d): its launches are opaque",
                   static_cast<void*>(function), r);
@@ -392,13 +400,67 @@ void ShimCore::TouchChunk(uint32_t chunk) {
   touched_.push_back(chunk);
 }
 
+void ShimCore::TouchBlock(uint32_t first) {
+  const uint32_t count = table_[first].owner_count;
+  for (uint32_t c = first; c < first + count; ++c) TouchChunk(c);
+}
+
 inline void ShimCore::TouchWord(uint64_t word) {
   if (!table_.Contains(word)) return;  // one subtract-and-compare
-  const ChunkEntry& e = table_[table_.IndexOf(word)];
-  if (e.kind == ChunkKind::kFree) return;
-  const uint32_t first = e.owner_first;
+  const uint32_t first = table_[table_.IndexOf(word)].owner_first;
+  if (first == kNoIndex) return;              // not part of a live block
   if (table_[first].stamp == stamp_) return;  // whole block already touched
-  for (uint32_t c = first; c < first + e.owner_count; ++c) TouchChunk(c);
+  TouchBlock(first);
+}
+
+// The hot loop of every launch (Note [residency before launch]): per 8-byte
+// argument word one subtract-and-compare against the reservation, then one
+// chunk-table load. Consecutive words into the same block (the common case of
+// several pointers into one tensor or slab) are skipped without touching the
+// table again; otherwise the per-operation stamp in the block's first entry
+// deduplicates. Locals keep the compiler from reloading members through the
+// aliasing `char` reads.
+void ShimCore::ScanArgs(const ParamLayout& layout, void** params) {
+  const uint64_t base = table_.base(), limit = table_.bytes();
+  ChunkEntry* const entries = table_.data();
+  const uint64_t stamp = stamp_;
+  uint32_t last_block = kNoIndex;
+  auto scan_word = [&](const char* p) MEMSHIM_REQUIRES(mu_) {
+    uint64_t word;
+    memcpy(&word, p, sizeof(word));
+    const uint64_t offset = word - base;
+    if (offset >= limit) return;
+    const uint32_t first = entries[offset >> kChunkShift].owner_first;
+    if (first == last_block || first == kNoIndex) return;
+    last_block = first;
+    if (entries[first].stamp == stamp) return;
+    TouchBlock(first);
+  };
+  if (layout.one_word_each) {  // the common case: pointers and 8-byte scalars
+    const size_t n = layout.params.size();
+    for (size_t i = 0; i < n; ++i) {
+      if (params[i] != nullptr) scan_word(static_cast<const char*>(params[i]));
+    }
+    return;
+  }
+  for (const ArgWord& w : layout.words) {
+    const char* p = static_cast<const char*>(params[w.param]);
+    if (p != nullptr) scan_word(p + w.offset);
+  }
+}
+
+// True if every chunk the operation touches is on the device with its fill
+// complete: the launch then needs no residency work at all.
+bool ShimCore::AllResident() {
+  for (uint32_t c : touched_) {
+    ChunkEntry& e = table_[c];
+    if (e.residence != Residence::kDevice) return false;
+    if (e.fill_seq != 0) {
+      if (!tracker_->IsComplete(copy_index_, e.fill_seq)) return false;
+      e.fill_seq = 0;  // known complete: later checks stop here
+    }
+  }
+  return true;
 }
 
 void ShimCore::TouchRange(const MemRange& range) {
@@ -498,13 +560,17 @@ bool ShimCore::ReclaimDead(bool device, bool host) {
   for (size_t i = 0; i < dead_.size(); ++i) {
     const uint32_t c = dead_[i];
     ChunkEntry& e = table_[c];
-    if (e.kind != ChunkKind::kFree || e.residence == Residence::kUnbacked) continue;  // drop
+    if (e.kind != ChunkKind::kFree || e.residence == Residence::kUnbacked) {
+      e.dead_listed = false;  // reused or already reclaimed: leaves the list
+      continue;
+    }
     const bool wanted =
         (device && e.residence == Residence::kDevice) || (host && e.residence == Residence::kHost);
     if (reclaimed || !wanted || !ChunkIdle(c)) {
       dead_[k++] = c;
       continue;
     }
+    e.dead_listed = false;
     pool_->UnmapAt(table_.AddressOf(c));
     if (e.residence == Residence::kDevice) {
       pool_->ReleaseDevice(e.phys);
@@ -703,6 +769,15 @@ CUresult ShimCore::PageIn(uint32_t chunk, bool may_evict) {
 CUresult ShimCore::MakeResident(uint32_t stream, bool host_wait, bool capturing, Ticket* ticket) {
   const uint64_t step = ++step_;
   policy_->OnAccess(step, touched_.data(), touched_.size());
+  if (!capturing && AllResident() &&
+      (!policy_->MayPrefetch() || pool_->device_in_use() >= pool_->device_limit())) {
+    // Fast path: nothing to page, fill or prefetch; only the use is recorded.
+    const uint64_t seq = tracker_->Issue(stream);
+    for (uint32_t c : touched_) AddUse(c, stream, seq);
+    ticket->window = tracker_->EnqueueCounter(stream);
+    ticket->window->fetch_add(1, std::memory_order_acq_rel);
+    return CUDA_SUCCESS;
+  }
   filled_.clear();
   releasing_.clear();
   CUresult result = CUDA_SUCCESS;
@@ -785,20 +860,7 @@ CUresult ShimCore::BeforeLaunch(CUfunction function, void** params, void** extra
   if (params != nullptr) {
     const ParamLayout& layout = LayoutOf(function);
     decodable = layout.known;
-    if (decodable) {
-      // The hot loop: one subtract-and-compare per 8-byte word.
-      const uint64_t base = table_.base(), limit = table_.bytes();
-      for (size_t i = 0; i < layout.params.size(); ++i) {
-        const char* p = static_cast<const char*>(params[i]);
-        const uint32_t size = layout.params[i].second;
-        if (p == nullptr) continue;
-        for (uint32_t off = 0; off + sizeof(uint64_t) <= size; off += sizeof(uint64_t)) {
-          uint64_t word;
-          memcpy(&word, p + off, sizeof(word));
-          if (word - base < limit) TouchWord(word);
-        }
-      }
-    }
+    if (decodable) ScanArgs(layout, params);
   } else if (extra != nullptr) {
     const void* buffer = nullptr;
     size_t bytes = 0;

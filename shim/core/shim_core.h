@@ -68,7 +68,7 @@ struct CoreOptions {
   uint64_t host_budget = 0;    // 0: half of the physical RAM
   uint64_t va_bytes = 0;       // 0: 1.25 x (device + host budget), at least 1 GiB
   uint32_t event_batch = 32;
-  std::string policy = "lru";
+  std::string policy = "lifetime";
 };
 
 // A byte range an operation may touch.
@@ -166,9 +166,16 @@ class ShimCore {
   Residence ResidenceOf(CUdeviceptr ptr) MEMSHIM_EXCLUDES(mu_);
 
  private:
+  // One 8-byte argument word: params[param] + offset.
+  struct ArgWord {
+    uint32_t param;
+    uint32_t offset;
+  };
   struct ParamLayout {
     bool known = false;
     std::vector<std::pair<uint32_t, uint32_t>> params;  // (offset, size)
+    std::vector<ArgWord> words;                         // every 8-byte word, flattened
+    bool one_word_each = false;  // every parameter is exactly one word at offset 0
   };
   struct PendingFree {
     uint64_t offset;
@@ -185,7 +192,10 @@ class ShimCore {
   // Argument scanning.
   const ParamLayout& LayoutOf(CUfunction function) MEMSHIM_REQUIRES(mu_);
   void TouchWord(uint64_t word) MEMSHIM_REQUIRES(mu_);
+  void TouchBlock(uint32_t first) MEMSHIM_REQUIRES(mu_);
   void TouchChunk(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
+  void ScanArgs(const ParamLayout& layout, void** params) MEMSHIM_REQUIRES(mu_);
+  bool AllResident() MEMSHIM_REQUIRES(mu_);
   void TouchRange(const MemRange& range) MEMSHIM_REQUIRES(mu_);
   void ScanBytes(const void* data, size_t bytes) MEMSHIM_REQUIRES(mu_);
 
