@@ -6,10 +6,11 @@
 //   memvirt-bench nvme [...]                 NVMe tier benchmark, if built
 //
 // Counters:
-//   BM_Launch/N       passthrough_ns: cuLaunchKernel on the driver alone;
+//   BM_Launch/N/P     (P: 0 = MEMSHIM_POLICY=lru, 1 = lifetime) passthrough_ns: cuLaunchKernel on
+//   the driver alone;
 //                     added_ns: the shim's work around it (argument scan of N
 //                     pointers, residency check, sequence/event bookkeeping).
-//   BM_ShimLaunchWork/N  the shim's work alone (CPU time column = added ns
+//   BM_ShimLaunchWork/N/P  the shim's work alone (CPU time column = added ns
 //                     per intercepted launch); BM_DriverLaunch/N: the driver's
 //                     launch alone, for comparison.
 //   BM_AllocFree/B    shim_ns: alloc+free pair from the shim's warm pool;
@@ -17,8 +18,10 @@
 //   BM_Paging         paging_GBps: chunks paged device->host->device per
 //                     second (bytes moved both ways); driver_copy_GBps: the
 //                     same bytes with plain cuMemcpyDtoH/HtoD of 2 MiB on the
-//                     same driver; ratio = paging / driver copy;
-//                     host_memcpy_GBps: std::memcpy, for reference.
+//                     same driver over as many distinct chunks as are paged;
+//                     ratio = paging / driver copy; driver_copy_hot_GBps and
+//                     ratio_hot: the same with one cache-resident 2 MiB buffer
+//                     pair; host_memcpy_GBps: std::memcpy, for reference.
 #include <benchmark/benchmark.h>
 #include <cuda.h>
 #include <dlfcn.h>
@@ -43,6 +46,9 @@ namespace memvirt::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// Second argument of the launch benchmarks: the residency policy.
+constexpr const char* kPolicies[] = {"lru", "lifetime"};
 
 void* Resolve(void* handle, const char* name) { return dlsym(handle, name); }
 
@@ -87,8 +93,10 @@ Env& GetEnv() {
   return *env;
 }
 
-std::unique_ptr<shim::ShimCore> MakeCore(Env& env, uint64_t device, uint64_t host) {
+std::unique_ptr<shim::ShimCore> MakeCore(Env& env, uint64_t device, uint64_t host,
+                                         const char* policy = nullptr) {
   shim::CoreOptions options;
+  if (policy != nullptr) options.policy = policy;
   options.device_budget = device;
   options.host_budget = host;
   std::unique_ptr<shim::ShimCore> core;
@@ -103,7 +111,9 @@ void BM_Launch(benchmark::State& state) {
   if (!env.ok) return state.SkipWithError("no driver or bench kernels");
   const int nargs = static_cast<int>(state.range(0));
   CUfunction f = nargs == 8 ? env.noop8 : env.noop64;
-  auto core = MakeCore(env, 256ull << 20, 256ull << 20);
+  const char* policy = kPolicies[state.range(1)];
+  state.SetLabel(policy);
+  auto core = MakeCore(env, 256ull << 20, 256ull << 20, policy);
   if (!core) return state.SkipWithError("core creation failed");
   std::vector<CUdeviceptr> ptrs(nargs);
   for (auto& p : ptrs) core->Alloc(&p, 4096);
@@ -132,7 +142,7 @@ void BM_Launch(benchmark::State& state) {
   state.counters["added_ns"] = added / n;
   state.counters["passthrough_ns"] = pass / n;
 }
-BENCHMARK(BM_Launch)->Arg(8)->Arg(64);
+BENCHMARK(BM_Launch)->ArgsProduct({{8, 64}, {0, 1}});
 
 // The shim's work per intercepted launch alone (no driver call): its CPU time
 // per iteration is the added cost, robust against preemption on a loaded
@@ -142,7 +152,9 @@ void BM_ShimLaunchWork(benchmark::State& state) {
   if (!env.ok) return state.SkipWithError("no driver or bench kernels");
   const int nargs = static_cast<int>(state.range(0));
   CUfunction f = nargs == 8 ? env.noop8 : env.noop64;
-  auto core = MakeCore(env, 256ull << 20, 256ull << 20);
+  const char* policy = kPolicies[state.range(1)];
+  state.SetLabel(policy);
+  auto core = MakeCore(env, 256ull << 20, 256ull << 20, policy);
   if (!core) return state.SkipWithError("core creation failed");
   std::vector<CUdeviceptr> ptrs(nargs);
   for (auto& p : ptrs) core->Alloc(&p, 4096);
@@ -155,7 +167,7 @@ void BM_ShimLaunchWork(benchmark::State& state) {
   }
   core->Synchronize();
 }
-BENCHMARK(BM_ShimLaunchWork)->Arg(8)->Arg(64);
+BENCHMARK(BM_ShimLaunchWork)->ArgsProduct({{8, 64}, {0, 1}});
 
 // cuLaunchKernel on the driver alone, for the same kernels.
 void BM_DriverLaunch(benchmark::State& state) {
@@ -239,26 +251,39 @@ void BM_Paging(benchmark::State& state) {
   const auto after = core->stats();
   const double moved =
       double(after.page_ins - before.page_ins + after.evictions - before.evictions) * kChunk;
-  // The same bytes moved by plain driver copies between a device buffer and
-  // pinned host memory, 2 MiB at a time, alternating directions.
-  CUdeviceptr dev = 0;
-  void* host = nullptr;
-  double copied = 0, cseconds = 0;
-  if (cuMemAlloc(&dev, kChunk) == CUDA_SUCCESS &&
-      cuMemHostAlloc(&host, kChunk, 0) == CUDA_SUCCESS) {
-    auto c0 = Clock::now();
-    for (size_t k = 0; copied < moved || k < 64; ++k) {
-      if (k % 2 == 0) {
-        cuMemcpyDtoH(host, dev, kChunk);
-      } else {
-        cuMemcpyHtoD(dev, host, kChunk);
+  // The same bytes moved by plain driver copies between device memory and
+  // pinned host memory, 2 MiB at a time, alternating directions, over
+  // `footprint` distinct chunks on each side. footprint = the paged set
+  // (blocks.size()): the same sizes and the same memory traffic as paging;
+  // footprint = 1: one cache-resident buffer pair (an upper bound).
+  auto driver_copies = [&](size_t footprint, double* copied) {
+    CUdeviceptr dev = 0;
+    void* host = nullptr;
+    double cseconds = 0;
+    *copied = 0;
+    if (cuMemAlloc(&dev, footprint * kChunk) == CUDA_SUCCESS &&
+        cuMemHostAlloc(&host, footprint * kChunk, 0) == CUDA_SUCCESS) {
+      std::memset(host, 3, footprint * kChunk);
+      cuMemsetD8(dev, 4, footprint * kChunk);
+      auto c0 = Clock::now();
+      for (size_t k = 0; *copied < moved || k < 64; ++k) {
+        const size_t at = (k / 2) % footprint * kChunk;
+        if (k % 2 == 0) {
+          cuMemcpyDtoH(static_cast<char*>(host) + at, dev + at, kChunk);
+        } else {
+          cuMemcpyHtoD(dev + at, static_cast<char*>(host) + at, kChunk);
+        }
+        *copied += kChunk;
       }
-      copied += kChunk;
+      cseconds = std::chrono::duration<double>(Clock::now() - c0).count();
     }
-    cseconds = std::chrono::duration<double>(Clock::now() - c0).count();
-  }
-  if (host != nullptr) cuMemFreeHost(host);
-  if (dev != 0) cuMemFree(dev);
+    if (host != nullptr) cuMemFreeHost(host);
+    if (dev != 0) cuMemFree(dev);
+    return cseconds;
+  };
+  double copied = 0, hot_copied = 0;
+  const double cseconds = driver_copies(blocks.size(), &copied);
+  const double hot_seconds = driver_copies(1, &hot_copied);
   // And by host memcpy, for reference.
   std::vector<char> a(kChunk * 16), b(kChunk * 16);
   std::memset(a.data(), 1, a.size());
@@ -273,8 +298,11 @@ void BM_Paging(benchmark::State& state) {
   const double mseconds = std::chrono::duration<double>(Clock::now() - m0).count();
   const double paging = moved / seconds / 1e9;
   const double copy_rate = cseconds > 0 ? copied / cseconds / 1e9 : 0;
+  const double hot_rate = hot_seconds > 0 ? hot_copied / hot_seconds / 1e9 : 0;
   state.counters["paging_GBps"] = paging;
   state.counters["driver_copy_GBps"] = copy_rate;
+  state.counters["driver_copy_hot_GBps"] = hot_rate;
+  state.counters["ratio_hot"] = hot_rate > 0 ? paging / hot_rate : 0;
   state.counters["host_memcpy_GBps"] = mcopied / mseconds / 1e9;
   state.counters["ratio"] = copy_rate > 0 ? paging / copy_rate : 0;
   state.counters["touches"] = double(touches);

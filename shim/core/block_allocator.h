@@ -101,7 +101,7 @@ class BlockAllocator {
   uint64_t live_bytes_ = 0;
   std::map<uint32_t, uint32_t> free_by_start_;            // start -> count
   std::set<std::pair<uint32_t, uint32_t>> free_by_size_;  // (count, start)
-  std::vector<std::vector<uint32_t>> range_cache_;  // per chunk count: free range starts
+  std::vector<std::vector<uint32_t>> range_cache_;        // per chunk count: free range starts
   uint32_t cached_ranges_ = 0;
   std::vector<Slab> slabs_;
   std::vector<std::vector<uint64_t>> class_free_;  // per class: free object offsets

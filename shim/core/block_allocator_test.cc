@@ -109,6 +109,25 @@ TEST_F(BlockAllocatorTest, CapacityLimitsCommittedChunksAndFreeRestoresIt) {
   EXPECT_EQ(a.offset, blocks[3]);
 }
 
+TEST_F(BlockAllocatorTest, FreedLargeRangeIsReusedForTheSameSize) {
+  BlockAllocator::Allocation a, b, c;
+  ASSERT_TRUE(alloc_.Allocate(4 << 20, &a));
+  ASSERT_TRUE(alloc_.Allocate(4 << 20, &b));
+  BlockAllocator::Release rel;
+  ASSERT_TRUE(alloc_.Free(a.offset, &rel));
+  EXPECT_EQ(alloc_.committed_chunks(), 2u);
+  ASSERT_TRUE(alloc_.Allocate(3 << 20, &c));  // same chunk count: the cached range
+  EXPECT_EQ(c.offset, a.offset);
+  EXPECT_EQ(c.new_first, a.new_first);
+  EXPECT_EQ(c.new_count, 2u);
+  EXPECT_EQ(alloc_.committed_chunks(), 4u);
+  uint64_t base = 0, bytes = 0;
+  ASSERT_TRUE(alloc_.Lookup(c.offset + (3 << 20) - 1, &base, &bytes));
+  EXPECT_EQ(bytes, 3u << 20);
+  EXPECT_FALSE(alloc_.Lookup(c.offset + (3 << 20), &base, &bytes));
+  ASSERT_FALSE(alloc_.Free(a.offset + kChunkBytes, &rel));  // interior chunk
+}
+
 TEST_F(BlockAllocatorTest, RandomizedAllocFreeKeepsBlocksDisjoint) {
   std::mt19937_64 rng(7);
   std::map<uint64_t, uint64_t> live;  // offset -> size

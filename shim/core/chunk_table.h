@@ -43,17 +43,19 @@ inline constexpr int kMaxUses = 4;
 struct ChunkEntry {
   // Ownership (allocator).
   ChunkKind kind = ChunkKind::kFree;
-  uint8_t size_class = 0;           // kSlab: size class index
-  uint32_t owner_first = kNoIndex;  // kLarge: first chunk of the block; kSlab: self; kFree: kNoIndex
-  uint32_t owner_count = 0;         // kLarge: chunks in the block; kSlab: 1
-  uint32_t slab = kNoIndex;         // kSlab: index of the allocator's slab record
-  uint64_t block_bytes = 0;         // kLarge, at owner_first only: requested bytes
+  uint8_t size_class = 0;  // kSlab: size class index
+  uint32_t owner_first =
+      kNoIndex;              // kLarge: first chunk of the block; kSlab: self; kFree: kNoIndex
+  uint32_t owner_count = 0;  // kLarge: chunks in the block; kSlab: 1
+  uint32_t slab = kNoIndex;  // kSlab: index of the allocator's slab record
+  uint64_t block_bytes = 0;  // kLarge, at owner_first only: requested bytes
 
   // Backing (residency manager).
   Residence residence = Residence::kUnbacked;
   bool live_data = false;     // contents may still be read (false once freed)
   bool use_overflow = false;  // more streams touched it than uses[] holds
   bool dead_listed = false;   // in ShimCore's list of freed chunks still backed
+  bool evicting = false;      // page-out copy in flight (Note [pipelined page-out])
   uint8_t num_uses = 0;
   uint32_t phys = kNoIndex;  // device handle index or host slot index
   uint64_t fill_seq = 0;     // copy-stream sequence of the last page-in (0: none)

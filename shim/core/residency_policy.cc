@@ -20,7 +20,7 @@ std::unique_ptr<ResidencyPolicy> MakeResidencyPolicy(const std::string& name, ui
   }
 #else
   if (name == "lifetime") {
-    MEMSHIM_LOG(kWarn, "policy 'lifetime' needs the policy library; using 'lru'");
+    MEMSHIM_LOG(kInfo, "policy 'lifetime' needs the policy library; using 'lru'");
   }
 #endif
   if (name != "lru" && name != "lifetime" && name != "library-lru") {

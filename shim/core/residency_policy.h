@@ -41,7 +41,7 @@ class ResidencyPolicy {
   virtual bool MayPrefetch() const { return true; }
 };
 
-// "lru" (default) or "lifetime". Uses the memvirt_policy library when the
+// "lifetime" (the default), "lru" or "library-lru". Uses the memvirt_policy library when the
 // shim was built with it, the built-in LRU otherwise (and for unknown names).
 std::unique_ptr<ResidencyPolicy> MakeResidencyPolicy(const std::string& name, uint32_t num_chunks);
 

@@ -397,6 +397,7 @@ void ShimCore::TouchChunk(uint32_t chunk) {
   ChunkEntry& e = table_[chunk];
   if (e.stamp == stamp_) return;
   e.stamp = stamp_;
+  if (e.evicting) CancelPageOut(chunk);  // used again before its page-out finished
   touched_.push_back(chunk);
 }
 
@@ -550,7 +551,7 @@ void ShimCore::AddUse(uint32_t chunk, uint32_t stream, uint64_t seq) {
 bool ShimCore::EligibleThunk(void* self, uint32_t chunk) {
   ShimCore* core = static_cast<ShimCore*>(self);
   const ChunkEntry& e = core->table_[chunk];
-  if (e.residence != Residence::kDevice || e.stamp == core->stamp_) return false;
+  if (e.residence != Residence::kDevice || e.stamp == core->stamp_ || e.evicting) return false;
   return !core->require_idle_ || core->ChunkIdle(chunk);
 }
 
@@ -562,6 +563,10 @@ bool ShimCore::ReclaimDead(bool device, bool host) {
     ChunkEntry& e = table_[c];
     if (e.kind != ChunkKind::kFree || e.residence == Residence::kUnbacked) {
       e.dead_listed = false;  // reused or already reclaimed: leaves the list
+      continue;
+    }
+    if (e.evicting) {  // its page-out copy is reading it
+      dead_[k++] = c;
       continue;
     }
     const bool wanted =
@@ -586,17 +591,23 @@ bool ShimCore::ReclaimDead(bool device, bool host) {
   return reclaimed;
 }
 
-uint32_t ShimCore::EvictBatch(const std::vector<uint32_t>& victims) {
-  std::vector<std::pair<uint32_t, uint32_t>> moves;  // (chunk, host slot)
-  std::vector<uint32_t> drops;
+uint32_t ShimCore::StartPageOut(const std::vector<uint32_t>& victims, bool may_wait) {
+  uint32_t dropped = 0;
+  const size_t before = inflight_.size();
   for (uint32_t v : victims) {
     ChunkEntry& e = table_[v];
-    if (!e.live_data) {
-      drops.push_back(v);
+    if (!e.live_data) {  // dead data: reclaimed at once, without a copy
+      if (pool_->UnmapAt(table_.AddressOf(v)) != CUDA_SUCCESS) continue;
+      pool_->ReleaseDevice(e.phys);
+      e.residence = Residence::kUnbacked;
+      if (e.kind != ChunkKind::kFree) ++unbacked_owned_;
+      policy_->OnEvicted(v);
+      ++stats_.drops;
+      ++dropped;
       continue;
     }
     uint32_t slot;
-    if (AcquireHost(&slot) != CUDA_SUCCESS) break;
+    if ((may_wait ? AcquireHost(&slot) : pool_->AcquireHost(&slot)) != CUDA_SUCCESS) break;
     CUresult r = driver_->cuMemcpyDtoDAsync_v2(pool_->mirror(slot), table_.AddressOf(v),
                                                kChunkBytes, copy_stream_);
     if (r != CUDA_SUCCESS) {
@@ -604,50 +615,91 @@ uint32_t ShimCore::EvictBatch(const std::vector<uint32_t>& victims) {
       pool_->ReleaseHost(slot);
       break;
     }
-    moves.emplace_back(v, slot);
+    e.evicting = true;
+    inflight_.push_back({v, slot, false});
   }
-  if (!moves.empty()) {
-    const uint64_t seq = tracker_->Issue(copy_index_);
-    ++stats_.host_waits;
-    if (tracker_->WaitFor(copy_index_, seq) != CUDA_SUCCESS) {
-      MEMSHIM_LOG(kError, "page-out copy did not complete cleanly");
+  if (inflight_.size() > before) {
+    inflight_seq_ = tracker_->Issue(copy_index_);
+    // An event right behind the page-outs: waiting for them later does not
+    // wait for the page-ins enqueued after them.
+    CUevent ignored;
+    tracker_->Cover(copy_index_, inflight_seq_, &ignored);
+  }
+  return dropped;
+}
+
+void ShimCore::CancelPageOut(uint32_t chunk) {
+  for (InflightMove& m : inflight_) {
+    if (m.chunk == chunk && !m.cancelled) {
+      m.cancelled = true;  // its slot is released once the copy is done
+      ++stats_.cancelled_page_outs;
     }
   }
+  table_[chunk].evicting = false;
+}
+
+uint32_t ShimCore::FinishPageOut() {
+  if (inflight_.empty()) return 0;
+  ++stats_.host_waits;
+  if (tracker_->WaitFor(copy_index_, inflight_seq_) != CUDA_SUCCESS) {
+    MEMSHIM_LOG(kError, "page-out copy did not complete cleanly");
+  }
   uint32_t done = 0;
-  for (auto [v, slot] : moves) {
-    ChunkEntry& e = table_[v];
-    const CUdeviceptr va = table_.AddressOf(v);
+  for (const InflightMove& m : inflight_) {
+    ChunkEntry& e = table_[m.chunk];
+    if (m.cancelled) {  // touched meanwhile: the device copy stays authoritative
+      pool_->ReleaseHost(m.slot);
+      continue;
+    }
+    e.evicting = false;
+    const CUdeviceptr va = table_.AddressOf(m.chunk);
     CUresult r = pool_->UnmapAt(va);
-    if (r == CUDA_SUCCESS) r = pool_->MapAt(va, pool_->host_handle(slot));
+    if (r == CUDA_SUCCESS) r = pool_->MapAt(va, pool_->host_handle(m.slot));
     if (r != CUDA_SUCCESS) {
       MEMSHIM_LOG(kError, "remapping an evicted chunk failed (%d)", r);
       pool_->MapAt(va, pool_->device_handle(e.phys));
-      pool_->ReleaseHost(slot);
+      pool_->ReleaseHost(m.slot);
       continue;
     }
     pool_->ReleaseDevice(e.phys);
     e.residence = Residence::kHost;
-    e.phys = slot;
-    policy_->OnEvicted(v);
+    e.phys = m.slot;
+    policy_->OnEvicted(m.chunk);
     ++stats_.evictions;
     ++done;
   }
-  for (uint32_t v : drops) {
-    ChunkEntry& e = table_[v];
-    if (pool_->UnmapAt(table_.AddressOf(v)) != CUDA_SUCCESS) continue;
-    pool_->ReleaseDevice(e.phys);
-    e.residence = Residence::kUnbacked;
-    if (e.kind != ChunkKind::kFree) ++unbacked_owned_;
-    policy_->OnEvicted(v);
-    ++stats_.drops;
-    ++done;
-  }
+  inflight_.clear();
   return done;
+}
+
+uint32_t ShimCore::EvictBatch(const std::vector<uint32_t>& victims) {
+  const uint32_t dropped = StartPageOut(victims, /*may_wait=*/true);
+  return dropped + FinishPageOut();
+}
+
+void ShimCore::StartLookahead(uint32_t want) {
+  if (!inflight_.empty()) return;
+  std::vector<uint32_t> victims;
+  require_idle_ = true;
+  uint32_t v;
+  while (victims.size() < want && policy_->PickVictim(&EligibleThunk, this, &v)) {
+    victims.push_back(v);
+    table_[v].stamp = stamp_;
+  }
+  for (uint32_t c : victims) table_[c].stamp = 0;
+  if (!victims.empty()) StartPageOut(victims, /*may_wait=*/false);
 }
 
 bool ShimCore::EvictSome(uint32_t want) {
   if (ReclaimDead(/*device=*/true, /*host=*/false)) return true;
   want = std::clamp<uint32_t>(want, 1, kMaxEvictBatch);
+  // Note [pipelined page-out]: the batch started last time has been copying
+  // while the caller worked; finish it (usually without waiting) and start
+  // the next one.
+  if (!inflight_.empty() && FinishPageOut() > 0) {
+    StartLookahead(want);
+    return true;
+  }
   std::vector<uint32_t> victims;
   require_idle_ = true;
   uint32_t v;
@@ -676,7 +728,9 @@ bool ShimCore::EvictSome(uint32_t want) {
   }
   for (uint32_t c : victims) table_[c].stamp = 0;
   if (victims.empty()) return false;
-  return EvictBatch(victims) > 0;
+  if (EvictBatch(victims) == 0) return false;
+  StartLookahead(want);
+  return true;
 }
 
 CUresult ShimCore::AcquireHost(uint32_t* slot) {
@@ -884,6 +938,7 @@ CUresult ShimCore::BeforeLaunch(CUfunction function, void** params, void** extra
 
 CUresult ShimCore::OpaqueLocked(uint32_t index, bool capturing, Ticket* ticket) {
   ++stats_.opaque_launches;
+  FinishPageOut();  // the launch may reach chunks whose page-out is in flight
   touched_.clear();
   CUresult r = BackAllOwned();
   if (r != CUDA_SUCCESS) return r;
@@ -999,6 +1054,7 @@ void ShimCore::OnAppPhysicalRelease(CUmemGenericAllocationHandle handle) {
 CUresult ShimCore::Synchronize() {
   MutexLock lock(&mu_);
   CUresult r = tracker_->WaitForAll();
+  FinishPageOut();
   ProcessDeferred();
   return r;
 }

@@ -40,6 +40,20 @@
 //   victims than the current operation needs are evicted per wait (8, then 16
 //   under sustained pressure) so that the wait and the copy setup are
 //   amortized; LRU order makes those the chunks least likely to be needed.
+//
+// Note [pipelined page-out]
+//   After an eviction batch the next one is started at once (its victims'
+//   device-to-host copies are enqueued, no wait) and finished at the next
+//   eviction, when its copies have usually completed: the copy stream always
+//   has work queued and the host rarely waits for a copy it just enqueued.
+//   A chunk whose page-out is in flight stays mapped on the device and is
+//   not a victim candidate; if an operation touches it meanwhile the page-out
+//   is cancelled (the copy is discarded, its host slot released after it
+//   completes). Opaque launches, Synchronize() and the next eviction finish
+//   the batch. Work the shim cannot see (pass-through copies, pointers
+//   stored in device memory) that writes such a chunk while its copy runs
+//   can lose that write, as with a synchronous eviction, only over a longer
+//   window.
 #ifndef MEMVIRT_SHIM_CORE_SHIM_CORE_H_
 #define MEMVIRT_SHIM_CORE_SHIM_CORE_H_
 
@@ -80,11 +94,12 @@ struct MemRange {
 struct CoreStats {
   uint64_t launches = 0;
   uint64_t opaque_launches = 0;
-  uint64_t page_ins = 0;        // chunks filled from the host tier
-  uint64_t first_touches = 0;   // chunks backed without a copy
-  uint64_t evictions = 0;       // chunks copied to the host tier
-  uint64_t drops = 0;           // freed chunks reclaimed without a copy
-  uint64_t host_fallbacks = 0;  // chunks left in (or placed in) the host tier for an access
+  uint64_t page_ins = 0;             // chunks filled from the host tier
+  uint64_t first_touches = 0;        // chunks backed without a copy
+  uint64_t evictions = 0;            // chunks copied to the host tier
+  uint64_t cancelled_page_outs = 0;  // page-outs dropped because the chunk was used again
+  uint64_t drops = 0;                // freed chunks reclaimed without a copy
+  uint64_t host_fallbacks = 0;       // chunks left in (or placed in) the host tier for an access
   uint64_t prefetches = 0;
   uint64_t host_waits = 0;  // times the host blocked on device work
   uint64_t events_recorded = 0;
@@ -182,6 +197,11 @@ class ShimCore {
     uint32_t stream;  // kNoIndex: until the block's chunks are idle (Free)
     uint64_t seq;
   };
+  struct InflightMove {
+    uint32_t chunk;
+    uint32_t slot;
+    bool cancelled;
+  };
   struct PendingHostRelease {
     uint32_t slot;
     uint64_t copy_seq;
@@ -209,6 +229,10 @@ class ShimCore {
   bool require_idle_ MEMSHIM_GUARDED_BY(mu_) = true;
   bool ReclaimDead(bool device, bool host) MEMSHIM_REQUIRES(mu_);
   uint32_t EvictBatch(const std::vector<uint32_t>& victims) MEMSHIM_REQUIRES(mu_);
+  uint32_t StartPageOut(const std::vector<uint32_t>& victims, bool may_wait) MEMSHIM_REQUIRES(mu_);
+  uint32_t FinishPageOut() MEMSHIM_REQUIRES(mu_);
+  void CancelPageOut(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
+  void StartLookahead(uint32_t want) MEMSHIM_REQUIRES(mu_);
   bool ChunkIdle(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
   void WaitChunkIdle(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
   void AddUse(uint32_t chunk, uint32_t stream, uint64_t seq) MEMSHIM_REQUIRES(mu_);
@@ -251,6 +275,10 @@ class ShimCore {
   std::vector<uint32_t> filled_ MEMSHIM_GUARDED_BY(mu_);     // chunks given a copy this op
   std::vector<uint32_t> releasing_ MEMSHIM_GUARDED_BY(mu_);  // host slots freed by fills
   std::vector<PendingHostRelease> pending_host_ MEMSHIM_GUARDED_BY(mu_);
+  // Page-outs copying on the copy stream, remapped at the next eviction
+  // (Note [pipelined page-out]); all covered by copy-stream seq inflight_seq_.
+  std::vector<InflightMove> inflight_ MEMSHIM_GUARDED_BY(mu_);
+  uint64_t inflight_seq_ MEMSHIM_GUARDED_BY(mu_) = 0;
   std::vector<PendingFree> pending_frees_ MEMSHIM_GUARDED_BY(mu_);
   std::vector<uint32_t> dead_ MEMSHIM_GUARDED_BY(mu_);          // freed chunks still backed
   std::vector<StreamUse> opaque_uses_ MEMSHIM_GUARDED_BY(mu_);  // per stream index

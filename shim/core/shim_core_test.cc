@@ -36,9 +36,11 @@ class ShimCoreTest : public ::testing::Test {
  protected:
   void SetUp() override { Make(&fake_.driver(), 8 * kMiB, 64 * kMiB); }
 
-  void Make(const Driver* driver, uint64_t device_budget, uint64_t host_budget) {
+  void Make(const Driver* driver, uint64_t device_budget, uint64_t host_budget,
+            const char* policy = nullptr) {
     core_.reset();
     CoreOptions options;
+    if (policy != nullptr) options.policy = policy;
     options.device_budget = device_budget;
     options.host_budget = host_budget;
     options.va_bytes = 256 * kMiB;
@@ -313,6 +315,37 @@ TEST_F(ShimCoreTest, FreeDefersReuseWhileWorkUsesTheBlock) {
   CUdeviceptr c;
   ASSERT_EQ(core_->Alloc(&c, 4 * kMiB), CUDA_SUCCESS);
   EXPECT_EQ(c, a);
+  EXPECT_EQ(fake_.faults(), 0u);
+}
+
+TEST_F(ShimCoreTest, ChunkTouchedWhileItsPageOutIsInFlightKeepsItsData) {
+  // 16 device chunks, LRU: the eviction for block 16 pages out blocks 0..7
+  // and starts the page-out of 8..15 without waiting (Note [pipelined
+  // page-out]). Rewriting 8..15 then must cancel those page-outs.
+  Make(&fake_.driver(), 32 * kMiB, 96 * kMiB, "lru");
+  CUstream s = fake_.CreateStream();
+  constexpr int kBlocks = 24;
+  CUdeviceptr b[kBlocks];
+  uint64_t seed[kBlocks];
+  for (int i = 0; i < kBlocks; ++i) {
+    ASSERT_EQ(core_->Alloc(&b[i], 2 * kMiB), CUDA_SUCCESS);
+    seed[i] = 100 + i;
+  }
+  for (int i = 0; i <= 16; ++i) ASSERT_EQ(Write(s, b[i], 2 * kMiB, seed[i]), CUDA_SUCCESS);
+  for (int i = 8; i < 16; ++i) {
+    seed[i] = 300 + i;
+    ASSERT_EQ(Write(s, b[i], 2 * kMiB, seed[i]), CUDA_SUCCESS);
+  }
+  EXPECT_GT(core_->stats().cancelled_page_outs, 0u);
+  for (int i = 17; i < kBlocks; ++i) ASSERT_EQ(Write(s, b[i], 2 * kMiB, seed[i]), CUDA_SUCCESS);
+  for (int round = 0; round < 2; ++round) {
+    for (int i = 0; i < kBlocks; ++i) {
+      uint64_t sum = 0;
+      ASSERT_EQ(Read(s, b[i], 2 * kMiB, &sum), CUDA_SUCCESS);
+      EXPECT_EQ(sum, PatternChecksum(2 * kMiB, seed[i])) << "block " << i;
+    }
+  }
+  EXPECT_GT(core_->stats().evictions, 0u);
   EXPECT_EQ(fake_.faults(), 0u);
 }
 
