@@ -10,6 +10,11 @@ namespace {
 
 uint64_t RoundUp(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
 
+// A non-empty range that starts and ends on granule boundaries.
+bool IsGranuleRange(uint64_t ptr, uint64_t size) {
+  return size != 0 && ptr % kGranularity == 0 && size % kGranularity == 0;
+}
+
 }  // namespace
 
 std::unique_ptr<AddressSpace> AddressSpace::Create(uint64_t va_size) {
@@ -132,15 +137,18 @@ void AddressSpace::SplitAt(uint64_t addr) {
   mappings_.emplace(addr, std::move(tail));
 }
 
-CUresult AddressSpace::Unmap(uint64_t ptr, uint64_t size,
-                             std::vector<std::shared_ptr<Physical>>* dropped) {
-  if (size == 0 || ptr % kGranularity != 0 || size % kGranularity != 0) {
-    return CUDA_ERROR_INVALID_VALUE;
-  }
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!MappedContiguously(ptr, size, 0)) return CUDA_ERROR_INVALID_VALUE;
+bool AddressSpace::IsolateMappedRange(uint64_t ptr, uint64_t size) {
+  if (!MappedContiguously(ptr, size, 0)) return false;
   SplitAt(ptr);
   SplitAt(ptr + size);
+  return true;
+}
+
+CUresult AddressSpace::Unmap(uint64_t ptr, uint64_t size,
+                             std::vector<std::shared_ptr<Physical>>* dropped) {
+  if (!IsGranuleRange(ptr, size)) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!IsolateMappedRange(ptr, size)) return CUDA_ERROR_INVALID_VALUE;
   for (auto it = mappings_.lower_bound(ptr); it != mappings_.end() && it->first < ptr + size;) {
     dropped->push_back(std::move(it->second.phys));
     it = mappings_.erase(it);
@@ -150,13 +158,9 @@ CUresult AddressSpace::Unmap(uint64_t ptr, uint64_t size,
 }
 
 CUresult AddressSpace::SetAccess(uint64_t ptr, uint64_t size, int prot) {
-  if (size == 0 || ptr % kGranularity != 0 || size % kGranularity != 0) {
-    return CUDA_ERROR_INVALID_VALUE;
-  }
+  if (!IsGranuleRange(ptr, size)) return CUDA_ERROR_INVALID_VALUE;
   std::lock_guard<std::mutex> lock(mu_);
-  if (!MappedContiguously(ptr, size, 0)) return CUDA_ERROR_INVALID_VALUE;
-  SplitAt(ptr);
-  SplitAt(ptr + size);
+  if (!IsolateMappedRange(ptr, size)) return CUDA_ERROR_INVALID_VALUE;
   for (auto it = mappings_.lower_bound(ptr); it != mappings_.end() && it->first < ptr + size;
        ++it) {
     it->second.prot = prot;

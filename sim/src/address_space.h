@@ -114,6 +114,9 @@ class AddressSpace {
   // REQUIRES: mu_ held.
   bool MappedContiguously(uint64_t ptr, uint64_t size, int need_prot) const;
   void SplitAt(uint64_t addr);
+  // Splits pieces so that [ptr, ptr+size) starts and ends on piece boundaries;
+  // false (nothing changed) unless the range is mapped contiguously.
+  bool IsolateMappedRange(uint64_t ptr, uint64_t size);
   const Reservation* ReservationContaining(uint64_t ptr, uint64_t size, uint64_t* start) const;
   bool ResetToNone(uint64_t ptr, uint64_t size);
 

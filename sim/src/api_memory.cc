@@ -52,6 +52,19 @@ CUresult FreeAsync(CUdeviceptr dptr, CUstream hStream, bool per_thread) {
   return ctx->sticky_error();
 }
 
+// A page-locked host range owned by `owner`, with a fresh buffer id.
+memsim::HostRange MakeHostRange(void* p, size_t size, unsigned int flags, Context* owner,
+                                bool registered) {
+  memsim::HostRange range;
+  range.base = reinterpret_cast<uint64_t>(p);
+  range.size = size;
+  range.flags = flags;
+  range.owner = owner;
+  range.registered = registered;
+  range.buffer_id = memsim::NextAllocationId();
+  return range;
+}
+
 CUresult HostAlloc(void** pp, size_t bytesize, unsigned int flags) {
   std::shared_ptr<Context> ctx;
   if (CUresult r = CurrentContext(&ctx)) return r;
@@ -62,14 +75,7 @@ CUresult HostAlloc(void** pp, size_t bytesize, unsigned int flags) {
   const size_t size = (bytesize + memsim::kPageSize - 1) / memsim::kPageSize * memsim::kPageSize;
   void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
-  memsim::HostRange range;
-  range.base = reinterpret_cast<uint64_t>(p);
-  range.size = size;
-  range.flags = flags;
-  range.owner = ctx.get();
-  range.registered = false;
-  range.buffer_id = memsim::NextAllocationId();
-  D().host_memory.Add(range);
+  D().host_memory.Add(MakeHostRange(p, size, flags, ctx.get(), /*registered=*/false));
   *pp = p;
   return CUDA_SUCCESS;
 }
@@ -168,14 +174,9 @@ CUresult CUDAAPI cuMemHostRegister_v2(void* p, size_t bytesize, unsigned int Fla
   const unsigned known = CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP |
                          CU_MEMHOSTREGISTER_IOMEMORY | CU_MEMHOSTREGISTER_READ_ONLY;
   if ((Flags & ~known) != 0) return CUDA_ERROR_INVALID_VALUE;
-  memsim::HostRange range;
-  range.base = reinterpret_cast<uint64_t>(p);
-  range.size = bytesize;
-  range.flags = Flags;
-  range.owner = ctx.get();
-  range.registered = true;
-  range.buffer_id = memsim::NextAllocationId();
-  if (!D().host_memory.Add(range)) return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+  if (!D().host_memory.Add(MakeHostRange(p, bytesize, Flags, ctx.get(), /*registered=*/true))) {
+    return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+  }
   return CUDA_SUCCESS;
 }
 

@@ -82,58 +82,42 @@ CUresult HostFunc(CUstream h, CUhostFn fn, void* user, bool ptds) {
   });
 }
 
-CUresult GetFlags(CUstream h, unsigned int* flags, bool ptds) {
+// Shared body of the stream queries: resolves the stream (a bad stream is reported before a
+// null output), then stores read(ctx, stream) in *out.
+template <typename T, typename Read>
+CUresult QueryStream(CUstream h, bool ptds, T* out, Read read) {
   std::shared_ptr<Context> ctx;
   std::shared_ptr<Stream> stream;
   if (CUresult r = ResolveStream(h, ptds, &ctx, &stream)) return r;
-  if (flags == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  *flags = stream->flags();
+  if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *out = read(*ctx, *stream);
   return CUDA_SUCCESS;
+}
+
+CUresult GetFlags(CUstream h, unsigned int* flags, bool ptds) {
+  return QueryStream(h, ptds, flags, [](Context&, Stream& s) { return s.flags(); });
 }
 
 CUresult GetPriority(CUstream h, int* priority, bool ptds) {
-  std::shared_ptr<Context> ctx;
-  std::shared_ptr<Stream> stream;
-  if (CUresult r = ResolveStream(h, ptds, &ctx, &stream)) return r;
-  if (priority == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  *priority = stream->priority();
-  return CUDA_SUCCESS;
+  return QueryStream(h, ptds, priority, [](Context&, Stream& s) { return s.priority(); });
 }
 
 CUresult GetCtx(CUstream h, CUcontext* pctx, bool ptds) {
-  std::shared_ptr<Context> ctx;
-  std::shared_ptr<Stream> stream;
-  if (CUresult r = ResolveStream(h, ptds, &ctx, &stream)) return r;
-  if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  *pctx = ctx->handle();
-  return CUDA_SUCCESS;
+  return QueryStream(h, ptds, pctx, [](Context& c, Stream&) { return c.handle(); });
 }
 
 CUresult GetId(CUstream h, unsigned long long* id, bool ptds) {
-  std::shared_ptr<Context> ctx;
-  std::shared_ptr<Stream> stream;
-  if (CUresult r = ResolveStream(h, ptds, &ctx, &stream)) return r;
-  if (id == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  *id = stream->id();
-  return CUDA_SUCCESS;
+  return QueryStream(h, ptds, id, [](Context&, Stream& s) { return s.id(); });
 }
 
 CUresult GetDevice(CUstream h, CUdevice* dev, bool ptds) {
-  std::shared_ptr<Context> ctx;
-  std::shared_ptr<Stream> stream;
-  if (CUresult r = ResolveStream(h, ptds, &ctx, &stream)) return r;
-  if (dev == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  *dev = ctx->device()->ordinal();
-  return CUDA_SUCCESS;
+  return QueryStream(h, ptds, dev, [](Context& c, Stream&) { return c.device()->ordinal(); });
 }
 
 CUresult IsCapturing(CUstream h, CUstreamCaptureStatus* status, bool ptds) {
-  std::shared_ptr<Context> ctx;
-  std::shared_ptr<Stream> stream;
-  if (CUresult r = ResolveStream(h, ptds, &ctx, &stream)) return r;
-  if (status == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  *status = CU_STREAM_CAPTURE_STATUS_NONE;  // capture is never active: it is not supported
-  return CUDA_SUCCESS;
+  // Capture is never active: it is not supported.
+  return QueryStream(h, ptds, status,
+                     [](Context&, Stream&) { return CU_STREAM_CAPTURE_STATUS_NONE; });
 }
 
 CUresult Record(CUevent hEvent, CUstream h, bool ptds) {

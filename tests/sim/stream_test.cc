@@ -38,6 +38,17 @@ class SimStreamTest : public SimTest {
   CUresult Tag(CUstream s, uint32_t tag) {
     return Launch(record_order(), s, counter_, order_, tag);
   }
+  // Two non-blocking streams and an event without timing, for cross-stream ordering tests.
+  void CreateStreamPairAndEvent(CUstream* a, CUstream* b, CUevent* e) {
+    ASSERT_CU(cuStreamCreate(a, CU_STREAM_NON_BLOCKING));
+    ASSERT_CU(cuStreamCreate(b, CU_STREAM_NON_BLOCKING));
+    ASSERT_CU(cuEventCreate(e, CU_EVENT_DISABLE_TIMING));
+  }
+  void DestroyStreamPairAndEvent(CUstream a, CUstream b, CUevent e) {
+    ASSERT_CU(cuEventDestroy(e));
+    ASSERT_CU(cuStreamDestroy(a));
+    ASSERT_CU(cuStreamDestroy(b));
+  }
   // Reads the recorded order through a non-blocking stream, so that reading never waits for
   // (or is ordered with) the streams under test.
   std::vector<uint32_t> Order() {
@@ -107,10 +118,8 @@ TEST_F(SimStreamTest, EventQueryIsNotReadyBeforeAndSuccessAfterCompletion) {
 
 TEST_F(SimStreamTest, StreamWaitEventOrdersWorkAcrossStreams) {
   CUstream a, b;
-  ASSERT_CU(cuStreamCreate(&a, CU_STREAM_NON_BLOCKING));
-  ASSERT_CU(cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
   CUevent e;
-  ASSERT_CU(cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
+  ASSERT_NO_FATAL_FAILURE(CreateStreamPairAndEvent(&a, &b, &e));
   ASSERT_CU(Block(a));
   ASSERT_CU(Tag(a, 1));
   ASSERT_CU(cuEventRecord(e, a));
@@ -123,17 +132,13 @@ TEST_F(SimStreamTest, StreamWaitEventOrdersWorkAcrossStreams) {
   Release();
   ASSERT_CU(cuStreamSynchronize(b));
   EXPECT_EQ(Order(), (std::vector<uint32_t>{1, 2}));
-  ASSERT_CU(cuEventDestroy(e));
-  ASSERT_CU(cuStreamDestroy(a));
-  ASSERT_CU(cuStreamDestroy(b));
+  ASSERT_NO_FATAL_FAILURE(DestroyStreamPairAndEvent(a, b, e));
 }
 
 TEST_F(SimStreamTest, WaitEventCapturesTheRecordAtCallTime) {
   CUstream a, b;
-  ASSERT_CU(cuStreamCreate(&a, CU_STREAM_NON_BLOCKING));
-  ASSERT_CU(cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
   CUevent e;
-  ASSERT_CU(cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
+  ASSERT_NO_FATAL_FAILURE(CreateStreamPairAndEvent(&a, &b, &e));
   ASSERT_CU(cuEventRecord(e, a));  // completes immediately (a is idle)
   ASSERT_CU(cuEventSynchronize(e));
   ASSERT_CU(cuStreamWaitEvent(b, e, 0));  // refers to the completed record
@@ -144,9 +149,7 @@ TEST_F(SimStreamTest, WaitEventCapturesTheRecordAtCallTime) {
   EXPECT_EQ(Order(), std::vector<uint32_t>{5});
   Release();
   ASSERT_CU(cuStreamSynchronize(a));
-  ASSERT_CU(cuEventDestroy(e));
-  ASSERT_CU(cuStreamDestroy(a));
-  ASSERT_CU(cuStreamDestroy(b));
+  ASSERT_NO_FATAL_FAILURE(DestroyStreamPairAndEvent(a, b, e));
 }
 
 TEST_F(SimStreamTest, LegacyDefaultStreamWaitsForBlockingStreams) {

@@ -36,6 +36,14 @@ class SimVmmTest : public SimTest {
     desc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
     return cuMemSetAccess(p, size, &desc, 1);
   }
+  // Reserves kChunk of address space and maps one new device chunk there, read-write.
+  void MapReadWriteChunk(CUdeviceptr* va, CUmemGenericAllocationHandle* h) {
+    ASSERT_CU(cuMemAddressReserve(va, kChunk, 0, 0, 0));
+    CUmemAllocationProp prop = DeviceProp();
+    ASSERT_CU(cuMemCreate(h, kChunk, &prop, 0));
+    ASSERT_CU(cuMemMap(*va, kChunk, 0, *h, 0));
+    ASSERT_CU(GrantReadWrite(*va, kChunk));
+  }
   size_t FreeBytes() {
     size_t free = 0, total = 0;
     EXPECT_CU(cuMemGetInfo(&free, &total));
@@ -125,12 +133,8 @@ TEST_F(SimVmmTest, MappedButNotAccessibleMemoryIsRejectedByCopiesAndFaultsKernel
 
 TEST_F(SimVmmTest, ReadOnlyAccessAllowsReadsAndRejectsWrites) {
   CUdeviceptr va;
-  ASSERT_CU(cuMemAddressReserve(&va, kChunk, 0, 0, 0));
-  CUmemAllocationProp prop = DeviceProp();
   CUmemGenericAllocationHandle h;
-  ASSERT_CU(cuMemCreate(&h, kChunk, &prop, 0));
-  ASSERT_CU(cuMemMap(va, kChunk, 0, h, 0));
-  ASSERT_CU(GrantReadWrite(va, kChunk));
+  ASSERT_NO_FATAL_FAILURE(MapReadWriteChunk(&va, &h));
   const uint32_t magic = 0x600dcafe;
   ASSERT_CU(cuMemcpyHtoD(va, &magic, 4));
   CUmemAccessDesc ro = {};
@@ -188,12 +192,8 @@ TEST_F(SimVmmTest, HostNumaPhysicalMemoryIsMappableAndFreeOfDeviceCapacity) {
 TEST_F(SimVmmTest, ReleasedMemoryStaysAliveWhileMapped) {
   const size_t before = FreeBytes();
   CUdeviceptr va;
-  ASSERT_CU(cuMemAddressReserve(&va, kChunk, 0, 0, 0));
-  CUmemAllocationProp prop = DeviceProp();
   CUmemGenericAllocationHandle h;
-  ASSERT_CU(cuMemCreate(&h, kChunk, &prop, 0));
-  ASSERT_CU(cuMemMap(va, kChunk, 0, h, 0));
-  ASSERT_CU(GrantReadWrite(va, kChunk));
+  ASSERT_NO_FATAL_FAILURE(MapReadWriteChunk(&va, &h));
   ASSERT_CU(cuMemRelease(h));  // allowed while mapped; the memory lives until unmapped
   EXPECT_EQ(cuMemRelease(h), CUDA_ERROR_INVALID_VALUE);
   ASSERT_CU(cuMemsetD32(va, 0x01020304, kChunk / 4));
