@@ -28,20 +28,21 @@ namespace {
 using internal::Planner;
 using internal::Schedule;
 
+// Sorted by block, duplicates merged, in one allocation.
 std::vector<BlockAccess> Merged(std::span<const BlockAccess> accesses) {
   std::vector<BlockAccess> v(accesses.begin(), accesses.end());
   std::sort(v.begin(), v.end(),
             [](const BlockAccess& a, const BlockAccess& b) { return a.block < b.block; });
-  std::vector<BlockAccess> out;
-  out.reserve(v.size());
-  for (const BlockAccess& a : v) {
-    if (!out.empty() && out.back().block == a.block) {
-      out.back().mode = internal::CombineModes(out.back().mode, a.mode);
+  size_t kept = 0;
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (kept > 0 && v[kept - 1].block == v[i].block) {
+      v[kept - 1].mode = internal::CombineModes(v[kept - 1].mode, v[i].mode);
     } else {
-      out.push_back(a);
+      v[kept++] = v[i];
     }
   }
-  return out;
+  v.resize(kept);
+  return v;
 }
 
 class LifetimePolicy final : public Policy {
@@ -139,8 +140,16 @@ class LifetimePolicy final : public Policy {
     return std::nullopt;
   }
   std::vector<PrefetchRequest> PrefetchCandidates(uint64_t byte_limit) override {
-    if (Planning()) return planner_->Prefetch(byte_limit);
-    return {};
+    std::vector<PrefetchRequest> out;
+    PrefetchCandidatesInto(byte_limit, out);
+    return out;
+  }
+  void PrefetchCandidatesInto(uint64_t byte_limit, std::vector<PrefetchRequest>& out) override {
+    if (Planning()) {
+      planner_->Prefetch(byte_limit, out);
+    } else {
+      out.clear();
+    }
   }
   std::vector<BlockId> EvictAheadCandidates(EvictablePredicate can_evict,
                                             uint64_t free_bytes) override {

@@ -108,6 +108,35 @@ TEST(LifetimePolicyTest, PrefetchesUpcomingBlocksInOrder) {
   EXPECT_EQ(want[1].block, 3u);
 }
 
+TEST(LifetimePolicyTest, PrefetchIntoReusedBufferMatchesReturnedCandidates) {
+  LifetimeOptions opt;
+  opt.default_lookahead_steps = 3;
+  auto p = MakeLifetimePolicy(opt);
+  Allocate(*p);
+  p->OnBudgetChange(1000);
+  Feed(*p, 0, 0, 5);
+  p->OnIterationMark();
+  Feed(*p, 5, 0, 1);
+  std::vector<PrefetchRequest> buffer = {PrefetchRequest{99, 7}};  // stale content
+  p->PrefetchCandidatesInto(1 << 20, buffer);
+  ASSERT_EQ(buffer.size(), 2u);
+  EXPECT_EQ(buffer[0].block, 2u);
+  EXPECT_EQ(buffer[1].block, 3u);
+  // Room for one block only: the soonest-needed one.
+  p->PrefetchCandidatesInto(15, buffer);
+  ASSERT_EQ(buffer.size(), 1u);
+  EXPECT_EQ(buffer[0].block, 2u);
+  // No room: nothing, and the buffer is cleared.
+  p->PrefetchCandidatesInto(0, buffer);
+  EXPECT_TRUE(buffer.empty());
+  EXPECT_TRUE(p->PrefetchCandidates(0).empty());
+  // Once 2 is resident only 3 remains.
+  p->OnResident(2);
+  p->PrefetchCandidatesInto(1 << 20, buffer);
+  ASSERT_EQ(buffer.size(), 1u);
+  EXPECT_EQ(buffer[0].block, 3u);
+}
+
 TEST(LifetimePolicyTest, FallsBackToLruWhenTheSequenceChanges) {
   auto p = MakeLifetimePolicy();
   Allocate(*p);

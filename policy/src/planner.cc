@@ -23,9 +23,11 @@ const Planner::Block* Planner::Find(BlockId id) const {
   return const_cast<Planner*>(this)->Find(id);
 }
 
-void Planner::Refresh(BlockId id, Block& b) {
-  if (b.resident) victims_.erase({b.rank, id});
-  std::optional<NextUse> next = schedule_->NextUseAfter(id, position_, cyclic_);
+void Planner::Refresh(BlockId id, Block& b, std::optional<uint32_t> dense) {
+  const uint64_t old_rank = b.rank;
+  std::optional<NextUse> next = dense.has_value()
+                                    ? schedule_->NextUseAfterDense(*dense, position_, cyclic_)
+                                    : schedule_->NextUseAfter(id, position_, cyclic_);
   if (next.has_value()) {
     b.next = std::min(next->position, kNever - 1);
     b.next_mode = next->mode;
@@ -38,7 +40,18 @@ void Planner::Refresh(BlockId id, Block& b) {
     b.dead = !cyclic_;
   }
   b.rank = RankOf(b);
-  if (b.resident) victims_.insert({b.rank, id});
+  // Note [victim set churn]: every launch re-ranks the blocks it touches;
+  // moving the set node (extract, rekey, insert) avoids a free and a malloc
+  // per block, and an unchanged rank needs no move at all.
+  if (b.resident && b.rank != old_rank) {
+    auto node = victims_.extract({old_rank, id});
+    if (node.empty()) {
+      victims_.insert({b.rank, id});
+    } else {
+      node.value() = {b.rank, id};
+      victims_.insert(std::move(node));
+    }
+  }
 }
 
 void Planner::Alloc(BlockId block, uint64_t bytes) {
@@ -106,7 +119,7 @@ void Planner::Advance(int64_t position) {
   if (p >= n) return;
   for (const StepUse& a : schedule_->uses_at(p, cyclic_)) {
     Block& b = dense_[a.dense];
-    if (b.allocated) Refresh(a.block, b);
+    if (b.allocated) Refresh(a.block, b, a.dense);
   }
 }
 
@@ -120,7 +133,7 @@ void Planner::Realign(int64_t position) {
     for (const StepUse& a : schedule_->uses_at(p, cyclic_)) {
       if (done[a.dense]) continue;
       done[a.dense] = true;
-      if (dense_[a.dense].allocated) Refresh(a.block, dense_[a.dense]);
+      if (dense_[a.dense].allocated) Refresh(a.block, dense_[a.dense], a.dense);
     }
   }
 }
@@ -190,6 +203,7 @@ const Planner::Window& Planner::PlanWindow() const {
   if (window_.valid) return window_;
   Window& w = window_;
   w.prefetch.clear();
+  w.prefetch_dense.clear();
   w.peak_shortfall = 0;
   w.evict_shortfall = 0;
   w.stamp = ++epoch_;
@@ -265,6 +279,7 @@ const Planner::Window& Planner::PlanWindow() const {
                  peak + b.bytes <= plan_limit) {
         peak += b.bytes;  // prefetched now, holds memory from now on
         w.prefetch.push_back(PrefetchRequest{a.block, i + 1});
+        w.prefetch_dense.push_back(a.dense);
       } else {
         // Needs memory from this step on: a new block, or a fetch that no
         // longer fits ahead of time (nothing later will, either).
@@ -290,17 +305,24 @@ const Planner::Window& Planner::PlanWindow() const {
 }
 
 std::vector<PrefetchRequest> Planner::Prefetch(uint64_t byte_limit) const {
-  const Window& w = PlanWindow();
   std::vector<PrefetchRequest> out;
-  uint64_t bytes = 0;
-  for (const PrefetchRequest& r : w.prefetch) {
-    const Block* b = Find(r.block);
-    if (b == nullptr || !b->allocated || b->resident) continue;
-    if (bytes + b->bytes > byte_limit) break;
-    bytes += b->bytes;
-    out.push_back(r);
-  }
+  Prefetch(byte_limit, out);
   return out;
+}
+
+void Planner::Prefetch(uint64_t byte_limit, std::vector<PrefetchRequest>& out) const {
+  out.clear();
+  // Blocks have bytes > 0, so nothing fits in no room: skip the planning walk.
+  if (byte_limit == 0) return;
+  const Window& w = PlanWindow();
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < w.prefetch.size(); ++i) {
+    const Block& b = dense_[w.prefetch_dense[i]];  // window blocks are dense
+    if (!b.allocated || b.resident) continue;
+    if (bytes + b.bytes > byte_limit) break;
+    bytes += b.bytes;
+    out.push_back(w.prefetch[i]);
+  }
 }
 
 std::vector<BlockId> Planner::EvictAhead(EvictablePredicate can_evict, uint64_t free_bytes) const {

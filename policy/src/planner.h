@@ -52,6 +52,8 @@ class Planner {
   std::optional<BlockId> PickVictimForPrefetch(EvictablePredicate can_evict,
                                                BlockId incoming) const;
   std::vector<PrefetchRequest> Prefetch(uint64_t byte_limit) const;
+  // The same into `out` (cleared first). Plans nothing if byte_limit == 0.
+  void Prefetch(uint64_t byte_limit, std::vector<PrefetchRequest>& out) const;
   std::vector<BlockId> EvictAhead(EvictablePredicate can_evict, uint64_t free_bytes) const;
 
   bool IsDead(BlockId block) const;
@@ -77,6 +79,7 @@ class Planner {
   struct Window {
     bool valid = false;
     std::vector<PrefetchRequest> prefetch;  // all candidates, soonest first
+    std::vector<uint32_t> prefetch_dense;   // their dense indices
     uint64_t peak_shortfall = 0;            // memory needed beyond what is resident
     uint64_t evict_shortfall = 0;           // the same within the evict-ahead horizon
     uint32_t stamp = 0;                     // in-window blocks carry this stamp
@@ -85,7 +88,8 @@ class Planner {
 
   Block* Find(BlockId id);
   const Block* Find(BlockId id) const;
-  void Refresh(BlockId id, Block& b);
+  // `dense`: the block's dense index if it has one (saves the lookup).
+  void Refresh(BlockId id, Block& b, std::optional<uint32_t> dense = std::nullopt);
   static uint64_t RankOf(const Block& b) { return b.dead ? (kDeadBit | b.next) : b.next; }
   bool InWindow(BlockId id) const;
   const Window& PlanWindow() const;

@@ -80,8 +80,15 @@ const std::vector<uint64_t>* Schedule::PositionsWithSignature(uint64_t sig) cons
 }
 
 std::optional<NextUse> Schedule::NextUseAfter(BlockId block, int64_t after, bool cyclic) const {
-  const BlockUses* u = uses(block);
-  if (u == nullptr || u->positions.empty()) return std::nullopt;
+  auto it = dense_.find(block);
+  if (it == dense_.end()) return std::nullopt;
+  return NextUseAfterDense(it->second, after, cyclic);
+}
+
+std::optional<NextUse> Schedule::NextUseAfterDense(uint32_t dense, int64_t after,
+                                                   bool cyclic) const {
+  const BlockUses* u = &uses_[dense];
+  if (u->positions.empty()) return std::nullopt;
   const int64_t n = static_cast<int64_t>(steps_.size());
   int64_t base = 0;
   int64_t within = after;

@@ -63,6 +63,9 @@ class Schedule {
   // -1: before the start). If `cyclic`, the schedule repeats forever and
   // absolute position a means step a % size() of iteration a / size().
   std::optional<NextUse> NextUseAfter(BlockId block, int64_t after, bool cyclic) const;
+  // The same for the block with dense index `dense` (no hash lookup).
+  // REQUIRES: dense < num_blocks().
+  std::optional<NextUse> NextUseAfterDense(uint32_t dense, int64_t after, bool cyclic) const;
 
   // Positions whose signature equals `sig`, increasing.
   const std::vector<uint64_t>* PositionsWithSignature(uint64_t sig) const;

@@ -3,20 +3,13 @@
 #include <cstring>
 #include <vector>
 
+#include "mixed_args.h"
 #include "sim_test_util.h"
 
 namespace memsim_test {
 namespace {
 
 using SimLaunchTest = SimTest;
-
-struct Mixed {
-  char c;
-  double d;
-  int i;
-  short s;
-  uint64_t sum;
-};
 
 TEST_F(SimLaunchTest, ParamInfoReportsNaturallyAlignedOffsets) {
   size_t offset = 0, size = 0;

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "memsim/kernel.h"
+#include "mixed_args.h"
 
 template <typename T>
 static T Arg(void** params, int i) {
@@ -79,13 +80,7 @@ MEMSIM_KERNEL(geometry, sizeof(uint32_t*)) {
 }
 
 // Mixed scalar layout: writes its arguments back so the test can check packing.
-struct Mixed {
-  char c;
-  double d;
-  int i;
-  short s;
-  uint64_t sum;
-};
+using memsim_test::Mixed;
 MEMSIM_KERNEL(mixed_args, sizeof(char), sizeof(double), sizeof(int), sizeof(short),
               sizeof(Mixed*)) {
   Mixed* out = Arg<Mixed*>(params, 4);

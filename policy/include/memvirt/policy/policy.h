@@ -146,6 +146,11 @@ class Policy {
   // via PickVictimForPrefetch(), and reports OnResident() for each it issues.
   // Default: no prefetching (demand paging).
   virtual std::vector<PrefetchRequest> PrefetchCandidates(uint64_t /*byte_limit*/) { return {}; }
+  // The same candidates, written into `out` (cleared first) so that a caller
+  // asking on every launch can reuse one buffer instead of allocating.
+  virtual void PrefetchCandidatesInto(uint64_t byte_limit, std::vector<PrefetchRequest>& out) {
+    out = PrefetchCandidates(byte_limit);
+  }
 
   // Resident blocks to evict now, ahead of need, so that the allocations and
   // prefetches the policy expects within its lookahead find memory without
