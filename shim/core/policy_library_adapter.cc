@@ -59,7 +59,8 @@ class PolicyLibraryAdapter : public ResidencyPolicy {
 
   std::vector<uint32_t> PrefetchCandidates(uint64_t byte_limit) override {
     std::vector<uint32_t> out;
-    for (const policy::PrefetchRequest& r : policy_->PrefetchCandidates(byte_limit)) {
+    policy_->PrefetchCandidatesInto(byte_limit, requests_);
+    for (const policy::PrefetchRequest& r : requests_) {
       if (r.block < live_.size() && live_[r.block]) out.push_back(static_cast<uint32_t>(r.block));
     }
     return out;
@@ -70,6 +71,7 @@ class PolicyLibraryAdapter : public ResidencyPolicy {
   std::string name_;
   std::vector<bool> live_;
   std::vector<policy::BlockAccess> accesses_;
+  std::vector<policy::PrefetchRequest> requests_;  // reused across launches
 };
 
 }  // namespace
