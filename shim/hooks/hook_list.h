@@ -9,7 +9,8 @@
   /* memory management */                                                                         \
   X(cuMemAlloc_v2)                                                                                \
   X(cuMemAllocPitch_v2)                                                                           \
-  X(cuMemFree_v2) X(cuMemAllocAsync) X(cuMemAllocAsync_ptsz) X(cuMemAllocFromPoolAsync)           \
+  X(cuMemFree_v2)                                                                                 \
+  X(cuMemAllocAsync) X(cuMemAllocAsync_ptsz) X(cuMemAllocFromPoolAsync)                           \
       X(cuMemAllocFromPoolAsync_ptsz) X(cuMemFreeAsync) X(cuMemFreeAsync_ptsz) X(cuMemGetInfo_v2) \
           X(cuMemGetAddressRange_v2) X(cuPointerGetAttribute) X(cuPointerGetAttributes)           \
               X(cuMemCreate) X(cuMemRelease) /* launches */                                       \

@@ -14,14 +14,13 @@
 #include <cstdlib>
 #include <vector>
 
-#define CHECK(call)                                                                     \
-  do {                                                                                  \
-    cudaError_t e = (call);                                                             \
-    if (e != cudaSuccess) {                                                             \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,                \
-                   cudaGetErrorString(e));                                              \
-      std::exit(e == cudaErrorMemoryAllocation ? 3 : 1);                                \
-    }                                                                                   \
+#define CHECK(call)                                                                              \
+  do {                                                                                           \
+    cudaError_t e = (call);                                                                      \
+    if (e != cudaSuccess) {                                                                      \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e)); \
+      std::exit(e == cudaErrorMemoryAllocation ? 3 : 1);                                         \
+    }                                                                                            \
   } while (0)
 
 __device__ unsigned long long Mix(unsigned long long x) {
@@ -113,8 +112,8 @@ int main(int argc, char** argv) {
     HashSum<<<grid, block, 0, s>>>(sums + 2 * l + 1, reinterpret_cast<unsigned int*>(m[l]), n);
   }
   std::vector<unsigned long long> host(2 * kLayers);
-  CHECK(cudaMemcpyAsync(host.data(), sums, host.size() * sizeof(host[0]),
-                        cudaMemcpyDeviceToHost, s));
+  CHECK(
+      cudaMemcpyAsync(host.data(), sums, host.size() * sizeof(host[0]), cudaMemcpyDeviceToHost, s));
   CHECK(cudaStreamSynchronize(s));
   CHECK(cudaGetLastError());
   unsigned long long total = 1469598103934665603ull;
