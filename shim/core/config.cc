@@ -53,6 +53,22 @@ ShimConfig ParseShimConfig(GetEnvFn getenv_fn) {
   }
   if (!ParseBytes(getenv_fn("MEMSHIM_VA_SIZE"), &config.va_bytes)) config.va_bytes = 0;
   if ((v = getenv_fn("MEMSHIM_DAEMON_SOCKET")) != nullptr) config.daemon_socket = v;
+  if ((v = getenv_fn("MEMSHIM_DAEMON")) != nullptr) {
+    config.daemon_off = strcmp(v, "off") == 0 || strcmp(v, "0") == 0;
+  }
+  if ((v = getenv_fn("MEMSHIM_DAEMON_PLUGIN")) != nullptr) config.daemon_plugin = v;
+  if ((v = getenv_fn("MEMSHIM_DAEMON_TIMEOUT_MS")) != nullptr) {
+    long n = strtol(v, nullptr, 10);
+    if (n >= 0 && n <= 600000) config.daemon_timeout_ms = static_cast<uint32_t>(n);
+  }
+  if ((v = getenv_fn("MEMSHIM_REPORT_INTERVAL_MS")) != nullptr) {
+    long n = strtol(v, nullptr, 10);
+    if (n >= 10 && n <= 60000) config.report_interval_ms = static_cast<uint32_t>(n);
+  }
+  uint64_t min_budget = 0;
+  if (ParseBytes(getenv_fn("MEMSHIM_MIN_DEVICE_BUDGET"), &min_budget)) {
+    config.min_device_budget = min_budget;
+  }
   if ((v = getenv_fn("MEMSHIM_POLICY")) != nullptr && *v != '\0') config.policy = v;
   if ((v = getenv_fn("MEMSHIM_EVENT_BATCH")) != nullptr) {
     long n = strtol(v, nullptr, 10);

@@ -16,14 +16,19 @@ inline constexpr uint64_t kChunkBytes = 2ull << 20;  // physical chunk size (2 M
 inline constexpr int kChunkShift = 21;
 
 struct ShimConfig {
-  bool disabled = false;                 // MEMSHIM_DISABLE=1: pure pass-through
-  uint64_t device_budget = 0;            // MEMSHIM_DEVICE_BUDGET; 0 = 90% of free at init
-  uint64_t host_budget = 0;              // MEMSHIM_HOST_BUDGET; 0 = half of physical RAM
-  uint64_t va_bytes = 0;                 // MEMSHIM_VA_SIZE; 0 = derived from the budgets
-  std::string daemon_socket;             // MEMSHIM_DAEMON_SOCKET
-  std::string policy = "lifetime";       // MEMSHIM_POLICY: lifetime | lru | library-lru
-  LogLevel log_level = LogLevel::kWarn;  // MEMSHIM_LOG
-  uint32_t event_batch = 32;             // MEMSHIM_EVENT_BATCH: launches per batched event
+  bool disabled = false;                     // MEMSHIM_DISABLE=1: pure pass-through
+  uint64_t device_budget = 0;                // MEMSHIM_DEVICE_BUDGET; 0 = 90% of free at init
+  uint64_t host_budget = 0;                  // MEMSHIM_HOST_BUDGET; 0 = half of physical RAM
+  uint64_t va_bytes = 0;                     // MEMSHIM_VA_SIZE; 0 = derived from the budgets
+  std::string daemon_socket;                 // MEMSHIM_DAEMON_SOCKET
+  bool daemon_off = false;                   // MEMSHIM_DAEMON=off: never contact the daemon
+  std::string daemon_plugin;                 // MEMSHIM_DAEMON_PLUGIN; "" = beside libmemshim.so
+  uint32_t daemon_timeout_ms = 2000;         // MEMSHIM_DAEMON_TIMEOUT_MS: wait for registration
+  uint32_t report_interval_ms = 200;         // MEMSHIM_REPORT_INTERVAL_MS: usage/hint batches
+  uint64_t min_device_budget = 16ull << 20;  // MEMSHIM_MIN_DEVICE_BUDGET: floor asked of the daemon
+  std::string policy = "lifetime";           // MEMSHIM_POLICY: lifetime | lru | library-lru
+  LogLevel log_level = LogLevel::kWarn;      // MEMSHIM_LOG
+  uint32_t event_batch = 32;                 // MEMSHIM_EVENT_BATCH: launches per batched event
 };
 
 using GetEnvFn = const char* (*)(const char* name);

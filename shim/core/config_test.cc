@@ -54,5 +54,30 @@ TEST(ShimConfigTest, ReadsEnvironment) {
   g_env = nullptr;
 }
 
+TEST(ShimConfigTest, ReadsDaemonLinkSettingsAndRejectsOutOfRange) {
+  std::map<std::string, std::string> env = {{"MEMSHIM_DAEMON", "off"},
+                                            {"MEMSHIM_DAEMON_PLUGIN", "/opt/x.so"},
+                                            {"MEMSHIM_DAEMON_TIMEOUT_MS", "500"},
+                                            {"MEMSHIM_REPORT_INTERVAL_MS", "50"},
+                                            {"MEMSHIM_MIN_DEVICE_BUDGET", "64M"}};
+  g_env = &env;
+  ShimConfig c = ParseShimConfig(&FakeGetenv);
+  EXPECT_TRUE(c.daemon_off);
+  EXPECT_EQ(c.daemon_plugin, "/opt/x.so");
+  EXPECT_EQ(c.daemon_timeout_ms, 500u);
+  EXPECT_EQ(c.report_interval_ms, 50u);
+  EXPECT_EQ(c.min_device_budget, 64ull << 20);
+  env = {{"MEMSHIM_DAEMON", "auto"},
+         {"MEMSHIM_DAEMON_TIMEOUT_MS", "-3"},
+         {"MEMSHIM_REPORT_INTERVAL_MS", "1"},
+         {"MEMSHIM_MIN_DEVICE_BUDGET", "lots"}};
+  c = ParseShimConfig(&FakeGetenv);
+  EXPECT_FALSE(c.daemon_off);
+  EXPECT_EQ(c.daemon_timeout_ms, 2000u);  // defaults kept
+  EXPECT_EQ(c.report_interval_ms, 200u);
+  EXPECT_EQ(c.min_device_budget, 16ull << 20);
+  g_env = nullptr;
+}
+
 }  // namespace
 }  // namespace memvirt::shim

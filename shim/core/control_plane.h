@@ -1,47 +1,76 @@
 // The shim's link to a node-level arbiter (the memvirt daemon): budget
-// directives in, usage and hints out. The standalone implementation answers
-// from the local configuration; a daemon client implements the same
-// interface over gRPC (daemon issue) without touching the core.
+// directives in, usage and allocation hints out. The standalone
+// implementation answers from the local configuration; the daemon link
+// (shim/daemon_link/, loaded as a plugin) implements the same interface over
+// the memvirt client library without touching the core.
 //
-// Thread safety: implementations must be thread-safe; ShimCore calls them
-// without holding its own lock, from any application thread.
+// Thread safety: implementations must be thread-safe. ShimCore calls them
+// without holding its own lock, from any application thread. Callbacks given
+// to a ControlPlane may be invoked from the control plane's own threads; they
+// must not call back into the ControlPlane.
 #ifndef MEMVIRT_SHIM_CORE_CONTROL_PLANE_H_
 #define MEMVIRT_SHIM_CORE_CONTROL_PLANE_H_
 
 #include <cstdint>
 #include <functional>
+#include <string>
+#include <vector>
 
 namespace memvirt::shim {
 
+// The device a core virtualizes, as the driver reports it.
+struct DeviceIdentity {
+  std::string uuid;          // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"; empty if unknown.
+  uint64_t total_bytes = 0;  // The device's memory (cuMemGetInfo total).
+};
+
+// One allocation or free, for the daemon's lifetime hints.
+struct AllocEvent {
+  uint64_t alloc_id = 0;  // Unique among live allocations (an id may be reused after a free).
+  uint64_t bytes = 0;
+  bool freed = false;
+};
+
 struct UsageReport {
-  uint64_t device_resident_bytes = 0;
-  uint64_t host_resident_bytes = 0;
-  uint64_t allocated_bytes = 0;
-  uint64_t page_in_bytes = 0;
-  uint64_t page_out_bytes = 0;
+  uint64_t device_resident_bytes = 0;    // Device chunks backing the reservation.
+  uint64_t device_budget_bytes = 0;      // Budget in force now.
+  uint64_t host_resident_bytes = 0;      // Host-tier slots in use.
+  uint64_t allocated_bytes = 0;          // Live allocations.
+  uint64_t page_in_bytes = 0;            // Cumulative host -> device.
+  uint64_t page_out_bytes = 0;           // Cumulative device -> host.
+  uint64_t launches = 0;                 // Cumulative intercepted launches.
+  uint64_t dropped_alloc_events = 0;     // Cumulative events lost to the bounded log.
+  std::vector<AllocEvent> alloc_events;  // Since the previous report, oldest first.
 };
 
 class ControlPlane {
  public:
   virtual ~ControlPlane() = default;
-  // Device bytes this process may keep resident. `local_default` is what the
-  // shim would use on its own (MEMSHIM_DEVICE_BUDGET or 90% of free).
-  virtual uint64_t InitialDeviceBudget(uint64_t local_default) = 0;
-  // Host-tier bytes this process may use.
+  // Device bytes this process may keep resident on `device`. `local_default`
+  // is what the shim would use on its own (MEMSHIM_DEVICE_BUDGET or 90% of
+  // free). May block for a bounded time (registration with the daemon).
+  virtual uint64_t InitialDeviceBudget(const DeviceIdentity& device, uint64_t local_default) = 0;
+  // Host-tier bytes this process may use. REQUIRES: after InitialDeviceBudget.
   virtual uint64_t InitialHostBudget(uint64_t local_default) = 0;
-  // Registers a callback for later budget changes (may never be called).
+  // Registers (or, with an empty function, removes) the callback for later
+  // device budget changes. Once this returns with an empty function the old
+  // callback is no longer running and will not run again.
   virtual void OnBudgetChange(std::function<void(uint64_t device_bytes)> callback) = 0;
-  // Periodic usage report (best effort; may be dropped).
-  virtual void Report(const UsageReport& usage) = 0;
+  // Registers (or removes, as above) the function the control plane polls for
+  // usage reports on its own schedule. Each call of `source` drains the
+  // allocation events gathered since the previous call.
+  virtual void SetUsageSource(std::function<UsageReport()> source) = 0;
 };
 
 // No daemon: budgets are the local defaults and never change.
 class StandaloneControlPlane : public ControlPlane {
  public:
-  uint64_t InitialDeviceBudget(uint64_t local_default) override { return local_default; }
+  uint64_t InitialDeviceBudget(const DeviceIdentity&, uint64_t local_default) override {
+    return local_default;
+  }
   uint64_t InitialHostBudget(uint64_t local_default) override { return local_default; }
   void OnBudgetChange(std::function<void(uint64_t)>) override {}
-  void Report(const UsageReport&) override {}
+  void SetUsageSource(std::function<UsageReport()>) override {}
 };
 
 }  // namespace memvirt::shim

@@ -15,6 +15,7 @@ constexpr uint64_t kDefaultVaCap = 512 * kGiB;
 constexpr uint32_t kMaxEvictBatch = 16;
 constexpr uint32_t kEvictAhead = 8;
 constexpr size_t kMaxPendingFrees = 256;
+constexpr size_t kMaxAllocEvents = 16384;  // between two usage polls
 
 uint64_t RoundUpChunks(uint64_t bytes) { return (bytes + kChunkBytes - 1) & ~(kChunkBytes - 1); }
 
@@ -24,6 +25,51 @@ uint64_t PhysicalRamBytes() {
   if (pages <= 0 || page <= 0) return 8 * kGiB;
   return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
 }
+
+// nvidia-smi's spelling: GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx; empty if unknown.
+std::string DeviceUuid(const Driver* driver, CUdevice device) {
+  CUuuid uuid;
+  if (driver->cuDeviceGetUuid_v2 == nullptr ||
+      driver->cuDeviceGetUuid_v2(&uuid, device) != CUDA_SUCCESS) {
+    return "";
+  }
+  std::string out = "GPU-";
+  static const char kHex[] = "0123456789abcdef";
+  for (int i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) out += '-';
+    const auto byte = static_cast<unsigned char>(uuid.bytes[i]);
+    out += kHex[byte >> 4];
+    out += kHex[byte & 15];
+  }
+  return out;
+}
+
+// Note [foreign threads]
+//   Most entry points run on the application's thread, inside the call it
+//   made, with the core's context current. SetDeviceBudget may be called from
+//   a control-plane thread with no context; it makes the core's context
+//   current for its duration (push/pop, so a caller's own context is kept).
+class ScopedContext {
+ public:
+  ScopedContext(const Driver* driver, CUcontext context) : driver_(driver) {
+    CUcontext current = nullptr;
+    if (driver->cuCtxPushCurrent_v2 == nullptr || driver->cuCtxPopCurrent_v2 == nullptr ||
+        driver->cuCtxGetCurrent(&current) != CUDA_SUCCESS || current == context) {
+      return;
+    }
+    pushed_ = driver->cuCtxPushCurrent_v2(context) == CUDA_SUCCESS;
+  }
+  ~ScopedContext() {
+    CUcontext popped;
+    if (pushed_) driver_->cuCtxPopCurrent_v2(&popped);
+  }
+  ScopedContext(const ScopedContext&) = delete;
+  ScopedContext& operator=(const ScopedContext&) = delete;
+
+ private:
+  const Driver* const driver_;
+  bool pushed_ = false;
+};
 
 }  // namespace
 
@@ -44,7 +90,10 @@ CUresult ShimCore::Create(const Driver* driver, const CoreOptions& options, Cont
       options.device_budget != 0 ? options.device_budget : free_bytes / 10 * 9;
   const uint64_t local_host =
       options.host_budget != 0 ? options.host_budget : PhysicalRamBytes() / 2;
-  const uint64_t device_budget = control->InitialDeviceBudget(local_device);
+  DeviceIdentity identity;
+  identity.uuid = DeviceUuid(driver, core->device_);
+  identity.total_bytes = total_bytes;
+  const uint64_t device_budget = control->InitialDeviceBudget(identity, local_device);
   const uint64_t host_budget = control->InitialHostBudget(local_host);
   const uint32_t device_chunks = static_cast<uint32_t>(device_budget >> kChunkShift);
   const uint32_t host_chunks = static_cast<uint32_t>(host_budget >> kChunkShift);
@@ -94,11 +143,16 @@ CUresult ShimCore::Create(const Driver* driver, const CoreOptions& options, Cont
               static_cast<unsigned long long>(va >> 20), core->policy_->name());
   ShimCore* raw = core.get();
   control->OnBudgetChange([raw](uint64_t bytes) { raw->SetDeviceBudget(bytes); });
+  control->SetUsageSource([raw] { return raw->TakeUsage(); });
   *out = std::move(core);
   return CUDA_SUCCESS;
 }
 
 ShimCore::~ShimCore() {
+  if (control_ != nullptr) {  // no callback into this core runs after these return
+    control_->OnBudgetChange({});
+    control_->SetUsageSource({});
+  }
   {
     MutexLock lock(&mu_);
     if (tracker_ != nullptr) tracker_->WaitForAll();
@@ -165,6 +219,7 @@ CUresult ShimCore::Alloc(CUdeviceptr* ptr, uint64_t bytes) {
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   if (a.new_count != 0) OnChunksCommitted(a.new_first, a.new_count);
+  LogAllocEvent(a.offset, bytes, /*freed=*/false);
   *ptr = base_ + a.offset;
   return CUDA_SUCCESS;
 }
@@ -209,6 +264,7 @@ CUresult ShimCore::Free(CUdeviceptr ptr) {
   for (const PendingFree& f : pending_frees_) {
     if (f.offset == offset) return CUDA_ERROR_INVALID_VALUE;  // double free
   }
+  LogAllocEvent(offset, bytes, /*freed=*/true);
   // Work still using a large block: reuse its address only once that work is
   // done. (Small blocks share a slab chunk with others; they are reusable at
   // once, as with the driver the application synchronizes before freeing.)
@@ -231,6 +287,7 @@ CUresult ShimCore::FreeAsync(CUdeviceptr ptr, CUstream stream, bool per_thread) 
   for (const PendingFree& f : pending_frees_) {
     if (f.offset == offset) return CUDA_ERROR_INVALID_VALUE;  // double free
   }
+  LogAllocEvent(offset, bytes, /*freed=*/true);
   const uint32_t index = tracker_->IndexOf(stream, per_thread);
   const uint64_t seq = tracker_->issued(index);
   if (seq == 0 || tracker_->IsComplete(index, seq)) return FreeLocked(offset);
@@ -1005,6 +1062,10 @@ void ShimCore::OnCaptureBegin(CUstream stream, bool per_thread) {
   const uint32_t index = tracker_->IndexOf(stream, per_thread);
   CUevent ignored;
   tracker_->Cover(index, tracker_->issued(index), &ignored);
+  // Nor on the legacy stream: while a blocking stream captures, recording
+  // there fails and invalidates the capture (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT).
+  const uint32_t legacy = tracker_->IndexOf(nullptr, false);
+  tracker_->Cover(legacy, tracker_->issued(legacy), &ignored);
 }
 
 void ShimCore::OnCaptureEnd() {
@@ -1029,6 +1090,9 @@ void ShimCore::EnforceDeviceLimit() {
 }
 
 void ShimCore::SetDeviceBudget(uint64_t bytes) {
+  // Called from the control plane's thread, which has no current context:
+  // page-outs need the core's (Note [foreign threads]).
+  ScopedContext scoped(driver_, context_);
   MutexLock lock(&mu_);
   device_budget_chunks_ = static_cast<uint32_t>(bytes >> kChunkShift);
   policy_->OnBudgetChange(bytes);
@@ -1070,6 +1134,31 @@ CoreStats ShimCore::stats() {
   s.committed_chunks = allocator_->committed_chunks();
   s.live_bytes = allocator_->live_bytes();
   return s;
+}
+
+void ShimCore::LogAllocEvent(uint64_t offset, uint64_t bytes, bool freed) {
+  if (!usage_polled_) return;  // standalone: nobody reads the log
+  if (alloc_events_.size() >= kMaxAllocEvents) {
+    ++dropped_alloc_events_;
+    return;
+  }
+  alloc_events_.push_back({offset, bytes, freed});
+}
+
+UsageReport ShimCore::TakeUsage() {
+  MutexLock lock(&mu_);
+  UsageReport u;
+  u.device_resident_bytes = static_cast<uint64_t>(pool_->device_in_use()) << kChunkShift;
+  u.device_budget_bytes = static_cast<uint64_t>(device_budget_chunks_) << kChunkShift;
+  u.host_resident_bytes = static_cast<uint64_t>(pool_->host_in_use()) << kChunkShift;
+  u.allocated_bytes = allocator_->live_bytes();
+  u.page_in_bytes = stats_.page_ins << kChunkShift;
+  u.page_out_bytes = stats_.evictions << kChunkShift;
+  u.launches = stats_.launches;
+  u.dropped_alloc_events = dropped_alloc_events_;
+  u.alloc_events.swap(alloc_events_);
+  usage_polled_ = true;
+  return u;
 }
 
 Residence ShimCore::ResidenceOf(CUdeviceptr ptr) {

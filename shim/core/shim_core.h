@@ -157,11 +157,43 @@ class ShimCore {
   // (cuMemcpy, cuMemsetD8, ...), so fills are awaited on the host.
   CUresult BeforeAccess(const MemRange* ranges, int count, CUstream stream, bool per_thread,
                         bool synchronous, Ticket* ticket) MEMSHIM_EXCLUDES(mu_);
-  // Before work whose reach is unknown (graph launches): see Note [host mapping].
+  // Before work whose reach is unknown (graph launches the shim cannot decode):
+  // see Note [host mapping].
   CUresult BeforeOpaque(CUstream stream, bool per_thread, Ticket* ticket) MEMSHIM_EXCLUDES(mu_);
   static void AfterEnqueue(const Ticket& ticket) {
     if (ticket.window != nullptr) ticket.window->fetch_sub(1, std::memory_order_release);
   }
+
+  // ---- Graphs (Note [graph residency], shim_core_graph.cc) -----------------
+  // After a successful cuGraphInstantiate*: walks `graph` with the driver and
+  // records, for `exec`, the device memory its nodes reference (replacing
+  // anything recorded for that handle before).
+  void OnGraphInstantiate(CUgraphExec exec, CUgraph graph) MEMSHIM_EXCLUDES(mu_);
+  // Before cuGraphExecDestroy or a change of `exec`'s parameters: forgets
+  // `exec`; an exec with no record is launched as opaque work.
+  void OnGraphExecForget(CUgraphExec exec) MEMSHIM_EXCLUDES(mu_);
+  // Before cuGraphLaunch: makes the memory recorded for `exec` resident,
+  // stream-ordered before the launch; without a decodable record it is
+  // BeforeOpaque().
+  CUresult BeforeGraphLaunch(CUgraphExec exec, CUstream stream, bool per_thread, Ticket* ticket)
+      MEMSHIM_EXCLUDES(mu_);
+  // Before work that may touch exactly the blocks that the 8-byte argument
+  // words `words` point into (as kernel arguments are decoded) and the byte
+  // ranges `ranges`: makes them resident, stream-ordered, like BeforeLaunch().
+  CUresult BeforeReferences(const uint64_t* words, size_t num_words, const MemRange* ranges,
+                            size_t num_ranges, CUstream stream, bool per_thread, Ticket* ticket)
+      MEMSHIM_EXCLUDES(mu_);
+  // True while `stream` is being captured into a graph (cheap while no
+  // capture is active).
+  bool StreamCapturing(CUstream stream, bool per_thread) MEMSHIM_EXCLUDES(mu_);
+  struct GraphPlanInfo {
+    bool known = false;      // instantiated while the core existed
+    bool decodable = false;  // launches use the recorded references
+    size_t nodes = 0, words = 0, ranges = 0;
+    uint64_t launches = 0, page_ins = 0;
+  };
+  // For tests and diagnostics.
+  GraphPlanInfo GraphPlanOf(CUgraphExec exec) MEMSHIM_EXCLUDES(mu_);
 
   // ---- Streams, capture, budgets -------------------------------------------
   void OnStreamDestroy(CUstream stream, bool per_thread) MEMSHIM_EXCLUDES(mu_);
@@ -177,6 +209,9 @@ class ShimCore {
   CUresult Synchronize() MEMSHIM_EXCLUDES(mu_);
 
   CoreStats stats() MEMSHIM_EXCLUDES(mu_);
+  // Usage for the control plane; drains the allocation events logged since
+  // the previous call. Events are logged only once this has been called.
+  UsageReport TakeUsage() MEMSHIM_EXCLUDES(mu_);
   // For tests: the residence of the chunk holding `ptr`.
   Residence ResidenceOf(CUdeviceptr ptr) MEMSHIM_EXCLUDES(mu_);
 
@@ -246,6 +281,7 @@ class ShimCore {
   bool BlockIdle(uint64_t offset) MEMSHIM_REQUIRES(mu_);
   void EnforceDeviceLimit() MEMSHIM_REQUIRES(mu_);
   static bool EligibleThunk(void* self, uint32_t chunk);
+  void LogAllocEvent(uint64_t offset, uint64_t bytes, bool freed) MEMSHIM_REQUIRES(mu_);
 
   const Driver* const driver_;
   ControlPlane* const control_;
@@ -284,7 +320,31 @@ class ShimCore {
   std::vector<StreamUse> opaque_uses_ MEMSHIM_GUARDED_BY(mu_);  // per stream index
   uint32_t unbacked_owned_ MEMSHIM_GUARDED_BY(mu_) = 0;
   int captures_active_ MEMSHIM_GUARDED_BY(mu_) = 0;
+  // Per executable graph (Note [graph residency] in shim_core_graph.cc): the
+  // argument words of its kernel nodes that lie in the reservation and the
+  // device ranges of its memcpy/memset nodes, gathered once at instantiation
+  // (the driver copies node parameters then, so they cannot change until an
+  // exec update, which drops the record). A launch touches exactly those.
+  struct GraphPlan {
+    bool decodable = true;
+    const char* why = nullptr;  // the first reason it is not
+    size_t nodes = 0;
+    std::vector<uint64_t> words;  // sorted, distinct
+    std::vector<MemRange> ranges;
+    uint64_t launches = 0;
+    uint64_t page_ins = 0;  // chunks filled from the host tier before its launches
+  };
+  void PlanGraph(CUgraph graph, int depth, GraphPlan* plan) MEMSHIM_REQUIRES(mu_);
+  void PlanKernelNode(CUgraphNode node, GraphPlan* plan) MEMSHIM_REQUIRES(mu_);
+  CUresult ReferencesLocked(const uint64_t* words, size_t num_words, const MemRange* ranges,
+                            size_t num_ranges, uint32_t stream, bool capturing, Ticket* ticket)
+      MEMSHIM_REQUIRES(mu_);
+  std::unordered_map<CUgraphExec, GraphPlan> graph_plans_ MEMSHIM_GUARDED_BY(mu_);
   CoreStats stats_ MEMSHIM_GUARDED_BY(mu_);
+  // Allocation hints for the control plane (bounded; see TakeUsage()).
+  bool usage_polled_ MEMSHIM_GUARDED_BY(mu_) = false;
+  std::vector<AllocEvent> alloc_events_ MEMSHIM_GUARDED_BY(mu_);
+  uint64_t dropped_alloc_events_ MEMSHIM_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace memvirt::shim

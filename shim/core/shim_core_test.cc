@@ -243,6 +243,152 @@ TEST_F(ShimCoreTest, OpaqueKernelsReachEveryChunkWithoutFaults) {
   EXPECT_EQ(core_->stats().opaque_launches, 1u);
 }
 
+// Note [graph residency]: an instantiated graph's kernel arguments and
+// copy/memset ranges are recorded; each launch makes exactly those resident.
+TEST_F(ShimCoreTest, GraphLaunchMakesItsReferencesResident) {
+  CUstream s = fake_.CreateStream();
+  std::vector<CUdeviceptr> blocks(8);
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_EQ(core_->Alloc(&blocks[i], 2 * kMiB), CUDA_SUCCESS);
+    ASSERT_EQ(Write(s, blocks[i], 2 * kMiB, 200 + i), CUDA_SUCCESS);
+  }
+  for (int i = 0; i < 4; ++i) ASSERT_EQ(core_->ResidenceOf(blocks[i]), Residence::kHost) << i;
+  CUgraph graph = fake_.MakeGraph();
+  fake_.AddKernelNode(graph, Function(2), {blocks[0], 7});  // a pointer and a scalar
+  fake_.AddKernelNode(graph, Function(1), {blocks[1] + 4096}, /*via_extra=*/true);
+  fake_.AddMemsetNode(graph, blocks[2] + kMiB / 2, kMiB);
+  fake_.AddMemcpyNode(graph, blocks[3] + kMiB, blocks[3], kMiB);
+  fake_.AddNode(graph, CU_GRAPH_NODE_TYPE_HOST);
+  fake_.AddNode(graph, CU_GRAPH_NODE_TYPE_EMPTY);
+  const CUgraphExec exec = reinterpret_cast<CUgraphExec>(0x1000);
+  core_->OnGraphInstantiate(exec, graph);
+  ShimCore::GraphPlanInfo info = core_->GraphPlanOf(exec);
+  ASSERT_TRUE(info.known);
+  ASSERT_TRUE(info.decodable);
+  EXPECT_EQ(info.nodes, 6u);
+  EXPECT_EQ(info.words, 2u);   // the scalar is not in the reservation
+  EXPECT_EQ(info.ranges, 3u);  // memset, copy source, copy destination
+
+  for (int round = 0; round < 2; ++round) {
+    const CoreStats before = core_->stats();
+    ShimCore::Ticket ticket;
+    ASSERT_EQ(core_->BeforeGraphLaunch(exec, s, false, &ticket), CUDA_SUCCESS);
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(core_->ResidenceOf(blocks[i]), Residence::kDevice) << i;
+    std::vector<uint64_t> sums(4, 0);
+    for (int i = 0; i < 4; ++i) {  // the graph's work, as the driver would run it
+      CUdeviceptr p = blocks[i];
+      fake_.EnqueueTouch(s, p, 2 * kMiB, [p, i, &sums] {
+        sums[i] = Checksum(reinterpret_cast<void*>(p), 2 * kMiB);
+      });
+    }
+    ShimCore::AfterEnqueue(ticket);
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(sums[i], PatternChecksum(2 * kMiB, 200 + i)) << i;
+    const CoreStats after = core_->stats();
+    EXPECT_EQ(after.opaque_launches, before.opaque_launches);
+    EXPECT_GE(after.page_ins - before.page_ins, 4u);
+    // The rest of the data comes back for the next round: the graph's blocks
+    // are evicted again.
+    for (int i = 4; i < 8; ++i) {
+      uint64_t sum = 0;
+      ASSERT_EQ(Read(s, blocks[i], 2 * kMiB, &sum), CUDA_SUCCESS);
+      EXPECT_EQ(sum, PatternChecksum(2 * kMiB, 200 + i));
+    }
+  }
+  info = core_->GraphPlanOf(exec);
+  EXPECT_EQ(info.launches, 2u);
+  EXPECT_GE(info.page_ins, 8u);
+  EXPECT_EQ(fake_.faults(), 0u);
+
+  // Forgotten (destroyed or updated): launches are opaque again.
+  core_->OnGraphExecForget(exec);
+  EXPECT_FALSE(core_->GraphPlanOf(exec).known);
+  ShimCore::Ticket ticket;
+  ASSERT_EQ(core_->BeforeGraphLaunch(exec, s, false, &ticket), CUDA_SUCCESS);
+  ShimCore::AfterEnqueue(ticket);
+  EXPECT_EQ(core_->stats().opaque_launches, 1u);
+}
+
+TEST_F(ShimCoreTest, PrecomputedReferencesAreMadeResident) {
+  CUstream s = fake_.CreateStream();
+  std::vector<CUdeviceptr> blocks(8);
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_EQ(core_->Alloc(&blocks[i], 2 * kMiB), CUDA_SUCCESS);
+    ASSERT_EQ(Write(s, blocks[i], 2 * kMiB, 300 + i), CUDA_SUCCESS);
+  }
+  ASSERT_EQ(core_->ResidenceOf(blocks[0]), Residence::kHost);
+  ASSERT_EQ(core_->ResidenceOf(blocks[1]), Residence::kHost);
+  const uint64_t words[] = {blocks[0] + 100, 42};  // an interior pointer and a scalar
+  const MemRange ranges[] = {{blocks[1] + kMiB, 16}};
+  ShimCore::Ticket ticket;
+  ASSERT_EQ(core_->BeforeReferences(words, 2, ranges, 1, s, false, &ticket), CUDA_SUCCESS);
+  ShimCore::AfterEnqueue(ticket);
+  EXPECT_EQ(core_->ResidenceOf(blocks[0]), Residence::kDevice);
+  EXPECT_EQ(core_->ResidenceOf(blocks[1] + kMiB), Residence::kDevice);
+  uint64_t sum = 0;
+  ASSERT_EQ(Read(s, blocks[0], 2 * kMiB, &sum), CUDA_SUCCESS);
+  EXPECT_EQ(sum, PatternChecksum(2 * kMiB, 300));
+  EXPECT_EQ(fake_.faults(), 0u);
+}
+
+TEST_F(ShimCoreTest, GraphsWithUndecodableNodesStayOpaque) {
+  CUstream s = fake_.CreateStream();
+  CUdeviceptr p;
+  ASSERT_EQ(core_->Alloc(&p, 2 * kMiB), CUDA_SUCCESS);
+  CUgraph undecodable_kernel = fake_.MakeGraph();
+  fake_.AddKernelNode(undecodable_kernel, Function(1), {p});
+  fake_.AddKernelNode(undecodable_kernel, fake_.MakeFunction({}, /*opaque=*/true), {p});
+  CUgraph batch = fake_.MakeGraph();
+  fake_.AddKernelNode(batch, Function(1), {p});
+  fake_.AddNode(batch, CU_GRAPH_NODE_TYPE_BATCH_MEM_OP);
+  CUgraph child = fake_.MakeGraph();
+  fake_.AddNode(child, CU_GRAPH_NODE_TYPE_CONDITIONAL);
+  CUgraph parent = fake_.MakeGraph();
+  fake_.AddChildGraphNode(parent, child);
+  uint64_t opaque = 0;
+  for (CUgraph g : {undecodable_kernel, batch, parent}) {
+    const CUgraphExec exec = reinterpret_cast<CUgraphExec>(g);
+    core_->OnGraphInstantiate(exec, g);
+    const ShimCore::GraphPlanInfo info = core_->GraphPlanOf(exec);
+    EXPECT_TRUE(info.known);
+    EXPECT_FALSE(info.decodable);
+    ShimCore::Ticket ticket;
+    ASSERT_EQ(core_->BeforeGraphLaunch(exec, s, false, &ticket), CUDA_SUCCESS);
+    ShimCore::AfterEnqueue(ticket);
+    EXPECT_EQ(core_->stats().opaque_launches, ++opaque);
+  }
+  // An exec instantiated before the core knew about it has no record.
+  ShimCore::Ticket ticket;
+  ASSERT_EQ(core_->BeforeGraphLaunch(reinterpret_cast<CUgraphExec>(0x2000), s, false, &ticket),
+            CUDA_SUCCESS);
+  ShimCore::AfterEnqueue(ticket);
+  EXPECT_EQ(core_->stats().opaque_launches, ++opaque);
+}
+
+TEST_F(ShimCoreTest, ChildGraphsAreWalked) {
+  CUdeviceptr a, b;
+  ASSERT_EQ(core_->Alloc(&a, 2 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(core_->Alloc(&b, 2 * kMiB), CUDA_SUCCESS);
+  CUgraph child = fake_.MakeGraph();
+  fake_.AddKernelNode(child, Function(1), {a});
+  CUgraph parent = fake_.MakeGraph();
+  fake_.AddChildGraphNode(parent, child);
+  fake_.AddMemsetNode(parent, b, 64);
+  const CUgraphExec exec = reinterpret_cast<CUgraphExec>(0x3000);
+  core_->OnGraphInstantiate(exec, parent);
+  const ShimCore::GraphPlanInfo info = core_->GraphPlanOf(exec);
+  EXPECT_TRUE(info.decodable);
+  EXPECT_EQ(info.nodes, 3u);
+  EXPECT_EQ(info.words, 1u);
+  EXPECT_EQ(info.ranges, 1u);
+  CUstream s = fake_.CreateStream();
+  ShimCore::Ticket ticket;
+  ASSERT_EQ(core_->BeforeGraphLaunch(exec, s, false, &ticket), CUDA_SUCCESS);
+  ShimCore::AfterEnqueue(ticket);
+  EXPECT_EQ(core_->ResidenceOf(a), Residence::kDevice);
+  EXPECT_EQ(core_->ResidenceOf(b), Residence::kDevice);
+  EXPECT_EQ(core_->stats().opaque_launches, 0u);
+}
+
 TEST_F(ShimCoreTest, AllocationBeyondVirtualCapacityFailsCleanly) {
   std::vector<CUdeviceptr> blocks;
   CUdeviceptr p;

@@ -5,39 +5,46 @@
 #ifndef MEMVIRT_SHIM_HOOKS_HOOK_LIST_H_
 #define MEMVIRT_SHIM_HOOKS_HOOK_LIST_H_
 
-#define MEMSHIM_HOOKED_FUNCTIONS(X)                                                               \
-  /* memory management */                                                                         \
-  X(cuMemAlloc_v2)                                                                                \
-  X(cuMemAllocPitch_v2)                                                                           \
-  X(cuMemFree_v2)                                                                                 \
-  X(cuMemAllocAsync) X(cuMemAllocAsync_ptsz) X(cuMemAllocFromPoolAsync)                           \
-      X(cuMemAllocFromPoolAsync_ptsz) X(cuMemFreeAsync) X(cuMemFreeAsync_ptsz) X(cuMemGetInfo_v2) \
-          X(cuMemGetAddressRange_v2) X(cuPointerGetAttribute) X(cuPointerGetAttributes)           \
-              X(cuMemCreate) X(cuMemRelease) /* launches */                                       \
-      X(cuLaunchKernel) X(cuLaunchKernel_ptsz) X(cuLaunchKernelEx) X(cuLaunchKernelEx_ptsz)       \
-          X(cuLaunchCooperativeKernel) X(cuLaunchCooperativeKernel_ptsz) X(cuGraphLaunch)         \
-              X(cuGraphLaunch_ptsz) /* copies */                                                  \
-      X(cuMemcpy) X(cuMemcpy_ptds) X(cuMemcpyAsync) X(cuMemcpyAsync_ptsz) X(cuMemcpyHtoD_v2)      \
-          X(cuMemcpyHtoD_v2_ptds) X(cuMemcpyDtoH_v2) X(cuMemcpyDtoH_v2_ptds) X(cuMemcpyDtoD_v2)   \
-              X(cuMemcpyDtoD_v2_ptds) X(cuMemcpyHtoDAsync_v2) X(cuMemcpyHtoDAsync_v2_ptsz)        \
-                  X(cuMemcpyDtoHAsync_v2) X(cuMemcpyDtoHAsync_v2_ptsz) X(cuMemcpyDtoDAsync_v2)    \
-                      X(cuMemcpyDtoDAsync_v2_ptsz) X(cuMemcpy2D_v2) X(cuMemcpy2D_v2_ptds)         \
-                          X(cuMemcpy2DUnaligned_v2) X(cuMemcpy2DUnaligned_v2_ptds)                \
-                              X(cuMemcpy2DAsync_v2) X(cuMemcpy2DAsync_v2_ptsz) X(cuMemcpy3D_v2)   \
-                                  X(cuMemcpy3D_v2_ptds) X(cuMemcpy3DAsync_v2)                     \
-                                      X(cuMemcpy3DAsync_v2_ptsz) /* memsets */                    \
-      X(cuMemsetD8_v2) X(cuMemsetD8_v2_ptds) X(cuMemsetD16_v2) X(cuMemsetD16_v2_ptds)             \
-          X(cuMemsetD32_v2) X(cuMemsetD32_v2_ptds) X(cuMemsetD2D8_v2) X(cuMemsetD2D8_v2_ptds)     \
-              X(cuMemsetD2D16_v2) X(cuMemsetD2D16_v2_ptds) X(cuMemsetD2D32_v2)                    \
-                  X(cuMemsetD2D32_v2_ptds) X(cuMemsetD8Async) X(cuMemsetD8Async_ptsz)             \
-                      X(cuMemsetD16Async) X(cuMemsetD16Async_ptsz) X(cuMemsetD32Async)            \
-                          X(cuMemsetD32Async_ptsz) X(cuMemsetD2D8Async) X(cuMemsetD2D8Async_ptsz) \
-                              X(cuMemsetD2D16Async) X(cuMemsetD2D16Async_ptsz)                    \
-                                  X(cuMemsetD2D32Async)                                           \
-                                      X(cuMemsetD2D32Async_ptsz) /* streams and capture */        \
-      X(cuStreamDestroy) X(cuStreamDestroy_v2) X(cuStreamBeginCapture)                            \
-          X(cuStreamBeginCapture_ptsz) X(cuStreamBeginCapture_v2) X(cuStreamBeginCapture_v2_ptsz) \
-              X(cuStreamEndCapture) X(cuStreamEndCapture_ptsz) /* entry-point lookup */           \
-      X(cuGetProcAddress) X(cuGetProcAddress_v2)
+// clang-format off
+#define MEMSHIM_HOOKED_FUNCTIONS(X)                                                                \
+  /* memory management */                                                                          \
+  X(cuMemAlloc_v2) X(cuMemAllocPitch_v2) X(cuMemFree_v2) X(cuMemAllocAsync)                        \
+  X(cuMemAllocAsync_ptsz) X(cuMemAllocFromPoolAsync) X(cuMemAllocFromPoolAsync_ptsz)               \
+  X(cuMemFreeAsync) X(cuMemFreeAsync_ptsz) X(cuMemGetInfo_v2) X(cuMemGetAddressRange_v2)           \
+  X(cuPointerGetAttribute) X(cuPointerGetAttributes) X(cuMemCreate) X(cuMemRelease)                \
+  /* launches */                                                                                   \
+  X(cuLaunchKernel) X(cuLaunchKernel_ptsz) X(cuLaunchKernelEx) X(cuLaunchKernelEx_ptsz)            \
+  X(cuLaunchCooperativeKernel) X(cuLaunchCooperativeKernel_ptsz) X(cuGraphLaunch)                  \
+  X(cuGraphLaunch_ptsz)                                                                            \
+  /* graphs */                                                                                     \
+  X(cuGraphInstantiate) X(cuGraphInstantiate_v2) X(cuGraphInstantiateWithFlags)                    \
+  X(cuGraphInstantiateWithParams) X(cuGraphInstantiateWithParams_ptsz) X(cuGraphExecDestroy)       \
+  X(cuGraphExecUpdate) X(cuGraphExecUpdate_v2) X(cuGraphExecKernelNodeSetParams)                   \
+  X(cuGraphExecKernelNodeSetParams_v2) X(cuGraphExecMemcpyNodeSetParams)                           \
+  X(cuGraphExecMemsetNodeSetParams) X(cuGraphExecChildGraphNodeSetParams)                          \
+  X(cuGraphExecNodeSetParams)                                                                      \
+  /* copies */                                                                                     \
+  X(cuMemcpy) X(cuMemcpy_ptds) X(cuMemcpyAsync) X(cuMemcpyAsync_ptsz) X(cuMemcpyHtoD_v2)           \
+  X(cuMemcpyHtoD_v2_ptds) X(cuMemcpyDtoH_v2) X(cuMemcpyDtoH_v2_ptds) X(cuMemcpyDtoD_v2)            \
+  X(cuMemcpyDtoD_v2_ptds) X(cuMemcpyHtoDAsync_v2) X(cuMemcpyHtoDAsync_v2_ptsz)                     \
+  X(cuMemcpyDtoHAsync_v2) X(cuMemcpyDtoHAsync_v2_ptsz) X(cuMemcpyDtoDAsync_v2)                     \
+  X(cuMemcpyDtoDAsync_v2_ptsz) X(cuMemcpy2D_v2) X(cuMemcpy2D_v2_ptds) X(cuMemcpy2DUnaligned_v2)    \
+  X(cuMemcpy2DUnaligned_v2_ptds) X(cuMemcpy2DAsync_v2) X(cuMemcpy2DAsync_v2_ptsz)                  \
+  X(cuMemcpy3D_v2) X(cuMemcpy3D_v2_ptds) X(cuMemcpy3DAsync_v2) X(cuMemcpy3DAsync_v2_ptsz)          \
+  /* memsets */                                                                                    \
+  X(cuMemsetD8_v2) X(cuMemsetD8_v2_ptds) X(cuMemsetD16_v2) X(cuMemsetD16_v2_ptds)                  \
+  X(cuMemsetD32_v2) X(cuMemsetD32_v2_ptds) X(cuMemsetD2D8_v2) X(cuMemsetD2D8_v2_ptds)              \
+  X(cuMemsetD2D16_v2) X(cuMemsetD2D16_v2_ptds) X(cuMemsetD2D32_v2) X(cuMemsetD2D32_v2_ptds)        \
+  X(cuMemsetD8Async) X(cuMemsetD8Async_ptsz) X(cuMemsetD16Async) X(cuMemsetD16Async_ptsz)          \
+  X(cuMemsetD32Async) X(cuMemsetD32Async_ptsz) X(cuMemsetD2D8Async) X(cuMemsetD2D8Async_ptsz)      \
+  X(cuMemsetD2D16Async) X(cuMemsetD2D16Async_ptsz) X(cuMemsetD2D32Async)                           \
+  X(cuMemsetD2D32Async_ptsz)                                                                       \
+  /* streams and capture */                                                                        \
+  X(cuStreamDestroy) X(cuStreamDestroy_v2) X(cuStreamBeginCapture) X(cuStreamBeginCapture_ptsz)    \
+  X(cuStreamBeginCapture_v2) X(cuStreamBeginCapture_v2_ptsz) X(cuStreamEndCapture)                 \
+  X(cuStreamEndCapture_ptsz)                                                                       \
+  /* entry-point lookup */                                                                         \
+  X(cuGetProcAddress) X(cuGetProcAddress_v2)
+// clang-format on
 
 #endif  // MEMVIRT_SHIM_HOOKS_HOOK_LIST_H_

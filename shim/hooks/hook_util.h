@@ -53,19 +53,6 @@ inline CUresult Launch(Fn fn, CUfunction f, void** params, void** extra, CUstrea
   return r;
 }
 
-// Work whose reach is unknown (graph launches).
-template <typename Fn, typename... Args>
-inline CUresult Opaque(Fn fn, CUstream stream, bool per_thread, Args... args) {
-  ShimCore* core = Runtime::Get().core();
-  if (core == nullptr) return Forward(fn, args...);
-  ShimCore::Ticket ticket;
-  CUresult r = core->BeforeOpaque(stream, per_thread, &ticket);
-  if (r != CUDA_SUCCESS) return r;
-  r = Forward(fn, args...);
-  ShimCore::AfterEnqueue(ticket);
-  return r;
-}
-
 // The device bytes a 2D/3D copy side may touch.
 inline MemRange Side2D(CUmemorytype type, CUdeviceptr device, size_t x, size_t y, size_t pitch,
                        size_t width, size_t height) {

@@ -1,8 +1,7 @@
-// Kernel and graph launches.
+// Kernel launches (graph launches: hooks_graph.cc).
 #include "shim/hooks/hook_util.h"
 
 using memvirt::shim::hooks::Launch;
-using memvirt::shim::hooks::Opaque;
 using memvirt::shim::hooks::Real;
 
 #define MEMSHIM_LAUNCH_KERNEL(name, per_thread)                                                 \
@@ -34,15 +33,3 @@ MEMSHIM_LAUNCH_KERNEL_EX(cuLaunchKernelEx_ptsz, true)
   }
 MEMSHIM_LAUNCH_COOPERATIVE(cuLaunchCooperativeKernel, false)
 MEMSHIM_LAUNCH_COOPERATIVE(cuLaunchCooperativeKernel_ptsz, true)
-
-// Note [graphs]
-//   A graph launch may touch anything its kernels were captured with. It is
-//   treated as opaque (see Note [host mapping] in shim_core.h): every
-//   allocated chunk is backed, every pending page-in is waited for, and the
-//   launch counts as a use of every chunk until it completes.
-MEMSHIM_EXPORT CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream) {
-  return Opaque(Real().cuGraphLaunch, stream, false, exec, stream);
-}
-MEMSHIM_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec exec, CUstream stream) {
-  return Opaque(Real().cuGraphLaunch_ptsz, stream, true, exec, stream);
-}

@@ -1,4 +1,5 @@
 // Allocation, address queries and the application's own VMM use.
+#include "shim/core/log.h"
 #include "shim/hooks/hook_util.h"
 
 using memvirt::shim::ShimCore;
@@ -16,6 +17,24 @@ CUresult Alloc(CUdeviceptr* dptr, size_t bytes) {
 ShimCore* Owner(CUdeviceptr ptr) {
   ShimCore* core = Runtime::Get().core();
   return core != nullptr && core->Owns(ptr) ? core : nullptr;
+}
+
+// Note [allocation during capture]
+//   On a capturing stream, cuMemAllocAsync and friends record graph memory
+//   nodes: every launch of the graph allocates and frees anew. The shim does
+//   not virtualize that: such allocations go to the driver. A shim block
+//   freed on a capturing stream is referenced by the graph being built (the
+//   free happens at its launches), so it is never reused: it stays allocated.
+ShimCore* AsyncAllocator(CUstream stream, bool per_thread) {
+  ShimCore* core = Runtime::Get().CoreForAlloc();
+  return core != nullptr && !core->StreamCapturing(stream, per_thread) ? core : nullptr;
+}
+
+CUresult FreeAsync(ShimCore* core, CUdeviceptr ptr, CUstream stream, bool per_thread) {
+  if (!core->StreamCapturing(stream, per_thread)) return core->FreeAsync(ptr, stream, per_thread);
+  MEMSHIM_LOG(kInfo, "block %p freed during stream capture is kept allocated",
+              reinterpret_cast<void*>(ptr));
+  return CUDA_SUCCESS;
 }
 
 }  // namespace
@@ -42,34 +61,34 @@ MEMSHIM_EXPORT CUresult cuMemFree_v2(CUdeviceptr ptr) {
 //   guarantee than stream order); memory pools are not modelled: a pool's
 //   attributes are ignored and its blocks come from the shim's reservation.
 MEMSHIM_EXPORT CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytes, CUstream stream) {
-  if (ShimCore* core = Runtime::Get().CoreForAlloc()) return core->Alloc(dptr, bytes);
+  if (ShimCore* core = AsyncAllocator(stream, false)) return core->Alloc(dptr, bytes);
   return Forward(Real().cuMemAllocAsync, dptr, bytes, stream);
 }
 
 MEMSHIM_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytes, CUstream stream) {
-  if (ShimCore* core = Runtime::Get().CoreForAlloc()) return core->Alloc(dptr, bytes);
+  if (ShimCore* core = AsyncAllocator(stream, true)) return core->Alloc(dptr, bytes);
   return Forward(Real().cuMemAllocAsync_ptsz, dptr, bytes, stream);
 }
 
 MEMSHIM_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool,
                                                 CUstream stream) {
-  if (ShimCore* core = Runtime::Get().CoreForAlloc()) return core->Alloc(dptr, bytes);
+  if (ShimCore* core = AsyncAllocator(stream, false)) return core->Alloc(dptr, bytes);
   return Forward(Real().cuMemAllocFromPoolAsync, dptr, bytes, pool, stream);
 }
 
 MEMSHIM_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytes,
                                                      CUmemoryPool pool, CUstream stream) {
-  if (ShimCore* core = Runtime::Get().CoreForAlloc()) return core->Alloc(dptr, bytes);
+  if (ShimCore* core = AsyncAllocator(stream, true)) return core->Alloc(dptr, bytes);
   return Forward(Real().cuMemAllocFromPoolAsync_ptsz, dptr, bytes, pool, stream);
 }
 
 MEMSHIM_EXPORT CUresult cuMemFreeAsync(CUdeviceptr ptr, CUstream stream) {
-  if (ShimCore* core = Owner(ptr)) return core->FreeAsync(ptr, stream, false);
+  if (ShimCore* core = Owner(ptr)) return FreeAsync(core, ptr, stream, false);
   return Forward(Real().cuMemFreeAsync, ptr, stream);
 }
 
 MEMSHIM_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr ptr, CUstream stream) {
-  if (ShimCore* core = Owner(ptr)) return core->FreeAsync(ptr, stream, true);
+  if (ShimCore* core = Owner(ptr)) return FreeAsync(core, ptr, stream, true);
   return Forward(Real().cuMemFreeAsync_ptsz, ptr, stream);
 }
 

@@ -1,11 +1,11 @@
 #include "shim/hooks/runtime.h"
 
 #include <dlfcn.h>
-#include <sys/stat.h>
 
 #include <cstdlib>
 
 #include "shim/core/log.h"
+#include "shim/hooks/daemon_plugin.h"
 #include "shim/hooks/libc_symbols.h"
 
 namespace memvirt::shim::hooks {
@@ -121,19 +121,8 @@ void Runtime::Initialize() {
   }
   if (config_.disabled) {
     MEMSHIM_LOG(kInfo, "MEMSHIM_DISABLE set: pure pass-through");
-  } else {
-    const std::string socket =
-        config_.daemon_socket.empty() ? DefaultDaemonSocket() : config_.daemon_socket;
-    struct stat st;
-    if (stat(socket.c_str(), &st) == 0) {
-      MEMSHIM_LOG(kWarn,
-                  "daemon socket %s found, but this build has no daemon client; "
-                  "running standalone",
-                  socket.c_str());
-    } else {
-      MEMSHIM_LOG(kInfo, "no daemon at %s: running standalone", socket.c_str());
-    }
   }
+  daemon_socket_ = config_.daemon_socket.empty() ? DefaultDaemonSocket() : config_.daemon_socket;
   ready_.store(true, std::memory_order_release);
 }
 
@@ -150,8 +139,12 @@ ShimCore* Runtime::CoreForAlloc() {
   options.va_bytes = config_.va_bytes;
   options.event_batch = config_.event_batch;
   options.policy = config_.policy;
+  if (control_ == nullptr) {  // once: the daemon link, if there is a daemon
+    control_ = LoadDaemonControlPlane(config_, daemon_socket_.c_str());
+    if (control_ == nullptr) control_ = &standalone_;
+  }
   std::unique_ptr<ShimCore> created;
-  CUresult r = ShimCore::Create(&driver_, options, &control_, &created);
+  CUresult r = ShimCore::Create(&driver_, options, control_, &created);
   if (r == CUDA_ERROR_INVALID_CONTEXT) return nullptr;  // retry once a context exists
   if (r != CUDA_SUCCESS) {
     MEMSHIM_LOG(kError, "virtual device memory unavailable (%d); passing allocations through", r);

@@ -79,7 +79,9 @@ class Runtime {
     void* hook = nullptr;
   };
   std::unordered_map<std::string, std::vector<Flavour>> hooks_by_base_;
-  StandaloneControlPlane control_;
+  StandaloneControlPlane standalone_;
+  std::string daemon_socket_;
+  ControlPlane* control_ = nullptr;  // standalone_ or the daemon link; set under create_mu_
   std::mutex create_mu_;
   std::atomic<ShimCore*> core_{nullptr};
   std::atomic<bool> creation_failed_{false};

@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace memvirt::shim::testing {
@@ -216,6 +217,55 @@ struct FakeEntryPoints {
     *status = CU_STREAM_CAPTURE_STATUS_NONE;
     return CUDA_SUCCESS;
   }
+  static FakeDriver::GraphNode* Node(CUgraphNode node) {
+    return reinterpret_cast<FakeDriver::GraphNode*>(node);
+  }
+  static CUresult GraphGetNodes(CUgraph graph, CUgraphNode* nodes, size_t* count) {
+    auto lock = Lock();
+    auto* g = reinterpret_cast<FakeDriver::Graph*>(graph);
+    if (g == nullptr || count == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    if (nodes == nullptr) {
+      *count = g->nodes.size();
+      return CUDA_SUCCESS;
+    }
+    const size_t n = std::min(*count, g->nodes.size());
+    for (size_t i = 0; i < *count; ++i) {
+      nodes[i] = i < n ? reinterpret_cast<CUgraphNode>(g->nodes[i].get()) : nullptr;
+    }
+    *count = n;
+    return CUDA_SUCCESS;
+  }
+  static CUresult GraphNodeGetType(CUgraphNode node, CUgraphNodeType* type) {
+    *type = Node(node)->type;
+    return CUDA_SUCCESS;
+  }
+  static CUresult GraphKernelNodeGetParams(CUgraphNode node, CUDA_KERNEL_NODE_PARAMS* p) {
+    FakeDriver::GraphNode* n = Node(node);
+    if (n->type != CU_GRAPH_NODE_TYPE_KERNEL) return CUDA_ERROR_INVALID_VALUE;
+    *p = CUDA_KERNEL_NODE_PARAMS{};
+    p->func = n->func;
+    if (n->extra_bytes != 0) {
+      p->extra = n->extra;
+    } else if (!n->params.empty()) {
+      p->kernelParams = n->params.data();
+    }
+    return CUDA_SUCCESS;
+  }
+  static CUresult GraphMemcpyNodeGetParams(CUgraphNode node, CUDA_MEMCPY3D* p) {
+    if (Node(node)->type != CU_GRAPH_NODE_TYPE_MEMCPY) return CUDA_ERROR_INVALID_VALUE;
+    *p = Node(node)->copy;
+    return CUDA_SUCCESS;
+  }
+  static CUresult GraphMemsetNodeGetParams(CUgraphNode node, CUDA_MEMSET_NODE_PARAMS* p) {
+    if (Node(node)->type != CU_GRAPH_NODE_TYPE_MEMSET) return CUDA_ERROR_INVALID_VALUE;
+    *p = Node(node)->memset;
+    return CUDA_SUCCESS;
+  }
+  static CUresult GraphChildGraphNodeGetGraph(CUgraphNode node, CUgraph* child) {
+    if (Node(node)->type != CU_GRAPH_NODE_TYPE_GRAPH) return CUDA_ERROR_INVALID_VALUE;
+    *child = Node(node)->child;
+    return CUDA_SUCCESS;
+  }
 };
 
 FakeDriver::FakeDriver(uint64_t device_bytes) : device_capacity_(device_bytes) {
@@ -243,6 +293,12 @@ FakeDriver::FakeDriver(uint64_t device_bytes) : device_capacity_(device_bytes) {
   driver_.cuEventDestroy_v2 = &E::EventDestroy;
   driver_.cuFuncGetParamInfo = &E::FuncGetParamInfo;
   driver_.cuStreamIsCapturing = &E::StreamIsCapturing;
+  driver_.cuGraphGetNodes = &E::GraphGetNodes;
+  driver_.cuGraphNodeGetType = &E::GraphNodeGetType;
+  driver_.cuGraphKernelNodeGetParams_v2 = &E::GraphKernelNodeGetParams;
+  driver_.cuGraphMemcpyNodeGetParams = &E::GraphMemcpyNodeGetParams;
+  driver_.cuGraphMemsetNodeGetParams = &E::GraphMemsetNodeGetParams;
+  driver_.cuGraphChildGraphNodeGetGraph = &E::GraphChildGraphNodeGetGraph;
 }
 
 FakeDriver::~FakeDriver() {
@@ -258,6 +314,63 @@ CUfunction FakeDriver::MakeFunction(std::vector<uint32_t> param_sizes, bool opaq
   if (opaque) opaque_functions_.insert(f);
   return f;
 }
+
+CUgraph FakeDriver::MakeGraph() {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  graphs_.push_back(std::make_unique<Graph>());
+  return reinterpret_cast<CUgraph>(graphs_.back().get());
+}
+
+FakeDriver::GraphNode* FakeDriver::NewNode(CUgraph graph, CUgraphNodeType type) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  auto* g = reinterpret_cast<Graph*>(graph);
+  g->nodes.push_back(std::make_unique<GraphNode>());
+  g->nodes.back()->type = type;
+  return g->nodes.back().get();
+}
+
+void FakeDriver::AddKernelNode(CUgraph graph, CUfunction f, std::vector<uint64_t> words,
+                               bool via_extra) {
+  GraphNode* n = NewNode(graph, CU_GRAPH_NODE_TYPE_KERNEL);
+  n->func = f;
+  n->words = std::move(words);
+  if (via_extra) {
+    n->extra_bytes = n->words.size() * sizeof(uint64_t);
+    n->extra[0] = CU_LAUNCH_PARAM_BUFFER_POINTER;
+    n->extra[1] = n->words.data();
+    n->extra[2] = CU_LAUNCH_PARAM_BUFFER_SIZE;
+    n->extra[3] = &n->extra_bytes;
+    n->extra[4] = CU_LAUNCH_PARAM_END;
+    return;
+  }
+  for (uint64_t& w : n->words) n->params.push_back(&w);
+}
+
+void FakeDriver::AddMemsetNode(CUgraph graph, CUdeviceptr dst, uint64_t bytes) {
+  GraphNode* n = NewNode(graph, CU_GRAPH_NODE_TYPE_MEMSET);
+  n->memset.dst = dst;
+  n->memset.elementSize = 1;
+  n->memset.width = bytes;
+  n->memset.height = 1;
+  n->memset.pitch = bytes;
+}
+
+void FakeDriver::AddMemcpyNode(CUgraph graph, CUdeviceptr dst, CUdeviceptr src, uint64_t bytes) {
+  GraphNode* n = NewNode(graph, CU_GRAPH_NODE_TYPE_MEMCPY);
+  n->copy.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+  n->copy.srcDevice = src;
+  n->copy.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  n->copy.dstDevice = dst;
+  n->copy.WidthInBytes = bytes;
+  n->copy.Height = 1;
+  n->copy.Depth = 1;
+}
+
+void FakeDriver::AddChildGraphNode(CUgraph graph, CUgraph child) {
+  NewNode(graph, CU_GRAPH_NODE_TYPE_GRAPH)->child = child;
+}
+
+void FakeDriver::AddNode(CUgraph graph, CUgraphNodeType type) { NewNode(graph, type); }
 
 CUstream FakeDriver::CreateStream() {
   std::lock_guard<std::recursive_mutex> lock(mu_);

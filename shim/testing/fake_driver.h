@@ -54,6 +54,18 @@ class FakeDriver {
   void set_hold_new_streams(bool v) { hold_new_streams_ = v; }
   std::vector<CUstream> created_streams();
 
+  // Graphs for the driver's graph queries (cuGraphGetNodes, ...): nodes are
+  // described here; nothing executes them (a test enqueues the work itself).
+  CUgraph MakeGraph();
+  // A kernel node whose arguments are the 8-byte `words` (kernelParams), or,
+  // with `via_extra`, one CU_LAUNCH_PARAM_BUFFER_POINTER buffer holding them.
+  void AddKernelNode(CUgraph graph, CUfunction f, std::vector<uint64_t> words,
+                     bool via_extra = false);
+  void AddMemsetNode(CUgraph graph, CUdeviceptr dst, uint64_t bytes);
+  void AddMemcpyNode(CUgraph graph, CUdeviceptr dst, CUdeviceptr src, uint64_t bytes);
+  void AddChildGraphNode(CUgraph graph, CUgraph child);
+  void AddNode(CUgraph graph, CUgraphNodeType type);  // no parameters (host, empty, ...)
+
   bool IsMapped(CUdeviceptr ptr, uint64_t bytes);
   uint64_t faults() const { return faults_; }
   uint64_t device_bytes_in_use() const { return device_used_; }
@@ -85,6 +97,22 @@ class FakeDriver {
     std::deque<Op> queue;
   };
 
+  struct GraphNode {
+    CUgraphNodeType type = CU_GRAPH_NODE_TYPE_EMPTY;
+    CUfunction func = nullptr;
+    std::vector<uint64_t> words;
+    std::vector<void*> params;  // into `words`
+    size_t extra_bytes = 0;
+    void* extra[5] = {};
+    CUDA_MEMCPY3D copy{};
+    CUDA_MEMSET_NODE_PARAMS memset{};
+    CUgraph child = nullptr;
+  };
+  struct Graph {
+    std::vector<std::unique_ptr<GraphNode>> nodes;
+  };
+  GraphNode* NewNode(CUgraph graph, CUgraphNodeType type);
+
   // Runs every stream as far as it can go (held streams stay put).
   void DrainLocked();
   // Runs the front op of `s` if its wait is satisfiable; false if blocked.
@@ -112,6 +140,7 @@ class FakeDriver {
   Stream legacy_;
   std::vector<std::unique_ptr<Event>> events_;
   std::vector<std::unique_ptr<std::vector<uint32_t>>> functions_;
+  std::vector<std::unique_ptr<Graph>> graphs_;
   std::set<const void*> opaque_functions_;
   int context_token_ = 0;
 };

@@ -33,7 +33,53 @@ CUresult ResolveStream(CUstream handle, bool per_thread, std::shared_ptr<Context
 CUresult ResolveStreamForWork(CUstream handle, bool per_thread, std::shared_ptr<Context>* ctx,
                               std::shared_ptr<Stream>* stream) {
   if (CUresult r = ResolveStream(handle, per_thread, ctx, stream)) return r;
-  return (*ctx)->sticky_error();
+  if (CUresult r = (*ctx)->sticky_error()) return r;
+  return CheckLegacyUse(**ctx, **stream, /*invalidate=*/true);
+}
+
+CUresult CheckLegacyUse(Context& ctx, const Stream& stream, bool invalidate) {
+  if (stream.kind() != Stream::Kind::kLegacyDefault || ctx.blocking_captures() == 0) {
+    return CUDA_SUCCESS;
+  }
+  if (invalidate) {
+    for (auto& s : ctx.Streams()) {
+      auto capture = s->capture();
+      if (capture != nullptr && capture->blocking()) capture->Invalidate();
+    }
+  }
+  return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+}
+
+CUresult RefuseDuringCapture(Stream& stream, CUresult error) {
+  auto capture = stream.capture();
+  if (capture == nullptr) return CUDA_SUCCESS;
+  capture->Invalidate();
+  return error;
+}
+
+CUstreamCaptureStatus CaptureStatus(Stream& stream) {
+  auto capture = stream.capture();
+  if (capture == nullptr) return CU_STREAM_CAPTURE_STATUS_NONE;
+  return capture->invalidated() ? CU_STREAM_CAPTURE_STATUS_INVALIDATED
+                                : CU_STREAM_CAPTURE_STATUS_ACTIVE;
+}
+
+void AbandonCapture(Context& ctx, Stream& stream) {
+  auto capture = stream.capture();
+  if (capture == nullptr) return;
+  stream.EndCapture();
+  if (capture->blocking()) ctx.AddBlockingCaptures(-1);
+  capture->graph()->set_capturing(false);
+  if (D().graphs.Remove(capture->graph().get())) capture->graph()->ReleaseNodes();
+}
+
+CUresult ResolveFunction(const void* handle, Function** fn, std::shared_ptr<Module>* module) {
+  if (CUresult r = RequireInit()) return r;
+  auto m = D().ModuleOfFunction(handle);
+  if (!m) return CUDA_ERROR_INVALID_HANDLE;
+  *fn = static_cast<Function*>(const_cast<void*>(handle));
+  if (module != nullptr) *module = std::move(m);
+  return CUDA_SUCCESS;
 }
 
 CUresult ResolveDevice(CUdevice ordinal, Device** out) {

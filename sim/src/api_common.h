@@ -28,9 +28,31 @@ CUresult CurrentContext(std::shared_ptr<Context>* out);
 CUresult ResolveStream(CUstream handle, bool per_thread, std::shared_ptr<Context>* ctx,
                        std::shared_ptr<Stream>* stream);
 
-// Like ResolveStream, then returns the context's sticky error if it has one.
+// Like ResolveStream, then returns the context's sticky error if it has one, and
+// CUDA_ERROR_STREAM_CAPTURE_IMPLICIT for the legacy stream during a blocking capture
+// (CheckLegacyUse with `invalidate`).
 CUresult ResolveStreamForWork(CUstream handle, bool per_thread, std::shared_ptr<Context>* ctx,
                               std::shared_ptr<Stream>* stream);
+
+// Note [capture and the legacy stream]: while a blocking stream of the context is capturing,
+// the legacy default stream is unusable, since work on it would implicitly depend on the
+// capture: CUDA_ERROR_STREAM_CAPTURE_IMPLICIT. With `invalidate` (work submitted, or a
+// synchronization) those captures are invalidated; queries leave them alone, as documented for
+// cuStreamIsCapturing.
+CUresult CheckLegacyUse(Context& ctx, const Stream& stream, bool invalidate);
+
+// For operations that may not run on a capturing stream: if `stream` is capturing, invalidates
+// the capture and returns `error`; CUDA_SUCCESS otherwise.
+CUresult RefuseDuringCapture(Stream& stream, CUresult error);
+
+// The capture status of `stream` (cuStreamIsCapturing).
+CUstreamCaptureStatus CaptureStatus(Stream& stream);
+
+// Ends the capture of a stream that is being destroyed: the capture graph is destroyed.
+void AbandonCapture(Context& ctx, Stream& stream);
+
+// Resolves a CUfunction or CUkernel value (the sim uses one object for both).
+CUresult ResolveFunction(const void* handle, Function** fn, std::shared_ptr<Module>* module);
 
 // CUDA_ERROR_INVALID_DEVICE for ordinals that do not exist.
 CUresult ResolveDevice(CUdevice ordinal, Device** out);

@@ -1,6 +1,9 @@
 // Exported entry points: cuMemcpy* and cuMemset* (sync and async, legacy and per-thread
 // default-stream flavours).
 //
+// On a capturing stream, asynchronous copies and memsets become graph nodes and synchronous ones
+// fail with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (Note [capture] in graph.h).
+//
 // Note [sync copies]: a synchronous copy or memset is enqueued on the default stream (legacy, or
 // per-thread for the _ptds entry points) and waited for. That yields the documented behaviour:
 // it is ordered after prior work of blocking streams and returns once the data has arrived.
@@ -31,17 +34,74 @@ CUresult Resolve(Side side, uint64_t addr, size_t extent, bool write, CopyEnd* o
   return CUDA_ERROR_INVALID_VALUE;
 }
 
+CUmemorytype MemoryTypeOf(Side side) {
+  switch (side) {
+    case Side::kHost:
+      return CU_MEMORYTYPE_HOST;
+    case Side::kDevice:
+      return CU_MEMORYTYPE_DEVICE;
+    case Side::kUnified:
+      return CU_MEMORYTYPE_UNIFIED;
+  }
+  return CU_MEMORYTYPE_UNIFIED;
+}
+
+// The cuMemcpy3D description of a captured copy (what cuGraphMemcpyNodeGetParams reports).
+CUDA_MEMCPY3D Describe(Side dst_side, uint64_t dst, Side src_side, uint64_t src,
+                       const CopyShape& shape) {
+  CUDA_MEMCPY3D d{};
+  d.srcMemoryType = MemoryTypeOf(src_side);
+  if (src_side == Side::kHost) {
+    d.srcHost = reinterpret_cast<const void*>(src);
+  } else {
+    d.srcDevice = src;
+  }
+  d.srcPitch = shape.src_pitch;
+  d.srcHeight = shape.rows;
+  d.dstMemoryType = MemoryTypeOf(dst_side);
+  if (dst_side == Side::kHost) {
+    d.dstHost = reinterpret_cast<void*>(dst);
+  } else {
+    d.dstDevice = dst;
+  }
+  d.dstPitch = shape.dst_pitch;
+  d.dstHeight = shape.rows;
+  d.WidthInBytes = shape.width;
+  d.Height = shape.rows;
+  d.Depth = 1;
+  return d;
+}
+
 CUresult Copy(Side dst_side, uint64_t dst, Side src_side, uint64_t src, CopyShape shape,
               CUstream hStream, bool per_thread, bool sync) {
   std::shared_ptr<Context> ctx;
   std::shared_ptr<Stream> stream;
   if (CUresult r = ResolveStreamForWork(hStream, per_thread, &ctx, &stream)) return r;
+  auto capture = stream->capture();
+  if (capture != nullptr && sync) {  // a synchronous call cannot be captured
+    capture->Invalidate();
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  }
   if (shape.width == 0 || shape.rows == 0) return CUDA_SUCCESS;
   const size_t dst_extent = (shape.rows - 1) * shape.dst_pitch + shape.width;
   const size_t src_extent = (shape.rows - 1) * shape.src_pitch + shape.width;
   CopyEnd d, s;
-  if (CUresult r = Resolve(dst_side, dst, dst_extent, true, &d)) return r;
-  if (CUresult r = Resolve(src_side, src, src_extent, false, &s)) return r;
+  CUresult r = Resolve(dst_side, dst, dst_extent, true, &d);
+  if (r == CUDA_SUCCESS) r = Resolve(src_side, src, src_extent, false, &s);
+  if (capture != nullptr) {
+    if (r != CUDA_SUCCESS) {
+      capture->Invalidate();
+      return r;
+    }
+    memsim::NodeOp op;
+    op.type = CU_GRAPH_NODE_TYPE_MEMCPY;
+    op.copy.dst = d;
+    op.copy.src = s;
+    op.copy.shape = shape;
+    op.copy.desc = Describe(dst_side, dst, src_side, src, shape);
+    return capture->Add(std::move(op));
+  }
+  if (r != CUDA_SUCCESS) return r;
   const uint64_t seq = memsim::EnqueueCopy(ctx, stream, d, s, shape);
   if (sync) stream->WaitFor(seq);
   return ctx->sticky_error();
@@ -62,13 +122,36 @@ CUresult Memset(uint64_t dst, size_t pitch, uint32_t value, size_t element_size,
   std::shared_ptr<Context> ctx;
   std::shared_ptr<Stream> stream;
   if (CUresult r = ResolveStreamForWork(hStream, per_thread, &ctx, &stream)) return r;
-  if (dst % element_size != 0 || (rows > 1 && pitch % element_size != 0)) {
-    return CUDA_ERROR_INVALID_VALUE;
+  auto capture = stream->capture();
+  if (capture != nullptr && sync) {  // a synchronous call cannot be captured
+    capture->Invalidate();
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   }
-  if (width == 0 || rows == 0) return CUDA_SUCCESS;
-  const size_t extent = (rows - 1) * pitch + width * element_size;
-  CopyEnd d;
-  if (CUresult r = memsim::ResolveDeviceSide(dst, extent, true, &d)) return r;
+  CUresult r = CUDA_SUCCESS;
+  if (dst % element_size != 0 || (rows > 1 && pitch % element_size != 0)) {
+    r = CUDA_ERROR_INVALID_VALUE;
+  } else if (width == 0 || rows == 0) {
+    return CUDA_SUCCESS;
+  } else {
+    CopyEnd d;
+    r = memsim::ResolveDeviceSide(dst, (rows - 1) * pitch + width * element_size, true, &d);
+  }
+  if (capture != nullptr) {
+    if (r != CUDA_SUCCESS) {
+      capture->Invalidate();
+      return r;
+    }
+    memsim::NodeOp op;
+    op.type = CU_GRAPH_NODE_TYPE_MEMSET;
+    op.memset.dst = dst;
+    op.memset.pitch = pitch;
+    op.memset.value = value;
+    op.memset.elementSize = static_cast<unsigned>(element_size);
+    op.memset.width = width;
+    op.memset.height = rows;
+    return capture->Add(std::move(op));
+  }
+  if (r != CUDA_SUCCESS) return r;
   const uint64_t seq =
       memsim::EnqueueMemset(ctx, stream, dst, pitch, value, element_size, width, rows);
   if (sync) stream->WaitFor(seq);

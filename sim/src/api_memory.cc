@@ -20,6 +20,8 @@ CUresult AllocAsync(CUdeviceptr* dptr, size_t bytesize, MemPool* pool_hint, CUst
   std::shared_ptr<Context> ctx;
   std::shared_ptr<Stream> stream;
   if (CUresult r = ResolveStreamForWork(hStream, per_thread, &ctx, &stream)) return r;
+  // Memory-allocation nodes are not simulated.
+  if (CUresult r = RefuseDuringCapture(*stream, CUDA_ERROR_NOT_SUPPORTED)) return r;
   if (dptr == nullptr || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
   std::shared_ptr<MemPool> pool;
   if (pool_hint != nullptr) {
@@ -39,6 +41,8 @@ CUresult FreeAsync(CUdeviceptr dptr, CUstream hStream, bool per_thread) {
   std::shared_ptr<Context> ctx;
   std::shared_ptr<Stream> stream;
   if (CUresult r = ResolveStream(hStream, per_thread, &ctx, &stream)) return r;
+  if (CUresult r = RefuseDuringCapture(*stream, CUDA_ERROR_NOT_SUPPORTED)) return r;
+  if (CUresult r = CheckLegacyUse(*ctx, *stream, /*invalidate=*/true)) return r;
   Device* dev = D().DeviceForAddress(dptr);
   if (dev == nullptr) return CUDA_ERROR_INVALID_VALUE;
   auto info = dev->va().Lookup(dptr);

@@ -63,16 +63,6 @@ CUresult GetFunction(const void* module_handle, const char* name, Function** out
   return CUDA_SUCCESS;
 }
 
-// Resolves a CUfunction or CUkernel value (the sim uses one object for both).
-CUresult ResolveFunction(const void* handle, Function** fn, std::shared_ptr<Module>* module) {
-  if (CUresult r = RequireInit()) return r;
-  auto m = D().ModuleOfFunction(handle);
-  if (!m) return CUDA_ERROR_INVALID_HANDLE;
-  *fn = static_cast<Function*>(const_cast<void*>(handle));
-  if (module != nullptr) *module = std::move(m);
-  return CUDA_SUCCESS;
-}
-
 CUresult ParamInfo(const void* handle, size_t index, size_t* offset, size_t* size) {
   Function* fn;
   if (CUresult r = ResolveFunction(handle, &fn, nullptr)) return r;
@@ -123,6 +113,27 @@ CUresult FunctionAttribute(int* pi, CUfunction_attribute attrib) {
   return CUDA_SUCCESS;
 }
 
+// A launch on a capturing stream becomes a kernel node (arguments copied now); an error
+// invalidates the capture (Note [capture] in graph.h).
+CUresult CaptureLaunch(memsim::Capture& capture, const std::shared_ptr<Module>& module,
+                       Function* fn, const memsim::LaunchGeometry& g, void** params, void** extra) {
+  memsim::NodeOp op;
+  op.type = CU_GRAPH_NODE_TYPE_KERNEL;
+  CUresult r = memsim::ValidateGeometry(g);
+  std::shared_ptr<memsim::PackedArgs> args;
+  if (r == CUDA_SUCCESS) r = memsim::PackArgs(fn->layout(), params, extra, &args);
+  if (r != CUDA_SUCCESS) {
+    capture.Invalidate();
+    return r;
+  }
+  op.kernel.fn = fn;
+  op.kernel.module = module;
+  op.kernel.geometry = g;
+  op.kernel.args = std::move(args);
+  op.kernel.via_extra = extra != nullptr;
+  return capture.Add(std::move(op));
+}
+
 CUresult Launch(CUfunction f, const memsim::LaunchGeometry& g, CUstream h, void** params,
                 void** extra, bool per_thread) {
   std::shared_ptr<Context> ctx;
@@ -130,7 +141,12 @@ CUresult Launch(CUfunction f, const memsim::LaunchGeometry& g, CUstream h, void*
   if (CUresult r = ResolveStreamForWork(h, per_thread, &ctx, &stream)) return r;
   Function* fn;
   std::shared_ptr<Module> module;
-  if (CUresult r = ResolveFunction(f, &fn, &module)) return r;
+  auto capture = stream->capture();
+  if (CUresult r = ResolveFunction(f, &fn, &module)) {
+    if (capture != nullptr) capture->Invalidate();
+    return r;
+  }
+  if (capture != nullptr) return CaptureLaunch(*capture, module, fn, g, params, extra);
   return memsim::EnqueueLaunch(ctx, stream, module, fn, g, params, extra);
 }
 

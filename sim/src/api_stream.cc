@@ -27,6 +27,8 @@ CUresult Synchronize(CUstream h, bool per_thread) {
   std::shared_ptr<Context> ctx;
   std::shared_ptr<Stream> stream;
   if (CUresult r = ResolveStream(h, per_thread, &ctx, &stream)) return r;
+  if (CUresult r = RefuseDuringCapture(*stream, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)) return r;
+  if (CUresult r = CheckLegacyUse(*ctx, *stream, /*invalidate=*/true)) return r;
   stream->WaitFor(stream->last_enqueued());
   return ctx->sticky_error();
 }
@@ -35,6 +37,8 @@ CUresult Query(CUstream h, bool per_thread) {
   std::shared_ptr<Context> ctx;
   std::shared_ptr<Stream> stream;
   if (CUresult r = ResolveStream(h, per_thread, &ctx, &stream)) return r;
+  if (CUresult r = RefuseDuringCapture(*stream, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)) return r;
+  if (CUresult r = CheckLegacyUse(*ctx, *stream, /*invalidate=*/true)) return r;
   if (CUresult r = ctx->sticky_error()) return r;
   return stream->Idle() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
@@ -45,6 +49,9 @@ CUresult WaitEvent(CUstream h, CUevent hEvent, unsigned int flags, bool per_thre
   if (CUresult r = ResolveStream(h, per_thread, &ctx, &stream)) return r;
   auto ev = D().events.Get(hEvent);
   if (!ev) return CUDA_ERROR_INVALID_HANDLE;
+  // Cross-stream capture (fork/join through events) is not simulated.
+  if (CUresult r = RefuseDuringCapture(*stream, CUDA_ERROR_NOT_SUPPORTED)) return r;
+  if (CUresult r = CheckLegacyUse(*ctx, *stream, /*invalidate=*/true)) return r;
   if (flags != CU_EVENT_WAIT_DEFAULT && flags != CU_EVENT_WAIT_EXTERNAL) {
     return CUDA_ERROR_INVALID_VALUE;
   }
@@ -62,6 +69,8 @@ CUresult AddHostWork(CUstream h, bool per_thread, std::function<void(CUresult)> 
   std::shared_ptr<Context> ctx;
   std::shared_ptr<Stream> stream;
   if (CUresult r = ResolveStreamForWork(h, per_thread, &ctx, &stream)) return r;
+  // Documented: cuStreamAddCallback is not supported during stream capture.
+  if (CUresult r = RefuseDuringCapture(*stream, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)) return r;
   Context* raw = ctx.get();
   StreamOp op;
   op.device_work = false;
@@ -77,6 +86,16 @@ CUresult AddCallback(CUstream h, CUstreamCallback cb, void* user, unsigned flags
 
 CUresult HostFunc(CUstream h, CUhostFn fn, void* user, bool ptds) {
   if (fn == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::shared_ptr<Context> ctx;
+  std::shared_ptr<Stream> stream;
+  if (CUresult r = ResolveStreamForWork(h, ptds, &ctx, &stream)) return r;
+  if (auto capture = stream->capture()) {  // a host node (Note [capture] in graph.h)
+    memsim::NodeOp op;
+    op.type = CU_GRAPH_NODE_TYPE_HOST;
+    op.host.fn = fn;
+    op.host.user = user;
+    return capture->Add(std::move(op));
+  }
   return AddHostWork(h, ptds, [fn, user](CUresult status) {
     if (status == CUDA_SUCCESS) fn(user);  // not called once the context is broken
   });
@@ -115,9 +134,13 @@ CUresult GetDevice(CUstream h, CUdevice* dev, bool ptds) {
 }
 
 CUresult IsCapturing(CUstream h, CUstreamCaptureStatus* status, bool ptds) {
-  // Capture is never active: it is not supported.
-  return QueryStream(h, ptds, status,
-                     [](Context&, Stream&) { return CU_STREAM_CAPTURE_STATUS_NONE; });
+  std::shared_ptr<Context> ctx;
+  std::shared_ptr<Stream> stream;
+  if (CUresult r = ResolveStream(h, ptds, &ctx, &stream)) return r;
+  if (status == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = CheckLegacyUse(*ctx, *stream, /*invalidate=*/false)) return r;
+  *status = memsim::api::CaptureStatus(*stream);
+  return CUDA_SUCCESS;
 }
 
 CUresult Record(CUevent hEvent, CUstream h, bool ptds) {
@@ -126,6 +149,9 @@ CUresult Record(CUevent hEvent, CUstream h, bool ptds) {
   if (CUresult r = ResolveStream(h, ptds, &ctx, &stream)) return r;
   auto ev = D().events.Get(hEvent);
   if (!ev) return CUDA_ERROR_INVALID_HANDLE;
+  // Capture events (cross-stream capture) are not simulated.
+  if (CUresult r = RefuseDuringCapture(*stream, CUDA_ERROR_NOT_SUPPORTED)) return r;
+  if (CUresult r = CheckLegacyUse(*ctx, *stream, /*invalidate=*/true)) return r;
   ev->Record(ctx.get(), stream);
   return ctx->sticky_error();
 }
@@ -151,7 +177,9 @@ CUresult CUDAAPI cuStreamDestroy_v2(CUstream hStream) {
   if (CUresult r = RequireInit()) return r;
   auto stream = D().streams.Remove(hStream);
   if (!stream) return CUDA_ERROR_INVALID_HANDLE;
-  if (auto ctx = D().contexts.Get(stream->context())) ctx->DestroyStream(stream);
+  auto ctx = D().contexts.Get(stream->context());
+  if (ctx != nullptr) AbandonCapture(*ctx, *stream);  // its graph goes with it
+  if (ctx != nullptr) ctx->DestroyStream(stream);
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuStreamDestroy(CUstream hStream) { return cuStreamDestroy_v2(hStream); }

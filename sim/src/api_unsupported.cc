@@ -50,18 +50,23 @@ MEMSIM_NOT_SUPPORTED(cuIpcOpenEventHandle, (CUevent*, CUipcEventHandle))
 MEMSIM_NOT_SUPPORTED(cuMemGetHandleForAddressRange,
                      (void*, CUdeviceptr, size_t, CUmemRangeHandleType, unsigned long long))
 
-// Stream capture and graphs.
-MEMSIM_NOT_SUPPORTED(cuStreamBeginCapture, (CUstream))
-MEMSIM_NOT_SUPPORTED(cuStreamBeginCapture_ptsz, (CUstream))
-MEMSIM_NOT_SUPPORTED(cuStreamBeginCapture_v2, (CUstream, CUstreamCaptureMode))
-MEMSIM_NOT_SUPPORTED(cuStreamBeginCapture_v2_ptsz, (CUstream, CUstreamCaptureMode))
-MEMSIM_NOT_SUPPORTED(cuStreamEndCapture, (CUstream, CUgraph*))
-MEMSIM_NOT_SUPPORTED(cuStreamEndCapture_ptsz, (CUstream, CUgraph*))
-MEMSIM_NOT_SUPPORTED(cuGraphCreate, (CUgraph*, unsigned int))
-MEMSIM_NOT_SUPPORTED(cuGraphDestroy, (CUgraph))
-MEMSIM_NOT_SUPPORTED(cuGraphExecDestroy, (CUgraphExec))
-MEMSIM_NOT_SUPPORTED(cuGraphLaunch, (CUgraphExec, CUstream))
-MEMSIM_NOT_SUPPORTED(cuGraphLaunch_ptsz, (CUgraphExec, CUstream))
+// Graph updates, parameter changes of nodes and executable graphs (graphs are immutable here).
+MEMSIM_NOT_SUPPORTED(cuGraphKernelNodeSetParams, (CUgraphNode, const CUDA_KERNEL_NODE_PARAMS_v1*))
+MEMSIM_NOT_SUPPORTED(cuGraphKernelNodeSetParams_v2,
+                     (CUgraphNode, const CUDA_KERNEL_NODE_PARAMS_v2*))
+MEMSIM_NOT_SUPPORTED(cuGraphExecKernelNodeSetParams,
+                     (CUgraphExec, CUgraphNode, const CUDA_KERNEL_NODE_PARAMS_v1*))
+MEMSIM_NOT_SUPPORTED(cuGraphExecKernelNodeSetParams_v2,
+                     (CUgraphExec, CUgraphNode, const CUDA_KERNEL_NODE_PARAMS_v2*))
+MEMSIM_NOT_SUPPORTED(cuGraphExecMemcpyNodeSetParams,
+                     (CUgraphExec, CUgraphNode, const CUDA_MEMCPY3D*, CUcontext))
+MEMSIM_NOT_SUPPORTED(cuGraphExecMemsetNodeSetParams,
+                     (CUgraphExec, CUgraphNode, const CUDA_MEMSET_NODE_PARAMS*, CUcontext))
+MEMSIM_NOT_SUPPORTED(cuGraphExecChildGraphNodeSetParams, (CUgraphExec, CUgraphNode, CUgraph))
+MEMSIM_NOT_SUPPORTED(cuGraphExecNodeSetParams, (CUgraphExec, CUgraphNode, CUgraphNodeParams*))
+MEMSIM_NOT_SUPPORTED(cuGraphExecUpdate,
+                     (CUgraphExec, CUgraph, CUgraphNode*, CUgraphExecUpdateResult*))
+MEMSIM_NOT_SUPPORTED(cuGraphExecUpdate_v2, (CUgraphExec, CUgraph, CUgraphExecUpdateResultInfo*))
 
 // Stream memory operations.
 MEMSIM_NOT_SUPPORTED(cuStreamWaitValue32_v2, (CUstream, CUdeviceptr, cuuint32_t, unsigned int))

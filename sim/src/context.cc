@@ -78,26 +78,21 @@ uint64_t Context::Enqueue(const std::shared_ptr<Stream>& stream, StreamOp op) {
   return stream->Enqueue(std::move(op));
 }
 
-void Context::Synchronize() {
+std::vector<std::shared_ptr<Stream>> Context::Streams() {
   std::vector<std::shared_ptr<Stream>> all;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (legacy_) all.push_back(legacy_);
-    for (auto& [tid, s] : per_thread_) all.push_back(s);
-    for (auto& s : user_streams_) all.push_back(s);
-  }
-  for (auto& s : all) s->WaitFor(s->last_enqueued());
+  std::lock_guard<std::mutex> lock(mu_);
+  if (legacy_) all.push_back(legacy_);
+  for (auto& [tid, s] : per_thread_) all.push_back(s);
+  for (auto& s : user_streams_) all.push_back(s);
+  return all;
+}
+
+void Context::Synchronize() {
+  for (auto& s : Streams()) s->WaitFor(s->last_enqueued());
 }
 
 void Context::Shutdown() {
-  std::vector<std::shared_ptr<Stream>> all;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (legacy_) all.push_back(legacy_);
-    for (auto& [tid, s] : per_thread_) all.push_back(s);
-    for (auto& s : user_streams_) all.push_back(s);
-  }
-  for (auto& s : all) s->Shutdown();
+  for (auto& s : Streams()) s->Shutdown();
 }
 
 }  // namespace memsim

@@ -57,6 +57,13 @@ class Context {
   // number. REQUIRES: stream belongs to this context.
   uint64_t Enqueue(const std::shared_ptr<Stream>& stream, StreamOp op);
 
+  // Every stream of the context that exists now (default streams included).
+  std::vector<std::shared_ptr<Stream>> Streams();
+  // Number of blocking streams now capturing (Note [capture] in graph.h): while it is non-zero
+  // the legacy default stream may not be used (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT).
+  int blocking_captures() const { return blocking_captures_.load(std::memory_order_acquire); }
+  void AddBlockingCaptures(int delta) { blocking_captures_.fetch_add(delta); }
+
   // Waits until every stream of the context is idle (cuCtxSynchronize).
   void Synchronize();
   // Drains and stops all streams. Idempotent.
@@ -68,6 +75,7 @@ class Context {
   const bool primary_;
   const uint64_t id_;
   std::atomic<CUresult> sticky_{CUDA_SUCCESS};
+  std::atomic<int> blocking_captures_{0};
 
   std::mutex submit_mu_;  // serializes dependency computation + enqueue
   std::mutex mu_;         // guards the stream lists

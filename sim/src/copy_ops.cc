@@ -51,12 +51,27 @@ void CopyRows(const CopyEnd& dst, const CopyEnd& src, const CopyShape& shape) {
 
 }  // namespace
 
-uint64_t EnqueueCopy(const std::shared_ptr<Context>& ctx, const std::shared_ptr<Stream>& stream,
-                     CopyEnd dst, CopyEnd src, CopyShape shape) {
+CUresult ResolveByMemoryType(CUmemorytype type, uint64_t addr, size_t extent, bool write,
+                             CopyEnd* out) {
+  switch (type) {
+    case CU_MEMORYTYPE_HOST:
+      if (addr == 0) return CUDA_ERROR_INVALID_VALUE;
+      *out = CopyEnd{addr, nullptr};
+      return CUDA_SUCCESS;
+    case CU_MEMORYTYPE_DEVICE:
+      return ResolveDeviceSide(addr, extent, write, out);
+    case CU_MEMORYTYPE_UNIFIED:
+      return ResolveUnified(addr, extent, write, out);
+    case CU_MEMORYTYPE_ARRAY:
+      return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  return CUDA_ERROR_INVALID_VALUE;
+}
+
+StreamOp MakeCopyOp(Context* raw, CopyEnd dst, CopyEnd src, CopyShape shape) {
   CopyEngine* engine = nullptr;
   if (src.dev == nullptr && dst.dev != nullptr) engine = &dst.dev->h2d();
   if (src.dev != nullptr && dst.dev == nullptr) engine = &src.dev->d2h();
-  Context* raw = ctx.get();
   StreamOp op;
   op.run = [raw, engine, dst, src, shape] {
     auto body = [&] {
@@ -67,13 +82,16 @@ uint64_t EnqueueCopy(const std::shared_ptr<Context>& ctx, const std::shared_ptr<
     };
     if (!RunGuardedCall(body)) raw->SetStickyError(CUDA_ERROR_ILLEGAL_ADDRESS);
   };
-  return ctx->Enqueue(stream, std::move(op));
+  return op;
 }
 
-uint64_t EnqueueMemset(const std::shared_ptr<Context>& ctx, const std::shared_ptr<Stream>& stream,
-                       uint64_t dst, size_t pitch, uint32_t value, size_t element_size,
-                       size_t width, size_t rows) {
-  Context* raw = ctx.get();
+uint64_t EnqueueCopy(const std::shared_ptr<Context>& ctx, const std::shared_ptr<Stream>& stream,
+                     CopyEnd dst, CopyEnd src, CopyShape shape) {
+  return ctx->Enqueue(stream, MakeCopyOp(ctx.get(), dst, src, shape));
+}
+
+StreamOp MakeMemsetOp(Context* raw, uint64_t dst, size_t pitch, uint32_t value, size_t element_size,
+                      size_t width, size_t rows) {
   StreamOp op;
   op.run = [raw, dst, pitch, value, element_size, width, rows] {
     auto body = [&] {
@@ -92,7 +110,14 @@ uint64_t EnqueueMemset(const std::shared_ptr<Context>& ctx, const std::shared_pt
     };
     if (!RunGuardedCall(body)) raw->SetStickyError(CUDA_ERROR_ILLEGAL_ADDRESS);
   };
-  return ctx->Enqueue(stream, std::move(op));
+  return op;
+}
+
+uint64_t EnqueueMemset(const std::shared_ptr<Context>& ctx, const std::shared_ptr<Stream>& stream,
+                       uint64_t dst, size_t pitch, uint32_t value, size_t element_size,
+                       size_t width, size_t rows) {
+  return ctx->Enqueue(stream,
+                      MakeMemsetOp(ctx.get(), dst, pitch, value, element_size, width, rows));
 }
 
 }  // namespace memsim

@@ -16,12 +16,12 @@
 #include <memory>
 
 #include "cuda_api.h"
+#include "stream.h"
 
 namespace memsim {
 
 class Context;
 class Device;
-class Stream;
 
 // One side of a copy. dev == nullptr for host memory.
 struct CopyEnd {
@@ -43,6 +43,17 @@ struct CopyShape {
   size_t src_pitch = 0;
   size_t dst_pitch = 0;
 };
+
+// The stream work of a copy / of a memset (see EnqueueCopy / EnqueueMemset).
+StreamOp MakeCopyOp(Context* ctx, CopyEnd dst, CopyEnd src, CopyShape shape);
+StreamOp MakeMemsetOp(Context* ctx, uint64_t dst, size_t pitch, uint32_t value, size_t element_size,
+                      size_t width, size_t rows);
+
+// Resolves one side of a copy described by a CUmemorytype (cuMemcpy2D/3D descriptors): HOST is
+// any host address, DEVICE as ResolveDeviceSide, UNIFIED as ResolveUnified. Arrays are
+// CUDA_ERROR_NOT_SUPPORTED.
+CUresult ResolveByMemoryType(CUmemorytype type, uint64_t addr, size_t extent, bool write,
+                             CopyEnd* out);
 
 // Enqueues the copy on `stream`; returns the sequence number.
 uint64_t EnqueueCopy(const std::shared_ptr<Context>& ctx, const std::shared_ptr<Stream>& stream,

@@ -20,6 +20,7 @@
 #include "cuda_api.h"
 #include "device.h"
 #include "event.h"
+#include "graph.h"
 #include "host_memory.h"
 #include "mem_pool.h"
 #include "module.h"
@@ -47,6 +48,9 @@ class Driver {
   HandleRegistry<Module> modules;
   HandleRegistry<Physical> physical;
   HandleRegistry<MemPool> pools;
+  HandleRegistry<Graph> graphs;
+  HandleRegistry<GraphNode> graph_nodes;
+  HandleRegistry<GraphExec> graph_execs;
   HostMemoryTable host_memory;
 
   // Functions are owned by modules; this maps live CUfunction/CUkernel values to their module.

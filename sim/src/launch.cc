@@ -15,17 +15,32 @@ namespace {
 
 thread_local const memsim_launch* t_current_launch = nullptr;
 
-// Argument storage for one launch: a packed buffer laid out like the CUDA parameter buffer and
-// the array of per-parameter pointers into it that the kernel receives.
-struct PackedArgs {
-  std::vector<uint64_t> buffer;  // 8-byte aligned storage
-  std::vector<void*> pointers;
-};
+void PointInto(PackedArgs* args, const ParamLayout& layout) {
+  auto* base = reinterpret_cast<unsigned char*>(args->buffer.data());
+  args->pointers.resize(layout.sizes.size());
+  for (size_t i = 0; i < layout.sizes.size(); ++i) args->pointers[i] = base + layout.offsets[i];
+}
 
-CUresult PackArgs(const ParamLayout& layout, void** kernel_params, void** extra, PackedArgs* out) {
+}  // namespace
+
+CUresult ValidateGeometry(const LaunchGeometry& g) {
+  for (int i = 0; i < 3; ++i) {
+    if (g.grid[i] == 0 || g.block[i] == 0) return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (static_cast<uint64_t>(g.block[0]) * g.block[1] * g.block[2] > 1024 || g.block[2] > 64 ||
+      g.grid[1] > 65535 || g.grid[2] > 65535) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult PackArgs(const ParamLayout& layout, void** kernel_params, void** extra,
+                  std::shared_ptr<PackedArgs>* out) {
   if (kernel_params != nullptr && extra != nullptr) return CUDA_ERROR_INVALID_VALUE;
-  out->buffer.assign(layout.total / 8 + 1, 0);
-  auto* base = reinterpret_cast<unsigned char*>(out->buffer.data());
+  auto args = std::make_shared<PackedArgs>();
+  args->buffer.assign(layout.total / 8 + 1, 0);
+  args->bytes = layout.total;
+  auto* base = reinterpret_cast<unsigned char*>(args->buffer.data());
   const size_t n = layout.sizes.size();
   if (kernel_params != nullptr) {
     for (size_t i = 0; i < n; ++i) {
@@ -54,43 +69,47 @@ CUresult PackArgs(const ParamLayout& layout, void** kernel_params, void** extra,
   } else if (n > 0) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  out->pointers.resize(n);
-  for (size_t i = 0; i < n; ++i) out->pointers[i] = base + layout.offsets[i];
+  PointInto(args.get(), layout);
+  *out = std::move(args);
   return CUDA_SUCCESS;
 }
 
-}  // namespace
+std::shared_ptr<PackedArgs> ClonePackedArgs(const PackedArgs& args, const ParamLayout& layout) {
+  auto copy = std::make_shared<PackedArgs>();
+  copy->buffer = args.buffer;
+  copy->bytes = args.bytes;
+  PointInto(copy.get(), layout);
+  return copy;
+}
 
-CUresult EnqueueLaunch(const std::shared_ptr<Context>& ctx, const std::shared_ptr<Stream>& stream,
-                       const std::shared_ptr<Module>& module, Function* fn, const LaunchGeometry& g,
-                       void** kernel_params, void** extra) {
-  for (int i = 0; i < 3; ++i) {
-    if (g.grid[i] == 0 || g.block[i] == 0) return CUDA_ERROR_INVALID_VALUE;
-  }
-  if (static_cast<uint64_t>(g.block[0]) * g.block[1] * g.block[2] > 1024 || g.block[2] > 64 ||
-      g.grid[1] > 65535 || g.grid[2] > 65535) {
-    return CUDA_ERROR_INVALID_VALUE;
-  }
-  auto args = std::make_shared<PackedArgs>();
-  if (CUresult r = PackArgs(fn->layout(), kernel_params, extra, args.get())) return r;
-  Context* raw = ctx.get();
+StreamOp MakeLaunchOp(Context* raw, const std::shared_ptr<Module>& module, const Function* fn,
+                      const LaunchGeometry& g, std::shared_ptr<const PackedArgs> args) {
   const KernelEntry entry = fn->entry();
   StreamOp op;
-  op.run = [raw, module, entry, args, g] {
+  op.run = [raw, module, entry, args = std::move(args), g] {
     memsim_launch info;
     info.grid = memsim_dim3{g.grid[0], g.grid[1], g.grid[2]};
     info.block = memsim_dim3{g.block[0], g.block[1], g.block[2]};
     info.shared_mem_bytes = g.shared_mem_bytes;
     std::vector<unsigned char> shared(g.shared_mem_bytes);
     info.shared_mem = shared.empty() ? nullptr : shared.data();
-    void** params = args->pointers.empty() ? nullptr : args->pointers.data();
+    void** params = args->pointers.empty() ? nullptr : const_cast<void**>(args->pointers.data());
     t_current_launch = &info;
     auto body = [&] { entry(params); };
     const bool ok = RunGuardedCall(body);
     t_current_launch = nullptr;
     if (!ok) raw->SetStickyError(CUDA_ERROR_ILLEGAL_ADDRESS);
   };
-  ctx->Enqueue(stream, std::move(op));
+  return op;
+}
+
+CUresult EnqueueLaunch(const std::shared_ptr<Context>& ctx, const std::shared_ptr<Stream>& stream,
+                       const std::shared_ptr<Module>& module, Function* fn, const LaunchGeometry& g,
+                       void** kernel_params, void** extra) {
+  if (CUresult r = ValidateGeometry(g)) return r;
+  std::shared_ptr<PackedArgs> args;
+  if (CUresult r = PackArgs(fn->layout(), kernel_params, extra, &args)) return r;
+  ctx->Enqueue(stream, MakeLaunchOp(ctx.get(), module, fn, g, std::move(args)));
   return CUDA_SUCCESS;
 }
 

@@ -26,6 +26,23 @@ bool Stream::blocking() const {
   return kind_ != Kind::kLegacyDefault && (flags_ & CU_STREAM_NON_BLOCKING) == 0;
 }
 
+std::shared_ptr<Capture> Stream::capture() {
+  std::lock_guard<std::mutex> lock(capture_mu_);
+  return capture_;
+}
+
+bool Stream::StartCapture(std::shared_ptr<Capture> capture) {
+  std::lock_guard<std::mutex> lock(capture_mu_);
+  if (capture_ != nullptr) return false;
+  capture_ = std::move(capture);
+  return true;
+}
+
+void Stream::EndCapture() {
+  std::lock_guard<std::mutex> lock(capture_mu_);
+  capture_ = nullptr;
+}
+
 uint64_t Stream::Enqueue(StreamOp op) {
   std::lock_guard<std::mutex> lock(mu_);
   queue_.push_back(std::move(op));

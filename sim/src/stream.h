@@ -25,6 +25,7 @@
 
 namespace memsim {
 
+class Capture;
 class Context;
 class Stream;
 
@@ -64,6 +65,12 @@ class Stream {
   // Blocking streams synchronize with the legacy default stream (CU_STREAM_NON_BLOCKING not set).
   bool blocking() const;
 
+  // The capture sequence recording this stream's work (graph.h), or null.
+  std::shared_ptr<Capture> capture();
+  // Attaches `capture` unless one is attached already (then false).
+  bool StartCapture(std::shared_ptr<Capture> capture);
+  void EndCapture();
+
  private:
   void WorkerLoop();
 
@@ -72,6 +79,9 @@ class Stream {
   const unsigned flags_;
   const int priority_;
   const uint64_t id_;
+
+  std::mutex capture_mu_;
+  std::shared_ptr<Capture> capture_;  // guarded by capture_mu_
 
   std::mutex join_mu_;  // serializes Shutdown()
   std::mutex mu_;

@@ -24,4 +24,15 @@ inline constexpr int kExitOutOfMemory = 3;
     }                                                                           \
   } while (0)
 
+// cuInit, then makes device 0's primary context current; returns it.
+inline CUcontext SetUpPrimaryContext() {
+  CHECK_CU(cuInit(0));
+  CUdevice dev;
+  CHECK_CU(cuDeviceGet(&dev, 0));
+  CUcontext ctx;
+  CHECK_CU(cuDevicePrimaryCtxRetain(&ctx, dev));
+  CHECK_CU(cuCtxSetCurrent(ctx));
+  return ctx;
+}
+
 #endif  // MEMVIRT_TESTS_SHIM_CUDA_CHECK_H_

@@ -11,8 +11,8 @@ extern char** environ;
 
 namespace memvirt::testing {
 
-ProgramResult RunProgram(const std::vector<std::string>& argv,
-                         const std::vector<std::string>& env) {
+ProgramResult RunProgram(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                         bool with_stderr) {
   std::vector<std::string> merged;
   for (char** e = environ; *e != nullptr; ++e) {
     std::string entry(*e);
@@ -37,6 +37,7 @@ ProgramResult RunProgram(const std::vector<std::string>& argv,
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
+  if (with_stderr) posix_spawn_file_actions_adddup2(&actions, fds[1], STDERR_FILENO);
   posix_spawn_file_actions_addclose(&actions, fds[0]);
   pid_t pid;
   int rc = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), envp.data());

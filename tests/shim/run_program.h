@@ -14,8 +14,10 @@ struct ProgramResult {
 };
 
 // `env` entries override (or add to) the current environment; an entry
-// "NAME=" with an empty value removes NAME.
-ProgramResult RunProgram(const std::vector<std::string>& argv, const std::vector<std::string>& env);
+// "NAME=" with an empty value removes NAME. With `with_stderr`, `out` also
+// receives the program's standard error (e.g. the shim's log lines).
+ProgramResult RunProgram(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                         bool with_stderr = false);
 
 // The word after the first whole word `key` in `out` ("key value" pairs).
 std::string Field(const std::string& out, const std::string& key);

@@ -2,7 +2,9 @@
 // LD_PRELOAD=libmemshim.so, and compares what they compute.
 #include <gtest/gtest.h>
 
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "tests/shim/run_program.h"
 
@@ -62,6 +64,70 @@ TEST(TrainingWorkloadTest, DisabledShimIsPassThrough) {
   EXPECT_EQ(Field(disabled.out, "checksum"), Field(reference.out, "checksum"));
   // Pass-through reports the simulated device's real capacity.
   EXPECT_EQ(Field(disabled.out, "reported_total"), std::to_string(kDevice));
+}
+
+// The shim's "graph exec ... retired:" log lines (MEMSHIM_LOG=info), one per
+// destroyed executable graph.
+std::vector<std::string> RetiredGraphLines(const std::string& out) {
+  std::vector<std::string> lines;
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.find("graph exec") != std::string::npos &&
+        line.find("retired:") != std::string::npos) {
+      lines.push_back(line);
+    }
+  }
+  return lines;
+}
+
+TEST(GraphWorkloadTest, GraphLaunchesAtThreeTimesDeviceMemoryMatchUnconstrainedRun) {
+  const std::string footprint = std::to_string(3 * kDevice);
+  const std::string iterations = "3";
+  const ProgramResult reference =
+      RunProgram({MEMSHIM_GRAPH_WORKLOAD, kKernels, footprint, iterations}, SimEnv(1ull << 30));
+  ASSERT_EQ(reference.exit_code, 0) << reference.out;
+  const std::string expected = Field(reference.out, "checksum");
+  ASSERT_EQ(expected.size(), 16u);
+
+  std::vector<std::string> env = ShimEnv(kDevice);
+  env.push_back("MEMSHIM_LOG=info");
+  const ProgramResult shim = RunProgram({MEMSHIM_GRAPH_WORKLOAD, kKernels, footprint, iterations},
+                                        env, /*with_stderr=*/true);
+  ASSERT_EQ(shim.exit_code, 0) << shim.out;
+  EXPECT_EQ(Field(shim.out, "checksum"), expected);
+  EXPECT_GE(std::stoull(Field(shim.out, "footprint_bytes")), 3 * kDevice - (1 << 20));
+  // Every graph got a record of its references, each of its launches used it
+  // (none was opaque), and the launches paged evicted data back in.
+  const std::vector<std::string> retired = RetiredGraphLines(shim.out);
+  ASSERT_EQ(retired.size(), 8u) << shim.out;
+  uint64_t page_ins = 0;
+  for (const std::string& line : retired) {
+    EXPECT_EQ(Field(line, "resident_set"), "yes") << line;
+    EXPECT_EQ(Field(line, "graph_launches"), iterations) << line;
+    EXPECT_EQ(Field(line, "opaque_launches"), "0") << line;
+    page_ins += std::stoull(Field(line, "graph_page_ins"));
+  }
+  EXPECT_GT(page_ins, 0u) << shim.out;
+
+  // Without the shim the same program does not fit.
+  const ProgramResult plain =
+      RunProgram({MEMSHIM_GRAPH_WORKLOAD, kKernels, footprint, iterations}, SimEnv(kDevice));
+  EXPECT_EQ(plain.exit_code, 3) << plain.out;
+}
+
+// Capture on a blocking stream while legacy-stream work may be pending: the
+// shim must not touch the legacy stream during the capture (that would
+// invalidate it with CUDA_ERROR_STREAM_CAPTURE_IMPLICIT), even when it evicts.
+TEST(GraphWorkloadTest, BlockingStreamCaptureAfterLegacyStreamWork) {
+  const std::string footprint = std::to_string(3 * kDevice);
+  const ProgramResult reference = RunProgram(
+      {MEMSHIM_GRAPH_WORKLOAD, kKernels, footprint, "2", "blocking"}, SimEnv(1ull << 30));
+  ASSERT_EQ(reference.exit_code, 0) << reference.out;
+  const ProgramResult shim = RunProgram(
+      {MEMSHIM_GRAPH_WORKLOAD, kKernels, footprint, "2", "blocking"}, ShimEnv(kDevice), true);
+  ASSERT_EQ(shim.exit_code, 0) << shim.out;
+  EXPECT_EQ(Field(shim.out, "checksum"), Field(reference.out, "checksum"));
 }
 
 TEST(ProcAddressTest, DriverReachedOnlyThroughLookupsIsIntercepted) {

@@ -42,12 +42,7 @@ int main(int argc, char** argv) {
   std::mt19937_64 rng(std::strtoull(argv[5], nullptr, 10));
   const uint64_t live_cap = static_cast<uint64_t>(device_bytes * oversub);
 
-  CHECK_CU(cuInit(0));
-  CUdevice dev;
-  CHECK_CU(cuDeviceGet(&dev, 0));
-  CUcontext ctx;
-  CHECK_CU(cuDevicePrimaryCtxRetain(&ctx, dev));
-  CHECK_CU(cuCtxSetCurrent(ctx));
+  SetUpPrimaryContext();
   CUmodule mod;
   CHECK_CU(cuModuleLoad(&mod, argv[1]));
   CUfunction mix;

@@ -37,12 +37,7 @@ int main(int argc, char** argv) {
   uint64_t layer_bytes = footprint / (4 * kLayers) / 4096 * 4096;
   uint64_t n = layer_bytes / sizeof(float);
 
-  CHECK_CU(cuInit(0));
-  CUdevice dev;
-  CHECK_CU(cuDeviceGet(&dev, 0));
-  CUcontext ctx;
-  CHECK_CU(cuDevicePrimaryCtxRetain(&ctx, dev));
-  CHECK_CU(cuCtxSetCurrent(ctx));
+  SetUpPrimaryContext();
   CUmodule mod;
   CHECK_CU(cuModuleLoad(&mod, argv[1]));
   Kernels k;

@@ -282,8 +282,10 @@ TEST_F(SimStreamTest, StreamPropertiesAndInvalidHandles) {
   CUstreamCaptureStatus cap;
   ASSERT_CU(cuStreamIsCapturing(s, &cap));
   EXPECT_EQ(cap, CU_STREAM_CAPTURE_STATUS_NONE);
-  EXPECT_EQ(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_ERROR_NOT_SUPPORTED);
-  ASSERT_CU(cuStreamDestroy(s));
+  ASSERT_CU(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));  // graph_test.cc has more
+  ASSERT_CU(cuStreamIsCapturing(s, &cap));
+  EXPECT_EQ(cap, CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  ASSERT_CU(cuStreamDestroy(s));  // ends the capture
   EXPECT_EQ(cuStreamSynchronize(s), CUDA_ERROR_INVALID_HANDLE);
   EXPECT_EQ(cuStreamDestroy(s), CUDA_ERROR_INVALID_HANDLE);
   EXPECT_EQ(cuStreamCreate(&s, 0x80), CUDA_ERROR_INVALID_VALUE);

@@ -1,0 +1,271 @@
+#include "shim/daemon_link/daemon_control_plane.h"
+
+#include <errno.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "shim/core/log.h"
+
+namespace memvirt::shim {
+namespace {
+
+constexpr size_t kMaxAllocHintsPerBatch = 65536;  // memvirt.proto: HintBatch.allocs
+
+unsigned long long MiB(uint64_t bytes) { return static_cast<unsigned long long>(bytes >> 20); }
+
+}  // namespace
+
+DaemonControlPlane::DaemonControlPlane(const DaemonLinkOptions& options, ClientFactory factory)
+    : socket_path_(options.socket_path != nullptr ? options.socket_path : ""),
+      connect_timeout_(options.connect_timeout_ms),
+      report_interval_(std::max<uint32_t>(options.report_interval_ms, 10)),
+      demand_device_bytes_(options.demand_device_bytes),
+      min_device_bytes_(options.min_device_bytes),
+      demand_host_bytes_(options.demand_host_bytes),
+      factory_(std::move(factory)) {}
+
+DaemonControlPlane::~DaemonControlPlane() { Close(); }
+
+uint64_t DaemonControlPlane::InitialDeviceBudget(const DeviceIdentity& device,
+                                                 uint64_t local_default) {
+  if (client_ != nullptr) return local_default;  // one device per process
+  if (device.uuid.empty() || device.total_bytes == 0) {
+    MEMSHIM_LOG(kWarn, "the driver reports no device UUID; not registering with the daemon");
+    return local_default;
+  }
+  uuid_ = device.uuid;
+  client::Options o;
+  o.socket_path = socket_path_;
+  client::GpuClaim claim;
+  claim.gpu_uuid = device.uuid;
+  claim.device_memory_bytes = device.total_bytes;
+  claim.demand_bytes = demand_device_bytes_;
+  claim.min_bytes = std::min(min_device_bytes_, device.total_bytes);
+  if (claim.demand_bytes != 0) claim.min_bytes = std::min(claim.min_bytes, claim.demand_bytes);
+  o.gpus.push_back(claim);
+  o.process_name = program_invocation_short_name;
+  o.host_demand_bytes = demand_host_bytes_;
+  o.on_directive = [this](const client::Directive& d) { OnDirective(d); };
+  o.on_state = [this](client::State s) { OnState(s); };
+  client_ = factory_(std::move(o));
+  worker_ = std::thread([this] { WorkerLoop(); });
+
+  if (!client_->WaitConnected(connect_timeout_)) {
+    MEMSHIM_LOG(kWarn,
+                "memvirtd at %s did not register this process within %lld ms; running "
+                "standalone with a %llu MiB device budget and retrying in the background",
+                socket_path_.c_str(), static_cast<long long>(connect_timeout_.count()),
+                MiB(local_default));
+    return local_default;
+  }
+  const std::optional<uint64_t> granted = client_->Budget(uuid_);
+  const uint64_t budget = granted.value_or(local_default);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    applied_budget_ = budget;
+  }
+  MEMSHIM_LOG(kInfo, "registered with memvirtd at %s: %llu MiB device budget on %s",
+              socket_path_.c_str(), MiB(budget), uuid_.c_str());
+  return budget;
+}
+
+uint64_t DaemonControlPlane::InitialHostBudget(uint64_t local_default) {
+  std::lock_guard<std::mutex> lock(mu_);
+  // 0 from the daemon: no host limit of its own; keep the local one.
+  if (!host_budget_.has_value() || *host_budget_ == 0) return local_default;
+  return std::min(local_default, *host_budget_);
+}
+
+void DaemonControlPlane::OnBudgetChange(std::function<void(uint64_t)> callback) {
+  const bool set = static_cast<bool>(callback);
+  {
+    std::lock_guard<std::mutex> lock(callback_mu_);
+    callback_ = std::move(callback);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  have_callback_ = set;
+  if (set) {
+    for (client::Directive& d : deferred_) directives_.push_back(std::move(d));
+    deferred_.clear();
+    cv_.notify_all();
+  }
+}
+
+void DaemonControlPlane::SetUsageSource(std::function<UsageReport()> source) {
+  std::lock_guard<std::mutex> lock(source_mu_);
+  source_ = std::move(source);
+}
+
+void DaemonControlPlane::Close() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_) return;
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (worker_.joinable()) worker_.join();
+  if (client_ != nullptr) client_->Close();
+}
+
+uint64_t DaemonControlPlane::reports_sent() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return reports_sent_;
+}
+
+uint64_t DaemonControlPlane::directives_applied() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return directives_applied_;
+}
+
+// Runs on the client's connection thread: queue and return.
+void DaemonControlPlane::OnDirective(const client::Directive& d) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (d.kind == client::Directive::Kind::kHostBudget) host_budget_ = d.budget_bytes;
+  directives_.push_back(d);
+  cv_.notify_all();
+}
+
+void DaemonControlPlane::OnState(client::State s) {
+  if (s == client::State::kDisconnected) {
+    MEMSHIM_LOG(kWarn,
+                "lost (or could not reach) memvirtd at %s: keeping the current budget, "
+                "reconnecting in the background",
+                socket_path_.c_str());
+  } else if (s == client::State::kConnected) {
+    MEMSHIM_LOG(kInfo, "connected to memvirtd at %s", socket_path_.c_str());
+  }
+}
+
+void DaemonControlPlane::WorkerLoop() {
+  auto next_report = std::chrono::steady_clock::now() + report_interval_;
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    cv_.wait_until(lock, next_report, [&] { return stop_ || !directives_.empty(); });
+    if (stop_) break;
+    while (!directives_.empty()) {
+      client::Directive d = std::move(directives_.front());
+      directives_.pop_front();
+      if (d.kind == client::Directive::Kind::kBudget && !have_callback_) {
+        deferred_.push_back(std::move(d));  // the core is not attached yet
+        continue;
+      }
+      lock.unlock();
+      Apply(d);
+      lock.lock();
+      ++directives_applied_;
+    }
+    if (std::chrono::steady_clock::now() >= next_report) {
+      lock.unlock();
+      SendReport();
+      lock.lock();
+      ++reports_sent_;
+      next_report = std::chrono::steady_clock::now() + report_interval_;
+    }
+  }
+}
+
+void DaemonControlPlane::Apply(const client::Directive& d) {
+  using Kind = client::Directive::Kind;
+  UsageReport usage;
+  switch (d.kind) {
+    case Kind::kBudget: {
+      if (d.gpu_uuid != uuid_) {
+        client_->Ack(d.id, false, std::nullopt);
+        return;
+      }
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        // The registration's budget, already returned by InitialDeviceBudget.
+        if (d.id == 0 && applied_budget_ == d.budget_bytes) return;
+        applied_budget_ = d.budget_bytes;
+      }
+      const auto start = std::chrono::steady_clock::now();
+      {
+        std::lock_guard<std::mutex> lock(callback_mu_);
+        if (callback_) callback_(d.budget_bytes);
+      }
+      if (d.id == 0) return;  // informational (re-registration)
+      const bool known = PollUsage(&usage);
+      const bool complied = known && usage.device_resident_bytes <= d.budget_bytes;
+      MEMSHIM_LOG(kInfo, "device budget %llu MiB applied in %lld us (%llu MiB resident)",
+                  MiB(d.budget_bytes),
+                  static_cast<long long>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                             std::chrono::steady_clock::now() - start)
+                                             .count()),
+                  MiB(usage.device_resident_bytes));
+      if (!complied) {
+        MEMSHIM_LOG(kWarn, "cannot shrink to the %llu MiB budget yet (%llu MiB resident)",
+                    MiB(d.budget_bytes), MiB(usage.device_resident_bytes));
+      }
+      client_->Ack(d.id, complied, known ? std::optional(ToGpuUsage(usage)) : std::nullopt);
+      return;
+    }
+    case Kind::kHostBudget: {
+      if (d.id == 0) return;
+      // The host tier's size is fixed when the core is created; a lower
+      // budget is met only if the tier already fits it.
+      const bool known = PollUsage(&usage);
+      const bool complied =
+          known && (d.budget_bytes == 0 || usage.host_resident_bytes <= d.budget_bytes);
+      client_->Ack(d.id, complied, known ? std::optional(ToGpuUsage(usage)) : std::nullopt);
+      return;
+    }
+    case Kind::kEvict:
+    case Kind::kDemote:
+      // Not supported by this shim: budgets are the only lever (Note in docs/shim.md).
+      MEMSHIM_LOG(kDebug, "ignoring unsupported directive %llu",
+                  static_cast<unsigned long long>(d.id));
+      client_->Ack(d.id, false, std::nullopt);
+      return;
+  }
+}
+
+bool DaemonControlPlane::PollUsage(UsageReport* usage) {
+  {
+    std::lock_guard<std::mutex> lock(source_mu_);
+    if (!source_) return false;
+    *usage = source_();
+  }
+  for (const AllocEvent& e : usage->alloc_events) {
+    if (pending_events_.size() >= kMaxAllocHintsPerBatch) break;
+    pending_events_.push_back(e);
+  }
+  if (usage->dropped_alloc_events != last_dropped_) {
+    MEMSHIM_LOG(kDebug, "%llu allocation hints dropped so far",
+                static_cast<unsigned long long>(usage->dropped_alloc_events));
+    last_dropped_ = usage->dropped_alloc_events;
+  }
+  return true;
+}
+
+client::GpuUsage DaemonControlPlane::ToGpuUsage(const UsageReport& u) const {
+  client::GpuUsage g;
+  g.gpu_uuid = uuid_;
+  g.resident_bytes = u.device_resident_bytes;
+  g.host_bytes = u.host_resident_bytes;
+  g.paged_in_bytes = u.page_in_bytes;
+  g.paged_out_bytes = u.page_out_bytes;
+  return g;
+}
+
+void DaemonControlPlane::SendReport() {
+  UsageReport usage;
+  if (client_ == nullptr || !PollUsage(&usage)) return;
+  client::HintBatch batch;
+  batch.iteration = ++iteration_;
+  batch.allocs.reserve(pending_events_.size());
+  for (const AllocEvent& e : pending_events_) {
+    client::AllocHint h;
+    h.alloc_id = e.alloc_id;
+    h.gpu_uuid = uuid_;
+    h.bytes = e.bytes;
+    h.freed = e.freed;
+    batch.allocs.push_back(std::move(h));
+  }
+  pending_events_.clear();
+  batch.usage.push_back(ToGpuUsage(usage));
+  client_->SendHints(std::move(batch));
+}
+
+}  // namespace memvirt::shim

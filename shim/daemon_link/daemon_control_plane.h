@@ -1,0 +1,103 @@
+// DaemonControlPlane: the shim's ControlPlane over the memvirt client library.
+//
+// Registers the process's device with memvirtd, returns the granted budgets,
+// applies budget directives through the core's callback and acknowledges
+// them, and reports usage and allocation hints every report interval (one
+// batch per interval, never one message per CUDA call). While the daemon is
+// absent or gone the process keeps the budget it last had (standalone) and
+// the client reconnects in the background; a restarted daemon re-learns the
+// process from its registration and the next report.
+//
+// Thread safety: all public methods are thread-safe. One worker thread
+// applies directives and sends reports; the budget callback and the usage
+// source run on it, one at a time, never under this object's state lock.
+#ifndef MEMVIRT_SHIM_DAEMON_LINK_DAEMON_CONTROL_PLANE_H_
+#define MEMVIRT_SHIM_DAEMON_LINK_DAEMON_CONTROL_PLANE_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "memvirt/client.h"
+#include "shim/core/control_plane.h"
+#include "shim/daemon_link/daemon_link_abi.h"
+
+namespace memvirt::shim {
+
+class DaemonControlPlane final : public ControlPlane {
+ public:
+  using ClientFactory = std::function<std::unique_ptr<client::Client>(client::Options)>;
+
+  // `factory` starts the client (client::Client::Start in production, a fake
+  // in tests). Nothing connects before InitialDeviceBudget().
+  DaemonControlPlane(const DaemonLinkOptions& options, ClientFactory factory);
+  ~DaemonControlPlane() override;  // Close()
+
+  uint64_t InitialDeviceBudget(const DeviceIdentity& device, uint64_t local_default) override;
+  uint64_t InitialHostBudget(uint64_t local_default) override;
+  void OnBudgetChange(std::function<void(uint64_t)> callback) override;
+  void SetUsageSource(std::function<UsageReport()> source) override;
+
+  // Stops the worker and closes the client. Idempotent.
+  void Close();
+
+  // Counters, for tests and logs.
+  uint64_t reports_sent() const;
+  uint64_t directives_applied() const;
+
+ private:
+  void OnDirective(const client::Directive& d);
+  void OnState(client::State s);
+  void WorkerLoop();
+  void Apply(const client::Directive& d);
+  // Calls the usage source (if any); queues its allocation events for the
+  // next report. Returns false if no source is registered.
+  bool PollUsage(UsageReport* usage);
+  void SendReport();
+  client::GpuUsage ToGpuUsage(const UsageReport& u) const;
+
+  const std::string socket_path_;
+  const std::chrono::milliseconds connect_timeout_;
+  const std::chrono::milliseconds report_interval_;
+  const uint64_t demand_device_bytes_;
+  const uint64_t min_device_bytes_;
+  const uint64_t demand_host_bytes_;
+  const ClientFactory factory_;
+
+  std::unique_ptr<client::Client> client_;  // set once by InitialDeviceBudget
+  std::string uuid_;                        // set once by InitialDeviceBudget
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;  // guarded by mu_, all below too
+  std::deque<client::Directive> directives_;
+  std::deque<client::Directive> deferred_;  // budget directives awaiting a callback
+  std::optional<uint64_t> host_budget_;     // from the daemon, if it said
+  bool have_callback_ = false;
+  std::optional<uint64_t> applied_budget_;  // last given to the core (or returned initially)
+  uint64_t reports_sent_ = 0;
+  uint64_t directives_applied_ = 0;
+  std::thread worker_;
+
+  std::mutex callback_mu_;  // held while the budget callback runs
+  std::function<void(uint64_t)> callback_;
+  std::mutex source_mu_;  // held while the usage source runs
+  std::function<UsageReport()> source_;
+
+  // Worker thread only.
+  uint64_t iteration_ = 0;
+  std::vector<AllocEvent> pending_events_;
+  uint64_t last_dropped_ = 0;
+};
+
+}  // namespace memvirt::shim
+
+#endif  // MEMVIRT_SHIM_DAEMON_LINK_DAEMON_CONTROL_PLANE_H_

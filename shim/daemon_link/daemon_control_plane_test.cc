@@ -1,0 +1,283 @@
+#include "shim/daemon_link/daemon_control_plane.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <thread>
+
+namespace memvirt::shim {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr uint64_t kMiB = 1ull << 20;
+constexpr char kUuid[] = "GPU-00000000-1111-2222-3333-444444444444";
+
+// A client that "registers" at once (or never) and records what is sent.
+class FakeClient final : public client::Client {
+ public:
+  FakeClient(client::Options o, bool reachable, uint64_t granted)
+      : options_(std::move(o)), reachable_(reachable), granted_(granted) {}
+
+  client::State state() const override {
+    return reachable_ ? client::State::kConnected : client::State::kDisconnected;
+  }
+  bool WaitConnected(std::chrono::milliseconds) override {
+    if (!reachable_) return false;
+    client::Directive d;  // what the real client delivers on registration
+    d.kind = client::Directive::Kind::kBudget;
+    d.gpu_uuid = options_.gpus[0].gpu_uuid;
+    d.budget_bytes = granted_;
+    options_.on_directive(d);
+    return true;
+  }
+  std::optional<uint64_t> Budget(const std::string&) const override {
+    if (!reachable_) return std::nullopt;
+    return granted_;
+  }
+  pid_t daemon_pid() const override { return 0; }
+  uint64_t registrations() const override { return reachable_ ? 1 : 0; }
+  void SendHints(client::HintBatch batch) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    batches.push_back(std::move(batch));
+  }
+  void Ack(uint64_t id, bool complied, std::optional<client::GpuUsage> usage) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    acks[id] = {complied, usage.has_value() ? usage->resident_bytes : ~0ull};
+  }
+  bool PollDirective(client::Directive*) override { return false; }
+  void Close() override { closed = true; }
+
+  // The daemon pushes a directive (on the "connection thread": the caller).
+  void Push(const client::Directive& d) { options_.on_directive(d); }
+
+  size_t BatchCount() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return batches.size();
+  }
+
+  client::Options options_;
+  const bool reachable_;
+  const uint64_t granted_;
+  std::mutex mu_;
+  std::vector<client::HintBatch> batches;
+  std::map<uint64_t, std::pair<bool, uint64_t>> acks;
+  std::atomic<bool> closed{false};
+};
+
+struct Harness {
+  explicit Harness(bool reachable, uint64_t granted = 64 * kMiB, uint64_t min_bytes = 16 * kMiB) {
+    DaemonLinkOptions o;
+    o.socket_path = "/nonexistent/test.sock";
+    o.connect_timeout_ms = 50;
+    o.report_interval_ms = 20;
+    o.min_device_bytes = min_bytes;
+    plane = std::make_unique<DaemonControlPlane>(o, [this, reachable, granted](client::Options co) {
+      auto c = std::make_unique<FakeClient>(std::move(co), reachable, granted);
+      fake = c.get();
+      return c;
+    });
+  }
+  std::unique_ptr<DaemonControlPlane> plane;
+  FakeClient* fake = nullptr;
+};
+
+client::Directive BudgetDirective(uint64_t id, uint64_t bytes, const std::string& uuid = kUuid) {
+  client::Directive d;
+  d.id = id;
+  d.kind = client::Directive::Kind::kBudget;
+  d.gpu_uuid = uuid;
+  d.budget_bytes = bytes;
+  return d;
+}
+
+bool WaitFor(const std::function<bool()>& pred) {
+  for (int i = 0; i < 300; ++i) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return pred();
+}
+
+// Waits until the fake holds an acknowledgement of `id`.
+bool WaitForAck(FakeClient* fake, uint64_t id) {
+  return WaitFor([&] {
+    std::lock_guard<std::mutex> lock(fake->mu_);
+    return fake->acks.count(id) == 1;
+  });
+}
+
+TEST(DaemonControlPlaneTest, ClaimsTheDeviceAndReturnsTheGrantedBudget) {
+  Harness h(/*reachable=*/true, 48 * kMiB, 8 * kMiB);
+  const uint64_t budget = h.plane->InitialDeviceBudget({kUuid, 1024 * kMiB}, 900 * kMiB);
+  EXPECT_EQ(budget, 48 * kMiB);
+  ASSERT_NE(h.fake, nullptr);
+  ASSERT_EQ(h.fake->options_.gpus.size(), 1u);
+  EXPECT_EQ(h.fake->options_.gpus[0].gpu_uuid, kUuid);
+  EXPECT_EQ(h.fake->options_.gpus[0].device_memory_bytes, 1024 * kMiB);
+  EXPECT_EQ(h.fake->options_.gpus[0].min_bytes, 8 * kMiB);
+  EXPECT_EQ(h.fake->options_.gpus[0].demand_bytes, 0u);
+  h.plane->Close();
+  EXPECT_TRUE(h.fake->closed);
+}
+
+TEST(DaemonControlPlaneTest, FallsBackToTheLocalBudgetWhenTheDaemonDoesNotAnswer) {
+  Harness h(/*reachable=*/false);
+  EXPECT_EQ(h.plane->InitialDeviceBudget({kUuid, 1024 * kMiB}, 900 * kMiB), 900 * kMiB);
+  EXPECT_EQ(h.plane->InitialHostBudget(4096 * kMiB), 4096 * kMiB);
+}
+
+TEST(DaemonControlPlaneTest, NoUuidMeansNoRegistration) {
+  Harness h(/*reachable=*/true);
+  EXPECT_EQ(h.plane->InitialDeviceBudget({"", 1024 * kMiB}, 900 * kMiB), 900 * kMiB);
+  EXPECT_EQ(h.fake, nullptr);
+}
+
+TEST(DaemonControlPlaneTest, HostBudgetFromTheDaemonCapsTheLocalOne) {
+  Harness h(/*reachable=*/true);
+  h.plane->InitialDeviceBudget({kUuid, 1024 * kMiB}, 900 * kMiB);
+  client::Directive host;
+  host.kind = client::Directive::Kind::kHostBudget;
+  host.budget_bytes = 256 * kMiB;
+  h.fake->Push(host);
+  EXPECT_EQ(h.plane->InitialHostBudget(4096 * kMiB), 256 * kMiB);
+  EXPECT_EQ(h.plane->InitialHostBudget(128 * kMiB), 128 * kMiB);
+}
+
+TEST(DaemonControlPlaneTest, ShrinkIsAppliedThroughTheCallbackAndAcknowledged) {
+  Harness h(/*reachable=*/true);
+  h.plane->InitialDeviceBudget({kUuid, 1024 * kMiB}, 900 * kMiB);
+  std::atomic<uint64_t> resident{64 * kMiB};
+  std::atomic<uint64_t> applied{0};
+  h.plane->SetUsageSource([&] {
+    UsageReport u;
+    u.device_resident_bytes = resident.load();
+    return u;
+  });
+  h.plane->OnBudgetChange([&](uint64_t bytes) {
+    applied = bytes;
+    resident = std::min<uint64_t>(resident.load(), bytes);  // the core evicts down
+  });
+  h.fake->Push(BudgetDirective(7, 32 * kMiB));
+  ASSERT_TRUE(WaitForAck(h.fake, 7));
+  EXPECT_EQ(applied.load(), 32 * kMiB);
+  std::lock_guard<std::mutex> lock(h.fake->mu_);
+  EXPECT_TRUE(h.fake->acks[7].first);
+  EXPECT_EQ(h.fake->acks[7].second, 32 * kMiB);
+}
+
+TEST(DaemonControlPlaneTest, ShrinkThatCannotBeMetIsAcknowledgedAsNotComplied) {
+  Harness h(/*reachable=*/true);
+  h.plane->InitialDeviceBudget({kUuid, 1024 * kMiB}, 900 * kMiB);
+  h.plane->SetUsageSource([] {
+    UsageReport u;
+    u.device_resident_bytes = 64 * kMiB;  // pinned: cannot shrink
+    return u;
+  });
+  h.plane->OnBudgetChange([](uint64_t) {});
+  h.fake->Push(BudgetDirective(9, 32 * kMiB));
+  ASSERT_TRUE(WaitForAck(h.fake, 9));
+  std::lock_guard<std::mutex> lock(h.fake->mu_);
+  EXPECT_FALSE(h.fake->acks[9].first);
+}
+
+TEST(DaemonControlPlaneTest, DirectiveBeforeTheCoreAttachesIsAppliedOnceItDoes) {
+  Harness h(/*reachable=*/true);
+  h.plane->InitialDeviceBudget({kUuid, 1024 * kMiB}, 900 * kMiB);
+  h.fake->Push(BudgetDirective(11, 96 * kMiB));
+  std::this_thread::sleep_for(50ms);
+  {
+    std::lock_guard<std::mutex> lock(h.fake->mu_);
+    EXPECT_EQ(h.fake->acks.count(11), 0u);  // nobody to apply it yet
+  }
+  std::atomic<uint64_t> applied{0};
+  h.plane->SetUsageSource([] { return UsageReport{}; });
+  h.plane->OnBudgetChange([&](uint64_t bytes) { applied = bytes; });
+  ASSERT_TRUE(WaitFor([&] { return applied.load() == 96 * kMiB; }));
+  ASSERT_TRUE(WaitFor([&] {
+    std::lock_guard<std::mutex> lock(h.fake->mu_);
+    return h.fake->acks.count(11) == 1 && h.fake->acks[11].first;
+  }));
+}
+
+TEST(DaemonControlPlaneTest, UnsupportedDirectivesAreRefusedAndOtherGpusIgnored) {
+  Harness h(/*reachable=*/true);
+  h.plane->InitialDeviceBudget({kUuid, 1024 * kMiB}, 900 * kMiB);
+  std::atomic<int> calls{0};
+  h.plane->OnBudgetChange([&](uint64_t) { ++calls; });
+  client::Directive evict;
+  evict.id = 21;
+  evict.kind = client::Directive::Kind::kEvict;
+  evict.gpu_uuid = kUuid;
+  evict.bytes = 4 * kMiB;
+  h.fake->Push(evict);
+  h.fake->Push(BudgetDirective(22, 1, "GPU-ffffffff-1111-2222-3333-444444444444"));
+  ASSERT_TRUE(WaitFor([&] {
+    std::lock_guard<std::mutex> lock(h.fake->mu_);
+    return h.fake->acks.size() == 2;
+  }));
+  std::lock_guard<std::mutex> lock(h.fake->mu_);
+  EXPECT_FALSE(h.fake->acks[21].first);
+  EXPECT_FALSE(h.fake->acks[22].first);
+  EXPECT_EQ(calls.load(), 0);
+}
+
+TEST(DaemonControlPlaneTest, ReportsUsageAndAllocationHintsInBatches) {
+  Harness h(/*reachable=*/true);
+  h.plane->InitialDeviceBudget({kUuid, 1024 * kMiB}, 900 * kMiB);
+  std::atomic<int> polls{0};
+  h.plane->SetUsageSource([&] {
+    UsageReport u;
+    u.device_resident_bytes = 10 * kMiB;
+    u.host_resident_bytes = 20 * kMiB;
+    u.page_in_bytes = 30 * kMiB;
+    u.page_out_bytes = 40 * kMiB;
+    if (polls++ == 0) {
+      u.alloc_events = {{4096, 100, false}, {4096, 100, true}, {8192, 5 * kMiB, false}};
+    }
+    return u;
+  });
+  ASSERT_TRUE(WaitFor([&] { return h.fake->BatchCount() >= 3; }));
+  h.plane->Close();
+  std::lock_guard<std::mutex> lock(h.fake->mu_);
+  size_t allocs = 0;
+  uint64_t last_iteration = 0;
+  for (const client::HintBatch& b : h.fake->batches) {
+    EXPECT_GT(b.iteration, last_iteration);
+    last_iteration = b.iteration;
+    ASSERT_EQ(b.usage.size(), 1u);
+    EXPECT_EQ(b.usage[0].gpu_uuid, kUuid);
+    EXPECT_EQ(b.usage[0].resident_bytes, 10 * kMiB);
+    EXPECT_EQ(b.usage[0].host_bytes, 20 * kMiB);
+    EXPECT_EQ(b.usage[0].paged_in_bytes, 30 * kMiB);
+    EXPECT_EQ(b.usage[0].paged_out_bytes, 40 * kMiB);
+    allocs += b.allocs.size();
+  }
+  EXPECT_EQ(allocs, 3u);  // each event sent exactly once
+  const client::HintBatch& first = h.fake->batches[0];
+  ASSERT_EQ(first.allocs.size(), 3u);
+  EXPECT_EQ(first.allocs[1].alloc_id, 4096u);
+  EXPECT_TRUE(first.allocs[1].freed);
+  EXPECT_EQ(first.allocs[2].bytes, 5 * kMiB);
+}
+
+TEST(DaemonControlPlaneTest, RemovedCallbacksAreNotCalledAfterwards) {
+  Harness h(/*reachable=*/true);
+  h.plane->InitialDeviceBudget({kUuid, 1024 * kMiB}, 900 * kMiB);
+  std::atomic<int> polls{0};
+  h.plane->SetUsageSource([&] {
+    ++polls;
+    return UsageReport{};
+  });
+  ASSERT_TRUE(WaitFor([&] { return polls.load() >= 1; }));
+  h.plane->SetUsageSource({});
+  const int after = polls.load();
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(polls.load(), after);
+}
+
+}  // namespace
+}  // namespace memvirt::shim
