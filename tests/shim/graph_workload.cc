@@ -20,18 +20,7 @@
 #include <vector>
 
 #include "tests/shim/cuda_check.h"
-
-namespace {
-
-struct Kernels {
-  CUfunction init, forward, backward, sgd, fnv;
-};
-
-void Launch(CUfunction f, CUstream s, std::vector<void*> args) {
-  CHECK_CU(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, args.data(), nullptr));
-}
-
-}  // namespace
+#include "tests/shim/train_kernels.h"
 
 int main(int argc, char** argv) {
   if (argc < 3) {
@@ -46,20 +35,8 @@ int main(int argc, char** argv) {
   uint64_t layer_bytes = footprint / (4 * kLayers) / 4096 * 4096;
   uint64_t n = layer_bytes / sizeof(float);
 
-  CHECK_CU(cuInit(0));
-  CUdevice dev;
-  CHECK_CU(cuDeviceGet(&dev, 0));
-  CUcontext ctx;
-  CHECK_CU(cuDevicePrimaryCtxRetain(&ctx, dev));
-  CHECK_CU(cuCtxSetCurrent(ctx));
-  CUmodule mod;
-  CHECK_CU(cuModuleLoad(&mod, argv[1]));
-  Kernels k;
-  CHECK_CU(cuModuleGetFunction(&k.init, mod, "init_uniform"));
-  CHECK_CU(cuModuleGetFunction(&k.forward, mod, "forward"));
-  CHECK_CU(cuModuleGetFunction(&k.backward, mod, "backward"));
-  CHECK_CU(cuModuleGetFunction(&k.sgd, mod, "sgd_momentum"));
-  CHECK_CU(cuModuleGetFunction(&k.fnv, mod, "fnv_bytes"));
+  SetUpPrimaryContext();
+  const TrainKernels k = LoadTrainKernels(argv[1]);
   CUstream s;
   CHECK_CU(cuStreamCreate(&s, blocking ? 0 : CU_STREAM_NON_BLOCKING));
   CUstream init = blocking ? nullptr : s;

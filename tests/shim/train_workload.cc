@@ -12,18 +12,7 @@
 #include <vector>
 
 #include "tests/shim/cuda_check.h"
-
-namespace {
-
-struct Kernels {
-  CUfunction init, forward, backward, sgd, fnv;
-};
-
-void Launch(CUfunction f, CUstream s, std::vector<void*> args) {
-  CHECK_CU(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, args.data(), nullptr));
-}
-
-}  // namespace
+#include "tests/shim/train_kernels.h"
 
 int main(int argc, char** argv) {
   if (argc < 3) {
@@ -38,14 +27,7 @@ int main(int argc, char** argv) {
   uint64_t n = layer_bytes / sizeof(float);
 
   SetUpPrimaryContext();
-  CUmodule mod;
-  CHECK_CU(cuModuleLoad(&mod, argv[1]));
-  Kernels k;
-  CHECK_CU(cuModuleGetFunction(&k.init, mod, "init_uniform"));
-  CHECK_CU(cuModuleGetFunction(&k.forward, mod, "forward"));
-  CHECK_CU(cuModuleGetFunction(&k.backward, mod, "backward"));
-  CHECK_CU(cuModuleGetFunction(&k.sgd, mod, "sgd_momentum"));
-  CHECK_CU(cuModuleGetFunction(&k.fnv, mod, "fnv_bytes"));
+  const TrainKernels k = LoadTrainKernels(argv[1]);
   CUstream s;
   CHECK_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
 
