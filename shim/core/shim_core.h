@@ -41,6 +41,15 @@
 //   under sustained pressure) so that the wait and the copy setup are
 //   amortized; LRU order makes those the chunks least likely to be needed.
 //
+// Note [access summaries]
+//   Once the control plane polls usage (TakeUsage), every decoded launch and
+//   graph launch records, for each large block it touches, an access count
+//   and its first and last launch index within the current report interval
+//   (the interval is the daemon's "iteration"). A dense per-chunk slot array
+//   keyed by an interval epoch makes that one pass over the operation's
+//   touched chunks with no hashing; standalone it costs one branch. Small
+//   (slab) allocations share chunks and are not summarized.
+//
 // Note [pipelined page-out]
 //   After an eviction batch the next one is started at once (its victims'
 //   device-to-host copies are enqueued, no wait) and finished at the next
@@ -282,6 +291,7 @@ class ShimCore {
   void EnforceDeviceLimit() MEMSHIM_REQUIRES(mu_);
   static bool EligibleThunk(void* self, uint32_t chunk);
   void LogAllocEvent(uint64_t offset, uint64_t bytes, bool freed) MEMSHIM_REQUIRES(mu_);
+  void RecordAccesses() MEMSHIM_REQUIRES(mu_);
 
   const Driver* const driver_;
   ControlPlane* const control_;
@@ -345,6 +355,17 @@ class ShimCore {
   bool usage_polled_ MEMSHIM_GUARDED_BY(mu_) = false;
   std::vector<AllocEvent> alloc_events_ MEMSHIM_GUARDED_BY(mu_);
   uint64_t dropped_alloc_events_ MEMSHIM_GUARDED_BY(mu_) = 0;
+  // Note [access summaries]: slot per chunk (used at a block's first chunk).
+  struct AccessSlot {
+    uint32_t epoch = 0;
+    uint32_t accesses = 0;
+    uint32_t first_launch = 0;
+    uint32_t last_launch = 0;
+  };
+  std::vector<AccessSlot> access_slots_ MEMSHIM_GUARDED_BY(mu_);
+  std::vector<uint32_t> accessed_blocks_ MEMSHIM_GUARDED_BY(mu_);
+  uint32_t access_epoch_ MEMSHIM_GUARDED_BY(mu_) = 1;
+  uint64_t interval_first_launch_ MEMSHIM_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace memvirt::shim

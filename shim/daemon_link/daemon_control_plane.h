@@ -24,6 +24,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "memvirt/client.h"
@@ -62,6 +63,8 @@ class DaemonControlPlane final : public ControlPlane {
   // next report. Returns false if no source is registered.
   bool PollUsage(UsageReport* usage);
   void SendReport();
+  // Adds a poll's access summaries to the batch being gathered.
+  void MergeAccesses(const UsageReport& usage);
   client::GpuUsage ToGpuUsage(const UsageReport& u) const;
 
   const std::string socket_path_;
@@ -95,6 +98,10 @@ class DaemonControlPlane final : public ControlPlane {
   // Worker thread only.
   uint64_t iteration_ = 0;
   std::vector<AllocEvent> pending_events_;
+  // Access summaries of the batch being gathered, by alloc_id; launch indices
+  // relative to batch_start_launch_.
+  std::unordered_map<uint64_t, client::AccessSummary> pending_accesses_;
+  std::optional<uint64_t> batch_start_launch_;
   uint64_t last_dropped_ = 0;
 };
 

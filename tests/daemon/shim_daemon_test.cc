@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "gmock/gmock.h"
+#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "tests/daemon/daemon_harness.h"
 
@@ -110,6 +111,7 @@ TEST_F(ShimDaemonTest, ThreeShimProcessesAtThreeTimesTheDeviceFinishWithinTheirB
   std::map<pid_t, Clock::time_point> last_within;
   milliseconds longest_excess{0};
   int samples_with_all_three = 0;
+  bool hints_seen = false;
   std::map<pid_t, double> max_budget;
   double first_min_budget = first_alone;
   auto running = [&] {
@@ -144,9 +146,18 @@ TEST_F(ShimDaemonTest, ThreeShimProcessesAtThreeTimesTheDeviceFinishWithinTheirB
       EXPECT_EQ(Field(gpu, "device_memory_bytes"), double(kDeviceBytes));
     }
     if (present == 3) ++samples_with_all_three;
+    if (present == 3 && !hints_seen) {  // the daemon receives allocation and access hints
+      const CommandResult r = d.Memctl({"client", std::to_string(procs[0]->pid()), "--json"});
+      google::protobuf::Struct detail;
+      if (r.exit_code == 0 && google::protobuf::util::JsonStringToMessage(r.out, &detail).ok()) {
+        hints_seen = Field(detail, "hint_batches") > 0 && Field(detail, "alloc_hints") > 0 &&
+                     Field(detail, "access_hints") > 0 && Field(detail, "live_allocations") > 0;
+      }
+    }
     std::this_thread::sleep_for(milliseconds(20));
   }
   EXPECT_GE(samples_with_all_three, 3) << "the three processes never ran side by side";
+  EXPECT_TRUE(hints_seen) << "memctl client never showed alloc and access hints";
   // The shrink was obeyed: a third of the device (rounded to chunks) at most, resident within.
   EXPECT_LE(first_min_budget, double(kDeviceBytes - kReserveBytes) / 3 + 2 * kMiB);
   std::printf(
