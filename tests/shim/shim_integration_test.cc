@@ -45,6 +45,23 @@ TEST(TrainingWorkloadTest, ThreeTimesDeviceMemoryMatchesUnconstrainedRun) {
   EXPECT_GE(std::stoull(Field(shim.out, "layer_bytes")) * 32, 3 * kDevice - (1 << 20));
 }
 
+TEST(TrainingWorkloadTest, ProgramUsingTheVmmApiItselfMatchesUnconstrainedRun) {
+  // Part of its memory comes from its own cuMemCreate/cuMemMap (as expandable segments and
+  // NCCL do): the shim counts it, keeps it pinned and pages the rest around it.
+  const std::string footprint = std::to_string(3 * kDevice);
+  const ProgramResult reference =
+      RunProgram({MEMSHIM_TRAIN_WORKLOAD, kKernels, footprint}, SimEnv(1ull << 30));
+  ASSERT_EQ(reference.exit_code, 0) << reference.out;
+  const ProgramResult plain_vmm =
+      RunProgram({MEMSHIM_TRAIN_WORKLOAD, kKernels, footprint, "3", "vmm"}, SimEnv(1ull << 30));
+  ASSERT_EQ(plain_vmm.exit_code, 0) << plain_vmm.out;
+  EXPECT_EQ(Field(plain_vmm.out, "checksum"), Field(reference.out, "checksum"));
+  const ProgramResult shim =
+      RunProgram({MEMSHIM_TRAIN_WORKLOAD, kKernels, footprint, "3", "vmm"}, ShimEnv(kDevice));
+  ASSERT_EQ(shim.exit_code, 0) << shim.out;
+  EXPECT_EQ(Field(shim.out, "checksum"), Field(reference.out, "checksum"));
+}
+
 TEST(TrainingWorkloadTest, FailsWithOutOfMemoryWithoutTheShim) {
   const ProgramResult plain =
       RunProgram({MEMSHIM_TRAIN_WORKLOAD, kKernels, std::to_string(3 * kDevice)}, SimEnv(kDevice));

@@ -2,17 +2,46 @@
 // and momentum per layer; activations allocated in forward and freed in
 // backward. Prints one checksum over the final weights and momentum.
 //
-// Usage: train_workload KERNELS.so FOOTPRINT_BYTES [ITERATIONS]
+// Usage: train_workload KERNELS.so FOOTPRINT_BYTES [ITERATIONS [vmm]]
+// With "vmm" the input and the first layer's weights are allocated the way
+// frameworks' expandable segments do: with the VMM API, by the program itself.
 // Exit: 0 ok, 3 out of memory, 1 other error.
 #include <cuda.h>
 
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "tests/shim/cuda_check.h"
 #include "tests/shim/train_kernels.h"
+
+namespace {
+
+// Own reservation, physical memory from cuMemCreate, mapped and made
+// accessible by the program (not by cuMemAlloc).
+CUdeviceptr AllocWithVmm(uint64_t bytes) {
+  CUmemAllocationProp prop = {};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = 0;
+  size_t granularity = 0;
+  CHECK_CU(cuMemGetAllocationGranularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+  const uint64_t size = (bytes + granularity - 1) / granularity * granularity;
+  CUdeviceptr ptr;
+  CHECK_CU(cuMemAddressReserve(&ptr, size, 0, 0, 0));
+  CUmemGenericAllocationHandle handle;
+  CHECK_CU(cuMemCreate(&handle, size, &prop, 0));
+  CHECK_CU(cuMemMap(ptr, size, 0, handle, 0));
+  CUmemAccessDesc access = {};
+  access.location = prop.location;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  CHECK_CU(cuMemSetAccess(ptr, size, &access, 1));
+  return ptr;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 3) {
@@ -21,6 +50,7 @@ int main(int argc, char** argv) {
   }
   const uint64_t footprint = std::strtoull(argv[2], nullptr, 10);
   const int iterations = argc > 3 ? std::atoi(argv[3]) : 3;
+  const bool app_vmm = argc > 4 && std::string(argv[4]) == "vmm";
   constexpr int kLayers = 8;
   // Per layer: weight, gradient, momentum (persistent) + one activation.
   uint64_t layer_bytes = footprint / (4 * kLayers) / 4096 * 4096;
@@ -32,12 +62,20 @@ int main(int argc, char** argv) {
   CHECK_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
 
   CUdeviceptr input;
-  CHECK_CU(cuMemAlloc(&input, layer_bytes));
+  if (app_vmm) {
+    input = AllocWithVmm(layer_bytes);
+  } else {
+    CHECK_CU(cuMemAlloc(&input, layer_bytes));
+  }
   uint64_t seed = 1;
   Launch(k.init, s, {&input, &n, &seed});
   std::vector<CUdeviceptr> w(kLayers), g(kLayers), m(kLayers), a(kLayers);
   for (int l = 0; l < kLayers; ++l) {
-    CHECK_CU(cuMemAlloc(&w[l], layer_bytes));
+    if (app_vmm && l == 0) {
+      w[l] = AllocWithVmm(layer_bytes);
+    } else {
+      CHECK_CU(cuMemAlloc(&w[l], layer_bytes));
+    }
     CHECK_CU(cuMemAlloc(&g[l], layer_bytes));
     CHECK_CU(cuMemAlloc(&m[l], layer_bytes));
     uint64_t layer_seed = 100 + l;
