@@ -14,6 +14,13 @@ namespace memsim::api {
 
 inline Driver& D() { return Driver::Get(); }
 
+// The address one side of a copy descriptor names: its host pointer for
+// CU_MEMORYTYPE_HOST, else its device pointer (unified addressing).
+inline uint64_t CopyEndpoint(CUmemorytype type, const void* host, CUdeviceptr device) {
+  return type == CU_MEMORYTYPE_HOST ? reinterpret_cast<uint64_t>(host)
+                                    : static_cast<uint64_t>(device);
+}
+
 inline CUresult RequireInit() {
   return D().initialized() ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
 }

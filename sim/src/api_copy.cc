@@ -177,12 +177,8 @@ CUresult Copy2D(const CUDA_MEMCPY2D* p, CUstream hStream, bool per_thread, bool 
   if ((p->Height > 1 && (p->srcPitch < p->WidthInBytes || p->dstPitch < p->WidthInBytes))) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  const uint64_t src_base = p->srcMemoryType == CU_MEMORYTYPE_HOST
-                                ? reinterpret_cast<uint64_t>(p->srcHost)
-                                : static_cast<uint64_t>(p->srcDevice);
-  const uint64_t dst_base = p->dstMemoryType == CU_MEMORYTYPE_HOST
-                                ? reinterpret_cast<uint64_t>(p->dstHost)
-                                : static_cast<uint64_t>(p->dstDevice);
+  const uint64_t src_base = CopyEndpoint(p->srcMemoryType, p->srcHost, p->srcDevice);
+  const uint64_t dst_base = CopyEndpoint(p->dstMemoryType, p->dstHost, p->dstDevice);
   CopyShape shape;
   shape.width = p->WidthInBytes;
   shape.rows = p->Height;

@@ -182,12 +182,8 @@ CUresult MemcpyOp(const CUDA_MEMCPY3D* p, CUcontext ctx, NodeOp* op) {
   if (shape.rows > 1 && (shape.src_pitch < shape.width || shape.dst_pitch < shape.width)) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  const uint64_t src_base = p->srcMemoryType == CU_MEMORYTYPE_HOST
-                                ? reinterpret_cast<uint64_t>(p->srcHost)
-                                : static_cast<uint64_t>(p->srcDevice);
-  const uint64_t dst_base = p->dstMemoryType == CU_MEMORYTYPE_HOST
-                                ? reinterpret_cast<uint64_t>(p->dstHost)
-                                : static_cast<uint64_t>(p->dstDevice);
+  const uint64_t src_base = CopyEndpoint(p->srcMemoryType, p->srcHost, p->srcDevice);
+  const uint64_t dst_base = CopyEndpoint(p->dstMemoryType, p->dstHost, p->dstDevice);
   const uint64_t src =
       src_base + (p->srcZ * p->srcHeight + p->srcY) * shape.src_pitch + p->srcXInBytes;
   const uint64_t dst =

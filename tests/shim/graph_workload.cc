@@ -30,9 +30,8 @@ int main(int argc, char** argv) {
   const uint64_t footprint = std::strtoull(argv[2], nullptr, 10);
   const int iterations = argc > 3 ? std::atoi(argv[3]) : 3;
   const bool blocking = argc > 4 && std::string(argv[4]) == "blocking";
-  constexpr int kLayers = 8;
-  // Per layer: weight, gradient, momentum, activation.
-  uint64_t layer_bytes = footprint / (4 * kLayers) / 4096 * 4096;
+  constexpr int kLayers = kTrainLayers;
+  uint64_t layer_bytes = TrainLayerBytes(footprint);
   uint64_t n = layer_bytes / sizeof(float);
 
   SetUpPrimaryContext();

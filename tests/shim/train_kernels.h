@@ -5,6 +5,7 @@
 
 #include <cuda.h>
 
+#include <cstdint>
 #include <vector>
 
 #include "tests/shim/cuda_check.h"
@@ -24,6 +25,13 @@ inline TrainKernels LoadTrainKernels(const char* path) {
   CHECK_CU(cuModuleGetFunction(&k.sgd, mod, "sgd_momentum"));
   CHECK_CU(cuModuleGetFunction(&k.fnv, mod, "fnv_bytes"));
   return k;
+}
+
+// Both training workloads: kTrainLayers layers of four buffers (weight,
+// gradient, momentum, activation) sharing FOOTPRINT_BYTES.
+inline constexpr int kTrainLayers = 8;
+inline uint64_t TrainLayerBytes(uint64_t footprint) {
+  return footprint / (4 * kTrainLayers) / 4096 * 4096;
 }
 
 inline void Launch(CUfunction f, CUstream s, std::vector<void*> args) {
