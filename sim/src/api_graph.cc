@@ -24,9 +24,15 @@ namespace {
 
 thread_local CUstreamCaptureMode t_capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
 
-bool ValidMode(CUstreamCaptureMode mode) {
-  return mode == CU_STREAM_CAPTURE_MODE_GLOBAL || mode == CU_STREAM_CAPTURE_MODE_THREAD_LOCAL ||
-         mode == CU_STREAM_CAPTURE_MODE_RELAXED;
+static_assert(sizeof(CUstreamCaptureMode) == sizeof(int));
+
+// Callers may pass any integer: the value is inspected as one, never loaded
+// as the enum type (which would be undefined for out-of-range values).
+bool ValidMode(const CUstreamCaptureMode* mode) {
+  int raw;
+  std::memcpy(&raw, mode, sizeof(raw));
+  return raw == CU_STREAM_CAPTURE_MODE_GLOBAL || raw == CU_STREAM_CAPTURE_MODE_THREAD_LOCAL ||
+         raw == CU_STREAM_CAPTURE_MODE_RELAXED;
 }
 
 // ---- capture ----------------------------------------------------------------------------------
@@ -35,7 +41,7 @@ CUresult BeginCapture(CUstream h, CUstreamCaptureMode mode, bool ptds) {
   std::shared_ptr<Context> ctx;
   std::shared_ptr<Stream> stream;
   if (CUresult r = ResolveStream(h, ptds, &ctx, &stream)) return r;
-  if (!ValidMode(mode)) return CUDA_ERROR_INVALID_VALUE;
+  if (!ValidMode(&mode)) return CUDA_ERROR_INVALID_VALUE;
   // "Capture may not be initiated if stream is CU_STREAM_LEGACY."
   if (stream->kind() == Stream::Kind::kLegacyDefault) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   auto graph = std::make_shared<Graph>();
@@ -373,7 +379,7 @@ CUresult CUDAAPI cuStreamGetCaptureInfo_v3_ptsz(CUstream h, CUstreamCaptureStatu
 
 CUresult CUDAAPI cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode) {
   if (CUresult r = RequireInit()) return r;
-  if (mode == nullptr || !ValidMode(*mode)) return CUDA_ERROR_INVALID_VALUE;
+  if (mode == nullptr || !ValidMode(mode)) return CUDA_ERROR_INVALID_VALUE;
   std::swap(*mode, t_capture_mode);
   return CUDA_SUCCESS;
 }
