@@ -3,6 +3,7 @@
 #include <elf.h>
 #include <link.h>
 
+#include <atomic>
 #include <cstdint>
 
 namespace memvirt::shim::hooks {
@@ -178,31 +179,44 @@ const link_map* ObjectContaining(const void* address) {
   return best;
 }
 
-struct LibcLookup {
-  DlsymFn dlsym = nullptr;
-  DlvsymFn dlvsym = nullptr;
-};
+// Note [no guard variables here]
+//   These lookups run inside a sanitizer runtime's own start-up (it resolves
+//   its interceptors with dlsym), before that runtime can serve the
+//   __cxa_guard_* calls a function-local static would make (TSan crashed
+//   there). So the result is published through plain atomics instead: threads
+//   that race compute the same values and store them alike.
+std::atomic<DlsymFn> g_dlsym{nullptr};
+std::atomic<DlvsymFn> g_dlvsym{nullptr};
+std::atomic<bool> g_looked_up{false};
 
-const LibcLookup& Libc() {
-  static LibcLookup lookup = [] {
-    LibcLookup l;
-    for (const link_map* m = FirstObject(); m != nullptr; m = m->l_next) {
-      if (m->l_name == nullptr || !Contains(m->l_name, "libc.so.")) continue;
-      ObjectTables t;
-      if (!ReadTables(m, &t)) continue;
-      l.dlsym = reinterpret_cast<DlsymFn>(Find(t, "dlsym"));
-      l.dlvsym = reinterpret_cast<DlvsymFn>(Find(t, "dlvsym"));
-      if (l.dlsym != nullptr) break;
-    }
-    return l;
-  }();
-  return lookup;
+void LookUpLibc() {
+  for (const link_map* m = FirstObject(); m != nullptr; m = m->l_next) {
+    if (m->l_name == nullptr || !Contains(m->l_name, "libc.so.")) continue;
+    ObjectTables t;
+    if (!ReadTables(m, &t)) continue;
+    auto dlsym_fn = reinterpret_cast<DlsymFn>(Find(t, "dlsym"));
+    if (dlsym_fn == nullptr) continue;
+    g_dlsym.store(dlsym_fn, std::memory_order_relaxed);
+    g_dlvsym.store(reinterpret_cast<DlvsymFn>(Find(t, "dlvsym")), std::memory_order_relaxed);
+    break;
+  }
+  g_looked_up.store(true, std::memory_order_release);
+}
+
+void EnsureLookedUp() {
+  if (!g_looked_up.load(std::memory_order_acquire)) LookUpLibc();
 }
 
 }  // namespace
 
-DlsymFn RealDlsym() { return Libc().dlsym; }
-DlvsymFn RealDlvsym() { return Libc().dlvsym; }
+DlsymFn RealDlsym() {
+  EnsureLookedUp();
+  return g_dlsym.load(std::memory_order_relaxed);
+}
+DlvsymFn RealDlvsym() {
+  EnsureLookedUp();
+  return g_dlvsym.load(std::memory_order_relaxed);
+}
 
 void* NextSymbol(const void* caller, const char* name, const char* version) {
   const link_map* self = ObjectContaining(caller);
