@@ -77,6 +77,19 @@ if "$NVCC" -O2 -std=c++17 -arch=native -o "$WORK" "$ROOT/tests/gpu/oversub_workl
   RESULT[oversub_shim_s]="$(echo "$SHIMMED" | awk '/^seconds/{print $2}')"
   say "oversubscribed workload (12 GiB through a 4 GiB budget): ${RESULT[oversub_workload]}" \
       "(${RESULT[oversub_ref_s]} s unconstrained, ${RESULT[oversub_shim_s]} s shimmed)"
+  # The same iterations as CUDA graph launches under the shim: same checksum.
+  GRAPHED="$(MEMSHIM_DEVICE_BUDGET=$BUDGET MEMSHIM_HOST_BUDGET=$((16 << 30)) MEMSHIM_LOG=info \
+              LD_PRELOAD="$SHIM" timeout 240 "$WORK" "$FOOT" 3 graph 2>>"$LOG")"; GRAPH_RC=$?
+  echo "$GRAPHED" >>"$LOG"
+  GRAPH_SUM="$(echo "$GRAPHED" | awk '/^checksum/{print $2}')"
+  if [ $GRAPH_RC -eq 0 ] && [ -n "$REF_SUM" ] && [ "$REF_SUM" = "$GRAPH_SUM" ]; then
+    RESULT[oversub_graph]=pass
+  else
+    RESULT[oversub_graph]="fail(rc=$GRAPH_RC ref=$REF_SUM graph=$GRAPH_SUM)"
+  fi
+  RESULT[oversub_graph_s]="$(echo "$GRAPHED" | awk '/^seconds/{print $2}')"
+  say "same workload as graph launches under the shim: ${RESULT[oversub_graph]}" \
+      "(${RESULT[oversub_graph_s]} s)"
 else
   RESULT[oversub_workload]="fail(nvcc)"; say "nvcc build of the workload failed"
 fi
@@ -128,7 +141,7 @@ fi
 } > "$OUT/device_check.json"
 cat "$OUT/device_check.json"
 FAILED=0
-for k in build unit_tests oversub_workload gpt_losses_equal; do
+for k in build unit_tests oversub_workload oversub_graph gpt_losses_equal; do
   case "${RESULT[$k]:-}" in pass|ok|skipped) ;; *) FAILED=1 ;; esac
 done
 exit $FAILED

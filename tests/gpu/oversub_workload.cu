@@ -3,7 +3,10 @@
 // Run it once without the shim and once under LD_PRELOAD=libmemshim.so with
 // MEMSHIM_DEVICE_BUDGET below its footprint: the checksums must match.
 //
-// Usage: oversub_workload FOOTPRINT_BYTES [ITERATIONS]
+// Usage: oversub_workload FOOTPRINT_BYTES [ITERATIONS [graph]]
+// With "graph" the activations are allocated once and each iteration is one
+// CUDA graph launch (captured from the stream): the same kernels in the same
+// order, so the checksum equals the eager run's.
 // Prints "checksum <hex>", "footprint <bytes>", "seconds <s>", "total <bytes>".
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -12,6 +15,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #define CHECK(call)                                                                              \
@@ -70,6 +74,7 @@ int main(int argc, char** argv) {
   if (argc < 2) return 2;
   const size_t footprint = std::strtoull(argv[1], nullptr, 10);
   const int iterations = argc > 2 ? std::atoi(argv[2]) : 3;
+  const bool use_graph = argc > 3 && std::string(argv[3]) == "graph";
   constexpr int kLayers = 12;
   const size_t layer_bytes = footprint / (4 * kLayers) / 4096 * 4096;
   const size_t n = layer_bytes / sizeof(float);
@@ -89,7 +94,27 @@ int main(int argc, char** argv) {
   }
   CHECK(cudaStreamSynchronize(s));
   auto t0 = std::chrono::steady_clock::now();
-  for (int it = 0; it < iterations; ++it) {
+  if (use_graph) {
+    for (int l = 0; l < kLayers; ++l) CHECK(cudaMalloc(&a[l], layer_bytes));
+    cudaGraph_t graph;
+    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    for (int l = 0; l < kLayers; ++l) {
+      Forward<<<grid, block, 0, s>>>(a[l], l == 0 ? input : a[l - 1], w[l], n);
+    }
+    for (int l = kLayers - 1; l >= 0; --l) {
+      Backward<<<grid, block, 0, s>>>(g[l], a[l], w[l], n);
+      SgdMomentum<<<grid, block, 0, s>>>(w[l], m[l], g[l], n);
+    }
+    CHECK(cudaStreamEndCapture(s, &graph));
+    cudaGraphExec_t exec;
+    CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    for (int it = 0; it < iterations; ++it) CHECK(cudaGraphLaunch(exec, s));
+    CHECK(cudaStreamSynchronize(s));
+    CHECK(cudaGraphExecDestroy(exec));
+    CHECK(cudaGraphDestroy(graph));
+    for (int l = 0; l < kLayers; ++l) CHECK(cudaFree(a[l]));
+  }
+  for (int it = 0; it < (use_graph ? 0 : iterations); ++it) {
     for (int l = 0; l < kLayers; ++l) {
       CHECK(cudaMalloc(&a[l], layer_bytes));
       Forward<<<grid, block, 0, s>>>(a[l], l == 0 ? input : a[l - 1], w[l], n);
