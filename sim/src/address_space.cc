@@ -100,12 +100,33 @@ CUresult AddressSpace::Map(uint64_t ptr, uint64_t size, uint64_t offset,
     auto prev = std::prev(next);
     if (prev->first + prev->second.size > ptr) return CUDA_ERROR_INVALID_VALUE;
   }
-  void* p = mmap(reinterpret_cast<void*>(ptr), size, PROT_NONE, MAP_SHARED | MAP_FIXED, phys->fd(),
-                 static_cast<off_t>(offset));
-  if (p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+  // A mapping of the whole allocation waits for its parked page tables (Note [deferred
+  // mappings]); the range is already anonymous PROT_NONE.
+  const bool deferred = offset == 0 && size == phys->size() && phys->parked();
+  if (!deferred) {
+    void* p = mmap(reinterpret_cast<void*>(ptr), size, PROT_NONE, MAP_SHARED | MAP_FIXED,
+                   phys->fd(), static_cast<off_t>(offset));
+    if (p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+  }
   const uint64_t map_id = NextAllocationId();
-  mappings_.emplace(ptr, Mapping{size, std::move(phys), offset, PROT_NONE, map_id, ptr, size});
+  mappings_.emplace(ptr,
+                    Mapping{size, std::move(phys), offset, PROT_NONE, map_id, ptr, size, deferred});
   return CUDA_SUCCESS;
+}
+
+AddressSpace::Realized AddressSpace::Realize(uint64_t addr, Mapping* m, int prot) {
+  Realized how = Realized::kMoved;
+  if (m->offset != 0 || m->size != m->phys->size() || !m->phys->Unpark(addr, prot)) {
+    void* p = mmap(reinterpret_cast<void*>(addr), m->size, PROT_NONE, MAP_SHARED | MAP_FIXED,
+                   m->phys->fd(), static_cast<off_t>(m->offset));
+    if (p == MAP_FAILED) {
+      ResetToNone(addr, m->size);  // Unpark may have left a mapping there
+      return Realized::kFailed;
+    }
+    how = Realized::kMapped;
+  }
+  m->deferred = false;
+  return how;
 }
 
 bool AddressSpace::MappedContiguously(uint64_t ptr, uint64_t size, int need_prot) const {
@@ -150,6 +171,10 @@ CUresult AddressSpace::Unmap(uint64_t ptr, uint64_t size,
   std::lock_guard<std::mutex> lock(mu_);
   if (!IsolateMappedRange(ptr, size)) return CUDA_ERROR_INVALID_VALUE;
   for (auto it = mappings_.lower_bound(ptr); it != mappings_.end() && it->first < ptr + size;) {
+    const Mapping& m = it->second;
+    // Keeps the page tables of a whole-allocation mapping for its next cuMemMap (Note [parked
+    // mappings]); whatever the result, ResetToNone below replaces what is left at the address.
+    if (!m.deferred && m.offset == 0 && m.size == m.phys->size()) m.phys->Park(it->first, m.prot);
     dropped->push_back(std::move(it->second.phys));
     it = mappings_.erase(it);
   }
@@ -161,11 +186,23 @@ CUresult AddressSpace::SetAccess(uint64_t ptr, uint64_t size, int prot) {
   if (!IsGranuleRange(ptr, size)) return CUDA_ERROR_INVALID_VALUE;
   std::lock_guard<std::mutex> lock(mu_);
   if (!IsolateMappedRange(ptr, size)) return CUDA_ERROR_INVALID_VALUE;
+  bool all_moved = true;  // every piece already has `prot` (no mprotect needed)
   for (auto it = mappings_.lower_bound(ptr); it != mappings_.end() && it->first < ptr + size;
        ++it) {
+    const Realized how = it->second.deferred && prot != PROT_NONE
+                             ? Realize(it->first, &it->second, prot)
+                             : Realized::kMapped;
+    if (how == Realized::kFailed) {
+      // A partial cuMemSetAccess: the pieces before this one keep the new protection.
+      if (it->first > ptr) mprotect(reinterpret_cast<void*>(ptr), it->first - ptr, prot);
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    all_moved = all_moved && how == Realized::kMoved;
     it->second.prot = prot;
   }
-  if (mprotect(reinterpret_cast<void*>(ptr), size, prot) != 0) return CUDA_ERROR_UNKNOWN;
+  if (!all_moved && mprotect(reinterpret_cast<void*>(ptr), size, prot) != 0) {
+    return CUDA_ERROR_UNKNOWN;
+  }
   return CUDA_SUCCESS;
 }
 

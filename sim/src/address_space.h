@@ -9,6 +9,14 @@
 // no-access memory faults (see fault_guard.h). cuMemAlloc ranges are anonymous read-write
 // pages, page-granular.
 //
+// Note [deferred mappings]: a cuMemMap of a whole physical allocation whose previous mapping
+// is parked (Note [parked mappings] in physical.h) does not mmap at once: the range stays
+// anonymous PROT_NONE, which faults exactly as a PROT_NONE mapping of the allocation would,
+// and the first cuMemSetAccess granting access moves the parked page tables there with that
+// protection. (Mapping at once and changing the protection later would drop the entries the
+// move kept.) A failure of that realization is reported by cuMemSetAccess
+// (CUDA_ERROR_OUT_OF_MEMORY) instead of cuMemMap.
+//
 // Thread safety: thread-safe (one mutex per address space). Physical allocations dropped by
 // Unmap/FreeReservation are returned to the caller so their destruction (which releases
 // capacity) happens outside the lock.
@@ -100,6 +108,7 @@ class AddressSpace {
     uint64_t map_id;
     uint64_t map_base;  // extent of the original cuMemMap call
     uint64_t map_size;
+    bool deferred;  // nothing mmapped yet: the range is anonymous PROT_NONE (prot is 0)
   };
   struct Classic {
     uint64_t size;       // requested
@@ -119,6 +128,11 @@ class AddressSpace {
   bool IsolateMappedRange(uint64_t ptr, uint64_t size);
   const Reservation* ReservationContaining(uint64_t ptr, uint64_t size, uint64_t* start) const;
   bool ResetToNone(uint64_t ptr, uint64_t size);
+  // Realizes a deferred piece (Note [deferred mappings]): kMoved when its parked page tables
+  // were moved there with protection `prot`, kMapped when it was mapped afresh (PROT_NONE: the
+  // caller grants `prot`), kFailed (nothing mapped) when neither worked.
+  enum class Realized { kMoved, kMapped, kFailed };
+  Realized Realize(uint64_t addr, Mapping* m, int prot);
 
   const uint64_t base_;
   const uint64_t size_;

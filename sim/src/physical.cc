@@ -43,7 +43,60 @@ bool LocationFromFd(int fd, CUmemLocation* loc) {
   return true;
 }
 
+// Parked mappings (Note [parked mappings]) live at 2 MiB-aligned addresses, so that the kernel
+// can move whole page tables between them and 2 MiB-aligned device addresses.
+constexpr uint64_t kParkAlignment = 2ULL << 20;
+
+// MREMAP_DONTUNMAP (Linux 5.7; shared mappings since 5.13) leaves the source range mapped,
+// without pages, so no other thread's mmap can take it while it is being replaced.
+#ifndef MREMAP_DONTUNMAP
+#define MREMAP_DONTUNMAP 4
+#endif
+
+bool MoveMapping(uint64_t from, uint64_t to, uint64_t size) {
+  void* p = mremap(reinterpret_cast<void*>(from), size, size,
+                   MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP, reinterpret_cast<void*>(to));
+  return p != MAP_FAILED;
+}
+
+// An aligned PROT_NONE range of `size` bytes owned by nobody else; 0 on failure.
+uint64_t ReserveAligned(uint64_t size) {
+  void* p = mmap(nullptr, size + kParkAlignment, PROT_NONE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) return 0;
+  const uint64_t raw = reinterpret_cast<uint64_t>(p);
+  const uint64_t aligned = (raw + kParkAlignment - 1) / kParkAlignment * kParkAlignment;
+  if (aligned > raw) munmap(p, aligned - raw);
+  const uint64_t tail = raw + kParkAlignment - aligned;
+  if (tail > 0) munmap(reinterpret_cast<void*>(aligned + size), tail);
+  return aligned;
+}
+
 }  // namespace
+
+bool Physical::Park(uint64_t addr, int prot) {
+  std::lock_guard<std::mutex> lock(park_mu_);
+  if (parked_) return false;
+  if (home_ == 0 && (home_ = ReserveAligned(size_)) == 0) return false;
+  if (!MoveMapping(addr, home_, size_)) return false;
+  parked_ = true;
+  parked_prot_ = prot;
+  return true;
+}
+
+bool Physical::Unpark(uint64_t addr, int prot) {
+  std::lock_guard<std::mutex> lock(park_mu_);
+  if (!parked_ || !MoveMapping(home_, addr, size_)) return false;
+  parked_ = false;  // home_ keeps an empty mapping of the memfd until the next Park
+  // A moved mapping keeps its protection; changing it costs the faults parking saves, but is
+  // still correct. If it fails, the caller's plain mmap replaces the moved mapping.
+  return prot == parked_prot_ || mprotect(reinterpret_cast<void*>(addr), size_, prot) == 0;
+}
+
+bool Physical::parked() {
+  std::lock_guard<std::mutex> lock(park_mu_);
+  return parked_;
+}
 
 std::shared_ptr<Physical> Physical::Import(int fd, uint64_t granularity) {
   struct stat st;
@@ -84,6 +137,7 @@ Physical::Physical(int fd, uint64_t size, const CUmemAllocationProp& prop,
     : fd_(fd), size_(size), prop_(prop), charged_to_(charged_to), id_(NextAllocationId()) {}
 
 Physical::~Physical() {
+  if (home_ != 0) munmap(reinterpret_cast<void*>(home_), size_);
   close(fd_);
   if (charged_to_ != nullptr) charged_to_->Release(size_);
 }

@@ -1,6 +1,7 @@
 // Virtual memory management API: reserve, create, map, set access, unmap, release.
 // Runs with MEMSIM_DEVICE_MEMORY=256M.
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <vector>
@@ -108,6 +109,159 @@ TEST_F(SimVmmTest, DataSurvivesUnmapAndRemapAtAnotherAddress) {
   std::vector<uint32_t> back(kChunk / 4);
   ASSERT_CU(cuMemcpyDtoH(back.data(), b, kChunk));
   EXPECT_EQ(Checksum(back.data(), kChunk), Checksum(data.data(), kChunk));
+  ASSERT_CU(cuMemUnmap(b, kChunk));
+  ASSERT_CU(cuMemRelease(h));
+  ASSERT_CU(cuMemAddressFree(a, kChunk));
+  ASSERT_CU(cuMemAddressFree(b, kChunk));
+}
+
+// Remapping a whole allocation reuses the page tables of its previous mapping (Note [parked
+// mappings] in sim/src/physical.h, Note [deferred mappings] in sim/src/address_space.h); none
+// of the documented semantics may change.
+TEST_F(SimVmmTest, RemappedAllocationKeepsItsBytesAliasesAndAccessRules) {
+  CUdeviceptr a, b, c;
+  ASSERT_CU(cuMemAddressReserve(&a, kChunk, 0, 0, 0));
+  ASSERT_CU(cuMemAddressReserve(&b, kChunk, 0, 0, 0));
+  ASSERT_CU(cuMemAddressReserve(&c, kChunk, 0, 0, 0));
+  CUmemAllocationProp prop = DeviceProp();
+  CUmemGenericAllocationHandle h;
+  ASSERT_CU(cuMemCreate(&h, kChunk, &prop, 0));
+  ASSERT_CU(cuMemMap(a, kChunk, 0, h, 0));
+  ASSERT_CU(GrantReadWrite(a, kChunk));
+  auto data = Pattern(kChunk / 4, 21);
+  ASSERT_CU(cuMemcpyHtoD(a, data.data(), kChunk));
+  ASSERT_CU(cuMemUnmap(a, kChunk));
+  uint32_t v = 0;
+  EXPECT_EQ(cuMemcpyDtoH(&v, a, 4), CUDA_ERROR_INVALID_VALUE);  // a is unmapped
+  // Mapped again elsewhere: no access before cuMemSetAccess, the old bytes after it.
+  ASSERT_CU(cuMemMap(b, kChunk, 0, h, 0));
+  EXPECT_EQ(cuMemcpyHtoD(b, &v, 4), CUDA_ERROR_INVALID_VALUE);
+  unsigned long long flags = 1;
+  CUmemLocation loc = {CU_MEM_LOCATION_TYPE_DEVICE, 0};
+  ASSERT_CU(cuMemGetAccess(&flags, &loc, b));
+  EXPECT_EQ(flags, 0u);
+  ASSERT_CU(GrantReadWrite(b, kChunk));
+  std::vector<uint32_t> back(kChunk / 4);
+  ASSERT_CU(cuMemcpyDtoH(back.data(), b, kChunk));
+  EXPECT_EQ(Checksum(back.data(), kChunk), Checksum(data.data(), kChunk));
+  // A second mapping at the same time aliases the first, both ways.
+  ASSERT_CU(cuMemMap(c, kChunk, 0, h, 0));
+  ASSERT_CU(GrantReadWrite(c, kChunk));
+  ASSERT_CU(cuMemsetD32(c + 8, 0x5eed5eed, 1));
+  ASSERT_CU(cuMemcpyDtoH(&v, b + 8, 4));
+  EXPECT_EQ(v, 0x5eed5eedu);
+  ASSERT_CU(Launch(write_u32(), nullptr, b + kChunk - 4, 0xb0b0u));
+  ASSERT_CU(cuCtxSynchronize());
+  ASSERT_CU(cuMemcpyDtoH(&v, c + kChunk - 4, 4));
+  EXPECT_EQ(v, 0xb0b0u);
+  ASSERT_CU(cuMemUnmap(b, kChunk));
+  ASSERT_CU(cuMemUnmap(c, kChunk));
+  // Mapped read-only after a read-write mapping: reads see the bytes, writes are refused and
+  // a kernel's write faults.
+  ASSERT_CU(cuMemMap(a, kChunk, 0, h, 0));
+  CUmemAccessDesc ro = {};
+  ro.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  ro.location.id = 0;
+  ro.flags = CU_MEM_ACCESS_FLAGS_PROT_READ;
+  ASSERT_CU(cuMemSetAccess(a, kChunk, &ro, 1));
+  ASSERT_CU(cuMemcpyDtoH(&v, a + 8, 4));
+  EXPECT_EQ(v, 0x5eed5eedu);
+  EXPECT_EQ(cuMemsetD32(a, 0, 1), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_CU(Launch(write_u32(), nullptr, a + 16, 1u));
+  EXPECT_EQ(cuCtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
+  cuMemUnmap(a, kChunk);
+  cuMemRelease(h);
+  for (CUdeviceptr p : {a, b, c}) cuMemAddressFree(p, kChunk);
+}
+
+TEST_F(SimVmmTest, RemappedButNotAccessibleAllocationFaultsKernels) {
+  CUdeviceptr a, b;
+  CUmemGenericAllocationHandle h;
+  ASSERT_NO_FATAL_FAILURE(MapReadWriteChunk(&a, &h));
+  ASSERT_CU(cuMemsetD32(a, 7, kChunk / 4));
+  ASSERT_CU(cuMemUnmap(a, kChunk));
+  ASSERT_CU(cuMemAddressReserve(&b, kChunk, 0, 0, 0));
+  ASSERT_CU(cuMemMap(b, kChunk, 0, h, 0));  // no cuMemSetAccess
+  ASSERT_CU(Launch(write_u32(), nullptr, b, 5u));
+  EXPECT_EQ(cuCtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
+  cuMemUnmap(b, kChunk);
+  cuMemRelease(h);
+  cuMemAddressFree(a, kChunk);
+  cuMemAddressFree(b, kChunk);
+}
+
+TEST_F(SimVmmTest, PartOfARemappedAllocationMapsTheSameBytes) {
+  CUdeviceptr a, b;
+  ASSERT_CU(cuMemAddressReserve(&a, 2 * kChunk, 0, 0, 0));
+  ASSERT_CU(cuMemAddressReserve(&b, 2 * kChunk, 0, 0, 0));
+  CUmemAllocationProp prop = DeviceProp();
+  CUmemGenericAllocationHandle h;
+  ASSERT_CU(cuMemCreate(&h, 2 * kChunk, &prop, 0));
+  ASSERT_CU(cuMemMap(a, 2 * kChunk, 0, h, 0));
+  ASSERT_CU(GrantReadWrite(a, 2 * kChunk));
+  auto data = Pattern(2 * kChunk / 4, 5);
+  ASSERT_CU(cuMemcpyHtoD(a, data.data(), 2 * kChunk));
+  ASSERT_CU(cuMemUnmap(a, 2 * kChunk));
+  // The second half alone, then the whole allocation, in two access steps.
+  ASSERT_CU(cuMemMap(b + kChunk, kChunk, kChunk, h, 0));
+  ASSERT_CU(GrantReadWrite(b + kChunk, kChunk));
+  std::vector<uint32_t> back(kChunk / 4);
+  ASSERT_CU(cuMemcpyDtoH(back.data(), b + kChunk, kChunk));
+  EXPECT_EQ(Checksum(back.data(), kChunk), Checksum(data.data() + kChunk / 4, kChunk));
+  ASSERT_CU(cuMemMap(a, 2 * kChunk, 0, h, 0));
+  ASSERT_CU(GrantReadWrite(a, kChunk));
+  EXPECT_EQ(cuMemcpyDtoH(back.data(), a + kChunk, 4), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_CU(GrantReadWrite(a + kChunk, kChunk));
+  ASSERT_CU(cuMemcpyDtoH(back.data(), a, kChunk));
+  EXPECT_EQ(Checksum(back.data(), kChunk), Checksum(data.data(), kChunk));
+  ASSERT_CU(cuMemsetD32(a + kChunk, 0x77, 1));
+  uint32_t v = 0;
+  ASSERT_CU(cuMemcpyDtoH(&v, b + kChunk, 4));
+  EXPECT_EQ(v, 0x77u);
+  ASSERT_CU(cuMemUnmap(a, 2 * kChunk));
+  ASSERT_CU(cuMemUnmap(b + kChunk, kChunk));
+  ASSERT_CU(cuMemRelease(h));
+  ASSERT_CU(cuMemAddressFree(a, 2 * kChunk));
+  ASSERT_CU(cuMemAddressFree(b, 2 * kChunk));
+}
+
+// Whether this kernel can move shared mappings and leave the source mapped (Linux >= 5.13),
+// which parked mappings need.
+bool KernelMovesSharedMappings() {
+  const int fd = memfd_create("probe", MFD_CLOEXEC);
+  if (fd < 0 || ftruncate(fd, 4096) != 0) return false;
+  void* from = mmap(nullptr, 4096, PROT_READ, MAP_SHARED, fd, 0);
+  void* to = mmap(nullptr, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  close(fd);
+  const bool moved =
+      from != MAP_FAILED && to != MAP_FAILED &&
+      mremap(from, 4096, 4096, MREMAP_MAYMOVE | MREMAP_FIXED | 4 /* DONTUNMAP */, to) != MAP_FAILED;
+  if (from != MAP_FAILED) munmap(from, 4096);
+  if (to != MAP_FAILED) munmap(to, 4096);
+  return moved;
+}
+
+long MinorFaults() {
+  rusage usage = {};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_minflt;
+}
+
+TEST_F(SimVmmTest, RemappedAllocationIsNotFaultedInPageByPageAgain) {
+  if (!KernelMovesSharedMappings()) GTEST_SKIP() << "no MREMAP_DONTUNMAP for shared mappings";
+  CUdeviceptr a, b;
+  CUmemGenericAllocationHandle h;
+  ASSERT_NO_FATAL_FAILURE(MapReadWriteChunk(&a, &h));
+  auto data = Pattern(kChunk / 4, 8);
+  ASSERT_CU(cuMemcpyHtoD(a, data.data(), kChunk));  // every page faulted in once
+  ASSERT_CU(cuMemUnmap(a, kChunk));
+  ASSERT_CU(cuMemAddressReserve(&b, kChunk, 0, 0, 0));
+  ASSERT_CU(cuMemMap(b, kChunk, 0, h, 0));
+  ASSERT_CU(GrantReadWrite(b, kChunk));
+  const long before = MinorFaults();
+  ASSERT_CU(cuMemcpyHtoD(b, data.data(), kChunk));
+  // A fresh mapping faults once per 4 KiB page (512); the moved page tables need none.
+  EXPECT_LT(MinorFaults() - before, 64);
   ASSERT_CU(cuMemUnmap(b, kChunk));
   ASSERT_CU(cuMemRelease(h));
   ASSERT_CU(cuMemAddressFree(a, kChunk));

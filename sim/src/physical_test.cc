@@ -1,0 +1,96 @@
+#include "physical.h"
+
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+
+namespace memsim {
+namespace {
+
+constexpr uint64_t kSize = 2ULL << 20;
+
+CUmemAllocationProp HostProp() {
+  CUmemAllocationProp prop;
+  std::memset(&prop, 0, sizeof(prop));
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_HOST;
+  return prop;
+}
+
+// A 2 MiB-aligned, read-write mapping of `phys` at a new address.
+char* MapFresh(const Physical& phys, char** region) {
+  void* r = mmap(nullptr, 2 * kSize, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (r == MAP_FAILED) return nullptr;
+  *region = static_cast<char*>(r);
+  const uint64_t at = (reinterpret_cast<uint64_t>(r) + kSize - 1) / kSize * kSize;
+  void* p = mmap(reinterpret_cast<void*>(at), kSize, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+                 phys.fd(), 0);
+  return p == MAP_FAILED ? nullptr : static_cast<char*>(p);
+}
+
+// Whether this kernel can move shared mappings and leave the source mapped (Linux >= 5.13).
+bool KernelMovesSharedMappings() {
+  auto phys = Physical::Create(kSize, HostProp(), nullptr);
+  char* region = nullptr;
+  char* a = phys ? MapFresh(*phys, &region) : nullptr;
+  if (a == nullptr) return false;
+  const bool ok = phys->Park(reinterpret_cast<uint64_t>(a), PROT_READ | PROT_WRITE);
+  munmap(region, 2 * kSize);
+  return ok;
+}
+
+TEST(SimPhysical, ParkedMappingMovesWithItsBytesToTheNextAddress) {
+  if (!KernelMovesSharedMappings()) GTEST_SKIP() << "no MREMAP_DONTUNMAP for shared mappings";
+  auto phys = Physical::Create(kSize, HostProp(), nullptr);
+  ASSERT_NE(phys, nullptr);
+  char *region_a = nullptr, *region_b = nullptr;
+  char* a = MapFresh(*phys, &region_a);
+  char* b = MapFresh(*phys, &region_b);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  std::memset(a, 0x5a, kSize);
+  EXPECT_FALSE(phys->parked());
+  EXPECT_FALSE(phys->Unpark(reinterpret_cast<uint64_t>(b), PROT_READ | PROT_WRITE));  // none
+  ASSERT_TRUE(phys->Park(reinterpret_cast<uint64_t>(a), PROT_READ | PROT_WRITE));
+  EXPECT_TRUE(phys->parked());
+  EXPECT_FALSE(phys->Park(reinterpret_cast<uint64_t>(b), PROT_READ | PROT_WRITE));  // one only
+  ASSERT_TRUE(phys->Unpark(reinterpret_cast<uint64_t>(b), PROT_READ | PROT_WRITE));
+  EXPECT_FALSE(phys->parked());
+  EXPECT_EQ(b[0], 0x5a);
+  EXPECT_EQ(b[kSize - 1], 0x5a);
+  b[100] = 1;  // still the allocation's pages: visible through the file
+  char byte = 0;
+  ASSERT_EQ(pread(phys->fd(), &byte, 1, 100), 1);
+  EXPECT_EQ(byte, 1);
+  munmap(region_a, 2 * kSize);
+  munmap(region_b, 2 * kSize);
+}
+
+TEST(SimPhysical, UnparkGrantsTheRequestedProtection) {
+  if (!KernelMovesSharedMappings()) GTEST_SKIP() << "no MREMAP_DONTUNMAP for shared mappings";
+  auto phys = Physical::Create(kSize, HostProp(), nullptr);
+  ASSERT_NE(phys, nullptr);
+  char *region_a = nullptr, *region_b = nullptr;
+  char* a = MapFresh(*phys, &region_a);
+  char* b = MapFresh(*phys, &region_b);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  ASSERT_TRUE(phys->Park(reinterpret_cast<uint64_t>(a), PROT_READ | PROT_WRITE));
+  ASSERT_TRUE(phys->Unpark(reinterpret_cast<uint64_t>(b), PROT_READ));
+  EXPECT_EQ(b[0], 0);  // readable
+  EXPECT_EXIT(
+      {
+        b[0] = 1;
+        std::exit(0);
+      },
+      ::testing::KilledBySignal(SIGSEGV), "");
+  munmap(region_a, 2 * kSize);
+  munmap(region_b, 2 * kSize);
+}
+
+}  // namespace
+}  // namespace memsim
