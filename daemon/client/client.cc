@@ -286,8 +286,9 @@ class ClientImpl final : public Client {
       host.budget_bytes = r.host_budget_bytes();
       initial.push_back(host);
     }
-    SetState(State::kConnected);
+    // Budgets first: a caller woken by WaitConnected() sees them (Note [initial budgets]).
     for (const Directive& d : initial) Deliver(d);
+    SetState(State::kConnected);
   }
 
   void WriteLoop(Stream* stream) {

@@ -36,7 +36,8 @@ void AppendClientJson(const v1::ClientStatus& c, std::string* out) {
         ",\"target_bytes\":", g.target_bytes(), ",\"quota_bytes\":", g.quota_bytes(),
         ",\"resident_bytes\":", u.resident_bytes(), ",\"host_bytes\":", u.host_bytes(),
         ",\"nvme_bytes\":", u.nvme_bytes(), ",\"paged_in_bytes\":", u.paged_in_bytes(),
-        ",\"paged_out_bytes\":", u.paged_out_bytes(),
+        ",\"paged_out_bytes\":", u.paged_out_bytes(), ",\"nvme_read_bytes\":", u.nvme_read_bytes(),
+        ",\"nvme_write_bytes\":", u.nvme_write_bytes(),
         ",\"page_in_bytes_per_second\":", static_cast<uint64_t>(g.page_in_bytes_per_second()),
         ",\"page_out_bytes_per_second\":", static_cast<uint64_t>(g.page_out_bytes_per_second()),
         ",\"shrink_overdue\":", g.shrink_overdue() ? "true" : "false", "}");

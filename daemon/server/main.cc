@@ -20,12 +20,16 @@
 #include "daemon/server/operator_service.h"
 #include "daemon/server/peer_listener.h"
 #include "daemon/server/pid_watcher.h"
+#include "daemon/server/tier_service.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
+#include "memvirt/nvme/swap_file.h"
+#include "memvirt/nvme/swap_store.h"
+#include "memvirt/nvme/uring_io_engine.h"
 
 DEFINE_string(config, "",
               "Config file (versioned key = value lines), e.g. /etc/memvirt/memvirtd.conf");
@@ -42,6 +46,11 @@ DEFINE_int32(hint_interval_ms, 100, "Hint batch period suggested to clients");
 DEFINE_string(metrics_listen, "", "host:port of the Prometheus endpoint (empty: off)");
 DEFINE_int32(shutdown_timeout_ms, 500, "Deadline for in-flight calls at shutdown");
 DEFINE_int32(tick_ms, 100, "Period of deadline checks");
+DEFINE_string(swap_dir, "", "Directory of the NVMe tier's swap files (empty: no NVMe tier)");
+DEFINE_string(swap_size, "0", "Total size of the swap files, e.g. 64G (required with --swap_dir)");
+DEFINE_int32(swap_files, 1, "Number of swap files the size is split over");
+DEFINE_int32(swap_queue_depth, 16, "io_uring queue depth of the NVMe tier");
+DEFINE_bool(swap_verify_crc, true, "CRC32C per 2 MiB extent, verified on every read");
 
 namespace memvirt::daemon {
 namespace {
@@ -58,7 +67,9 @@ void OnSignal(int sig) {
 const std::vector<std::string> kLayeredFlags = {
     "socket",           "socket_group",   "admin_group",         "gpu",
     "reserve",          "host_memory",    "shrink_deadline_ms",  "restart_grace_ms",
-    "hint_interval_ms", "metrics_listen", "shutdown_timeout_ms", "tick_ms"};
+    "hint_interval_ms", "metrics_listen", "shutdown_timeout_ms", "tick_ms",
+    "swap_dir",         "swap_size",      "swap_files",          "swap_queue_depth",
+    "swap_verify_crc"};
 
 absl::Status LoadLayers() {
   std::string path = FLAGS_config;
@@ -115,6 +126,57 @@ absl::StatusOr<NodeOptions> OptionsFromFlags() {
   o.restart_grace = absl::Milliseconds(FLAGS_restart_grace_ms);
   o.hint_interval_ms = static_cast<uint32_t>(FLAGS_hint_interval_ms);
   return o;
+}
+
+// The NVMe tier (docs/nvme.md): swap files, io_uring engine, store and the tier socket, in
+// construction order; destroyed in reverse (the service first, so no request is in flight).
+struct NvmeTier {
+  std::unique_ptr<nvme::SwapFileSet> files;
+  std::unique_ptr<nvme::UringIoEngine> engine;
+  std::unique_ptr<nvme::SwapStore> store;
+  std::unique_ptr<TierService> service;
+};
+
+absl::StatusOr<std::unique_ptr<NvmeTier>> StartNvmeTier(NodeState* node,
+                                                        std::optional<gid_t> socket_group) {
+  absl::StatusOr<uint64_t> size = ParseBytes(FLAGS_swap_size);
+  if (!size.ok()) return size.status();
+  if (*size == 0) return absl::InvalidArgumentError("--swap_dir needs a non-zero --swap_size");
+  if (FLAGS_swap_files <= 0 || FLAGS_swap_queue_depth <= 0) {
+    return absl::InvalidArgumentError("--swap_files and --swap_queue_depth must be positive");
+  }
+  auto tier = std::make_unique<NvmeTier>();
+  absl::StatusOr<std::unique_ptr<nvme::SwapFileSet>> files =
+      nvme::SwapFileSet::Open({.dir = FLAGS_swap_dir,
+                               .total_bytes = *size,
+                               .file_count = FLAGS_swap_files,
+                               .allow_buffered = true});
+  if (!files.ok()) return files.status();
+  tier->files = *std::move(files);
+  absl::StatusOr<std::unique_ptr<nvme::UringIoEngine>> engine = nvme::UringIoEngine::Create(
+      tier->files->uring_files(), {.queue_depth = static_cast<unsigned>(FLAGS_swap_queue_depth)});
+  if (!engine.ok()) return engine.status();
+  tier->engine = *std::move(engine);
+  absl::StatusOr<std::unique_ptr<nvme::SwapStore>> store =
+      nvme::SwapStore::Create(tier->engine.get(), {.verify_crc = FLAGS_swap_verify_crc});
+  if (!store.ok()) return store.status();
+  tier->store = *std::move(store);
+  absl::StatusOr<std::unique_ptr<TierService>> service = TierService::Start(
+      {.socket_path = FLAGS_socket + tier::kTierSocketSuffix,
+       .group = socket_group,
+       .tenant_of = [node](const PeerCredentials& peer) -> std::optional<uint64_t> {
+         absl::StatusOr<ClientSnapshot> c = node->GetClient(peer, peer.pid);
+         if (!c.ok() || c->creds.uid != peer.uid) return std::nullopt;
+         return c->client_id;
+       }},
+      tier->store.get());
+  if (!service.ok()) return service.status();
+  tier->service = *std::move(service);
+  LOG(INFO) << "NVMe tier: " << tier->files->total_bytes() << " bytes in "
+            << tier->files->files().size() << " file(s) under " << FLAGS_swap_dir
+            << (tier->files->direct_io() ? " (O_DIRECT)" : " (buffered: no O_DIRECT here)")
+            << ", tier socket " << FLAGS_socket << tier::kTierSocketSuffix;
+  return tier;
 }
 
 int Run() {
@@ -179,6 +241,18 @@ int Run() {
   health->SetServingStatus(true);
   listener.Start(server.get());
 
+  std::unique_ptr<NvmeTier> nvme_tier;
+  if (!FLAGS_swap_dir.empty()) {
+    absl::StatusOr<std::unique_ptr<NvmeTier>> t = StartNvmeTier(&node, *socket_group);
+    if (!t.ok()) {
+      LOG(ERROR) << "cannot start the NVMe tier: " << t.status();
+      listener.Stop();
+      server->Shutdown();
+      return 1;
+    }
+    nvme_tier = *std::move(t);
+  }
+
   std::unique_ptr<MetricsEndpoint> metrics;
   if (!FLAGS_metrics_listen.empty()) {
     absl::StatusOr<std::unique_ptr<MetricsEndpoint>> m =
@@ -216,6 +290,7 @@ int Run() {
 
   sd_notify(0, "STOPPING=1");
   health->SetServingStatus(false);
+  nvme_tier.reset();
   listener.Stop();
   server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Milliseconds(FLAGS_shutdown_timeout_ms)));
   server->Wait();

@@ -64,35 +64,47 @@ absl::StatusOr<PeerCredentials> ReadPeerCredentials(int fd) {
 
 PeerListener::~PeerListener() { Stop(); }
 
-absl::Status PeerListener::Bind(const SocketOptions& options) {
-  path_ = options.path;
+absl::StatusOr<int> ListenOnUnixSocket(const SocketOptions& options) {
+  const std::string& path = options.path;
   sockaddr_un addr;
-  if (!FillAddress(path_, &addr)) return absl::InvalidArgumentError("socket path too long");
+  if (!FillAddress(path, &addr)) return absl::InvalidArgumentError("socket path too long");
   struct stat st;
-  if (lstat(path_.c_str(), &st) == 0) {
+  if (lstat(path.c_str(), &st) == 0) {
     if (!S_ISSOCK(st.st_mode)) {
-      return absl::FailedPreconditionError(absl::StrCat(path_, " exists and is not a socket"));
+      return absl::FailedPreconditionError(absl::StrCat(path, " exists and is not a socket"));
     }
-    if (SomeoneListens(path_)) {
-      return absl::FailedPreconditionError(absl::StrCat("another daemon is listening on ", path_));
+    if (SomeoneListens(path)) {
+      return absl::FailedPreconditionError(absl::StrCat("another daemon is listening on ", path));
     }
-    LOG(INFO) << "removing stale socket " << path_;
-    unlink(path_.c_str());
+    LOG(INFO) << "removing stale socket " << path;
+    unlink(path.c_str());
   }
-  listen_fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (listen_fd_ < 0) return Errno("socket");
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return Errno("socket");
+  auto fail = [fd](absl::Status s) {
+    close(fd);
+    return s;
+  };
   // Note: bind() creates the node with the umask applied; tighten it before listen(), so
   // nobody outside owner and group can connect in between.
   const mode_t old_mask = umask(0117);
-  const int rc = bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  const int rc = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
   umask(old_mask);
-  if (rc != 0) return Errno(absl::StrCat("bind ", path_));
+  if (rc != 0) return fail(Errno(absl::StrCat("bind ", path)));
   if (options.group.has_value() &&
-      chown(path_.c_str(), static_cast<uid_t>(-1), *options.group) != 0) {
-    return Errno(absl::StrCat("chown ", path_));
+      chown(path.c_str(), static_cast<uid_t>(-1), *options.group) != 0) {
+    return fail(Errno(absl::StrCat("chown ", path)));
   }
-  if (chmod(path_.c_str(), 0660) != 0) return Errno(absl::StrCat("chmod ", path_));
-  if (listen(listen_fd_, 128) != 0) return Errno("listen");
+  if (chmod(path.c_str(), 0660) != 0) return fail(Errno(absl::StrCat("chmod ", path)));
+  if (listen(fd, 128) != 0) return fail(Errno("listen"));
+  return fd;
+}
+
+absl::Status PeerListener::Bind(const SocketOptions& options) {
+  path_ = options.path;
+  absl::StatusOr<int> fd = ListenOnUnixSocket(options);
+  if (!fd.ok()) return fd.status();
+  listen_fd_ = *fd;
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wake_fd_ < 0) return Errno("eventfd");
   return absl::OkStatus();

@@ -67,6 +67,11 @@ class PeerListener {
   absl::flat_hash_map<int, PeerCredentials> by_fd_ ABSL_GUARDED_BY(mu_);
 };
 
+// Creates a listening, non-blocking Unix socket at options.path, mode 0660 (group as given),
+// replacing a stale socket left by a killed daemon; FAILED_PRECONDITION if a process is
+// listening on it or the path is not a socket. Returns the fd (owned by the caller).
+absl::StatusOr<int> ListenOnUnixSocket(const SocketOptions& options);
+
 // Reads SO_PEERCRED and SO_PEERGROUPS of a connected Unix socket.
 absl::StatusOr<PeerCredentials> ReadPeerCredentials(int fd);
 

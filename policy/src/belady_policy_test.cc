@@ -71,6 +71,28 @@ int BruteForceMisses(const std::vector<BlockId>& seq, size_t pos, unsigned resid
   return best;
 }
 
+// Queries between victim choices see the next uses as of the current step,
+// although re-ranking waits for the next victim choice (Note [lazy re-rank]
+// in planner.h).
+TEST(BeladyPolicyTest, PerBlockQueriesSeeStepsNotYetReRanked) {
+  std::vector<StepAccesses> future = {
+      {0, {{1, R}}, 1}, {1, {{2, R}}, 1}, {2, {{1, R}}, 1}, {3, {{2, W}}, 1}, {4, {{1, R}}, 1}};
+  auto p = MakeBeladyPolicy(future);
+  for (BlockId b : {1, 2}) {
+    p->OnAlloc(b, BlockInfo{1, BlockKind::kActivation, false});
+    p->OnResident(b);
+  }
+  const BlockAccess s0[] = {{1, R}}, s1[] = {{2, R}};
+  p->OnAccess(0, s0);
+  p->OnAccess(1, s1);
+  EXPECT_EQ(p->NextUseDistance(1), 1u);  // step 2
+  EXPECT_EQ(p->NextUseDistance(2), 2u);  // step 3 overwrites 2
+  EXPECT_TRUE(p->NextAccessOverwrites(2));
+  EXPECT_TRUE(p->IsDead(2));
+  EXPECT_FALSE(p->IsDead(1));
+  EXPECT_EQ(p->PickVictim([](BlockId) { return true; }), 2u);  // dead first
+}
+
 TEST(BeladyPolicyTest, MatchesBruteForceMinimumOnSmallSequences) {
   std::mt19937 rng(12345);
   for (int trial = 0; trial < 300; ++trial) {

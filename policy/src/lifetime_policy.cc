@@ -14,8 +14,31 @@
 // Note [why an LRU shadow]
 //   An embedded LRU receives every event, so that a fallback decision is
 //   available at any moment without rebuilding state.
+//
+// Note [following without a recording]
+//   The recording is read only to learn: by Detect() (no schedule yet) and
+//   at an iteration mark (relearning after a mismatch). Once a schedule is
+//   followed and no mark was ever seen, neither can happen before learning
+//   restarts from an empty recording (the workload changed) or a first mark
+//   arrives, whose recording would otherwise hold every step since the
+//   schedule was adopted (and grow until max_iteration_steps). So in that
+//   state steps are not recorded, and a step is first checked against the
+//   expected position with the signature of its accesses as given: for a
+//   step without duplicate blocks that is the signature of its merged form
+//   (the signature is order-independent), and a step with duplicates counts
+//   more accesses, so it fails the check and takes the general path. A
+//   launch then costs the shadow LRU update, one signature and the
+//   planner's Advance(), with no allocation.
+//
+// Note [repeated step]
+//   A step with exactly the accesses of the previous step (same blocks in the
+//   same order; e.g. back-to-back kernels over the same tensors), with no
+//   alloc, free or residency event in between, leaves the shadow LRU as it
+//   is (its blocks are already the most recent, in that order) and has the
+//   previous step's signature: both are reused instead of recomputed.
 
 #include <algorithm>
+#include <cstdint>
 
 #include "absl/container/flat_hash_map.h"
 #include "memvirt/policy/policy.h"
@@ -53,23 +76,27 @@ class LifetimePolicy final : public Policy {
   std::string_view name() const override { return "lifetime"; }
 
   void OnAlloc(BlockId block, const BlockInfo& info) override {
+    ++lru_epoch_;
     lru_->OnAlloc(block, info);
     blocks_[block] = Known{info.bytes, false};
     sizes_[block] = info.bytes;
     if (planner_) planner_->Alloc(block, info.bytes);
   }
   void OnFree(BlockId block) override {
+    ++lru_epoch_;
     lru_->OnFree(block);
     blocks_.erase(block);
     if (planner_) planner_->Free(block);
   }
   void OnResident(BlockId block) override {
+    ++lru_epoch_;
     lru_->OnResident(block);
     auto it = blocks_.find(block);
     if (it != blocks_.end()) it->second.resident = true;
     if (planner_) planner_->Resident(block);
   }
   void OnEvicted(BlockId block) override {
+    ++lru_epoch_;
     lru_->OnEvicted(block);
     auto it = blocks_.find(block);
     if (it != blocks_.end()) it->second.resident = false;
@@ -91,7 +118,38 @@ class LifetimePolicy final : public Policy {
   }
 
   void OnAccess(Step step, std::span<const BlockAccess> accesses) override {
-    lru_->OnAccess(step, accesses);
+    if (!RepeatsLastStep(accesses)) {  // Note [repeated step]
+      lru_->OnAccess(step, accesses);
+      last_accesses_.assign(accesses.begin(), accesses.end());
+      last_signature_ = internal::AccessSignature(accesses);
+    }
+    last_epoch_ = lru_epoch_;
+    // The common case, kept small (Note [following without a recording]).
+    if (planner_ != nullptr && !marks_seen_ && recording_.empty() &&
+        FollowExpected(last_signature_)) {
+      return;
+    }
+    OnAccessSlow(step, accesses);
+  }
+
+  // The rest of OnAccess(): re-synchronization, learning and recording. Out
+  // of line so that the common case above stays a small function.
+  [[gnu::noinline]] void OnAccessSlow(Step step, std::span<const BlockAccess> accesses) {
+    if (planner_ != nullptr && !marks_seen_) {  // Note [following without a recording]
+      if (!recording_.empty()) {
+        recording_.clear();
+        recorded_signatures_.clear();
+      }
+      if (FollowExpected(last_signature_)) return;
+      std::vector<BlockAccess> merged = Merged(accesses);
+      const uint64_t sig = internal::AccessSignature(merged);
+      Follow(sig);
+      if (planner_ != nullptr) return;
+      // Learning restarted: this step opens the new recording.
+      recording_.push_back(StepAccesses{step, std::move(merged), 0});
+      recorded_signatures_.push_back(sig);
+      return;
+    }
     std::vector<BlockAccess> merged = Merged(accesses);
     const uint64_t sig = internal::AccessSignature(merged);
     if (planner_) {
@@ -173,6 +231,19 @@ class LifetimePolicy final : public Policy {
 
   bool Planning() const { return planner_ != nullptr && in_sync_; }
 
+  // True if `accesses` equal the previous step's and no event changed the
+  // shadow LRU since (Note [repeated step]).
+  bool RepeatsLastStep(std::span<const BlockAccess> accesses) const {
+    if (last_epoch_ != lru_epoch_ || accesses.size() != last_accesses_.size()) return false;
+    for (size_t i = 0; i < accesses.size(); ++i) {
+      if (accesses[i].block != last_accesses_[i].block ||
+          accesses[i].mode != last_accesses_[i].mode) {
+        return false;
+      }
+    }
+    return true;
+  }
+
   // Note [iteration detection]
   //   A step with the signature of the first recorded step proposes that the
   //   iteration is the recording so far; the proposal is adopted once the
@@ -210,7 +281,20 @@ class LifetimePolicy final : public Policy {
     in_sync_ = true;
   }
 
+  // position % schedule size, without a division when `position` follows
+  // the one asked last (every launch asks for the next one).
+  // REQUIRES: schedule_ non-null, position >= 0.
+  int64_t PhaseOf(int64_t position) {
+    const int64_t n = static_cast<int64_t>(schedule_->size());
+    const int64_t p =
+        position == phase_position_ + 1 ? (phase_ + 1 == n ? 0 : phase_ + 1) : position % n;
+    phase_position_ = position;
+    phase_ = p;
+    return p;
+  }
+
   void Learn(std::vector<StepAccesses> steps) {
+    phase_position_ = INT64_MIN;  // a new schedule size
     schedule_ = std::make_shared<Schedule>(std::move(steps));
     planner_ = std::make_unique<Planner>(schedule_, /*cyclic=*/true, options_);
     planner_->SetBudget(budget_);
@@ -226,17 +310,23 @@ class LifetimePolicy final : public Policy {
     }
   }
 
+  // Advances to the expected position if the step's signature is the one
+  // scheduled there. REQUIRES: planner_ non-null.
+  bool FollowExpected(uint64_t sig) {
+    const int64_t expected = position_ + 1;
+    if (schedule_->signature(PhaseOf(expected)) != sig) return false;
+    position_ = expected;
+    planner_->Advance(position_);
+    in_sync_ = true;
+    out_of_sync_steps_ = 0;
+    return true;
+  }
+
   void Follow(uint64_t sig) {
+    if (FollowExpected(sig)) return;
     const int64_t n = static_cast<int64_t>(schedule_->size());
     const int64_t expected = position_ + 1;
     const int64_t p = expected % n;
-    if (schedule_->signature(p) == sig) {
-      position_ = expected;
-      planner_->Advance(position_);
-      in_sync_ = true;
-      out_of_sync_steps_ = 0;
-      return;
-    }
     mismatch_ = true;
     const std::vector<uint64_t>* candidates = schedule_->PositionsWithSignature(sig);
     if (candidates != nullptr && !candidates->empty()) {
@@ -277,6 +367,14 @@ class LifetimePolicy final : public Policy {
   std::shared_ptr<const Schedule> schedule_;
   std::unique_ptr<Planner> planner_;
   int64_t position_ = -1;
+  // Note [repeated step]: the previous step, its signature (of the accesses
+  // as given), and the event count when it was seen.
+  std::vector<BlockAccess> last_accesses_;
+  uint64_t last_signature_ = 0;
+  uint64_t lru_epoch_ = 1;  // counts alloc, free and residency events
+  uint64_t last_epoch_ = 0;
+  int64_t phase_position_ = INT64_MIN;  // PhaseOf()'s memo
+  int64_t phase_ = 0;
   bool in_sync_ = false;
   int64_t out_of_sync_steps_ = 0;
 };

@@ -176,5 +176,58 @@ TEST(LifetimePolicyTest, RecordingIsBoundedForNonPeriodicWork) {
   EXPECT_EQ(p->PickVictim([](BlockId) { return true; }), 5u);
 }
 
+// Note [repeated step]: a step equal to the previous one skips the shadow
+// LRU update only while no residency event came in between.
+TEST(LifetimePolicyTest, RepeatedStepAfterResidencyEventStillUpdatesLruOrder) {
+  auto p = MakeLifetimePolicy();
+  Allocate(*p);
+  p->OnResident(2);
+  const BlockAccess a[] = {{2, R}};
+  p->OnAccess(0, a);
+  p->OnResident(3);   // now the most recent: LRU order 2, 3
+  p->OnAccess(1, a);  // the same step again: 2 becomes the most recent
+  EXPECT_EQ(p->PickVictim(Any()), 3u);
+  p->OnAccess(2, kIteration[2]);  // 3: order 2, 3
+  p->OnAccess(3, kIteration[2]);  // repeated, no event: order unchanged
+  EXPECT_EQ(p->PickVictim(Any()), 2u);
+}
+
+// Note [following without a recording]: a step given with duplicate blocks
+// fails the fast signature check but is still recognized by its merged form.
+TEST(LifetimePolicyTest, FollowsAStepGivenWithDuplicateBlocks) {
+  auto p = MakeLifetimePolicy();
+  Allocate(*p);
+  Feed(*p, 0, 0, 5);
+  Feed(*p, 5, 0, 4);  // adopted; at step 3 of the second iteration
+  ASSERT_EQ(p->NextUseDistance(4), 1u);
+  const BlockAccess dup[] = {{4, R}, {4, R}};  // step 4, block 4 listed twice
+  p->OnAccess(9, dup);
+  // In sync at step 4: 2 is read at step 1 of the next iteration, 4 at step 4.
+  EXPECT_EQ(p->NextUseDistance(2), 2u);
+  EXPECT_EQ(p->NextUseDistance(4), 5u);
+  p->OnAccess(10, kIteration[0]);  // the expected step follows
+  EXPECT_EQ(p->NextUseDistance(2), 1u);
+}
+
+// Many launches following the schedule, without any victim choice in
+// between, leave every query as if each launch had re-ranked its blocks
+// (Note [lazy re-rank] in planner.h).
+TEST(LifetimePolicyTest, QueriesAfterManyStepsSeeCurrentNextUses) {
+  auto p = MakeLifetimePolicy();
+  Allocate(*p);
+  for (BlockId b : {1, 2, 3, 4}) p->OnResident(b);
+  for (Step base = 0; base < 50; base += 5) Feed(*p, base, 0, 5);
+  // At step 2 of an iteration (3 just read).
+  Feed(*p, 50, 0, 3);
+  EXPECT_EQ(p->NextUseDistance(1), 1u);  // step 3 reads 1
+  EXPECT_EQ(p->NextUseDistance(4), 2u);
+  EXPECT_EQ(p->NextUseDistance(2), 4u);  // step 1 of the next iteration
+  EXPECT_EQ(p->NextUseDistance(3), 5u);
+  EXPECT_FALSE(p->IsDead(1));  // read again at step 3
+  // Farthest next use first: 3, then 2.
+  EXPECT_EQ(p->PickVictim(Any()), 3u);
+  EXPECT_EQ(p->PickVictim([](BlockId b) { return b != 3; }), 2u);
+}
+
 }  // namespace
 }  // namespace memvirt::policy

@@ -10,6 +10,7 @@ Planner::Planner(std::shared_ptr<const Schedule> schedule, bool cyclic,
       cyclic_(cyclic),
       options_(options),
       dense_(schedule_->num_blocks()),
+      stale_flag_(schedule_->num_blocks(), 0),
       stamps_(schedule_->num_blocks(), 0),
       counted_(schedule_->num_blocks(), 0) {}
 
@@ -23,8 +24,7 @@ const Planner::Block* Planner::Find(BlockId id) const {
   return const_cast<Planner*>(this)->Find(id);
 }
 
-void Planner::Refresh(BlockId id, Block& b, std::optional<uint32_t> dense) {
-  const uint64_t old_rank = b.rank;
+void Planner::Renew(BlockId id, Block& b, std::optional<uint32_t> dense) const {
   std::optional<NextUse> next = dense.has_value()
                                     ? schedule_->NextUseAfterDense(*dense, position_, cyclic_)
                                     : schedule_->NextUseAfter(id, position_, cyclic_);
@@ -40,9 +40,15 @@ void Planner::Refresh(BlockId id, Block& b, std::optional<uint32_t> dense) {
     b.dead = !cyclic_;
   }
   b.rank = RankOf(b);
-  // Note [victim set churn]: every launch re-ranks the blocks it touches;
-  // moving the set node (extract, rekey, insert) avoids a free and a malloc
-  // per block, and an unchanged rank needs no move at all.
+}
+
+void Planner::Refresh(BlockId id, Block& b, std::optional<uint32_t> dense) {
+  const uint64_t old_rank = b.rank;
+  Renew(id, b, dense);
+  // Note [victim set churn]: every victim choice re-ranks the blocks touched
+  // since the last one (Note [lazy re-rank]); moving the set node (extract,
+  // rekey, insert) avoids a free and a malloc per block, and an unchanged
+  // rank needs no move at all.
   if (b.resident && b.rank != old_rank) {
     auto node = victims_.extract({old_rank, id});
     if (node.empty()) {
@@ -115,16 +121,42 @@ void Planner::Advance(int64_t position) {
   const uint64_t n = schedule_->size();
   if (n == 0) return;
   uint64_t p = static_cast<uint64_t>(position);
-  if (cyclic_) p %= n;
+  if (cyclic_) {
+    // The next position's phase without a division (one per launch otherwise).
+    p = position == phase_position_ + 1 ? (phase_ + 1 == n ? 0 : phase_ + 1) : p % n;
+    phase_ = p;
+    phase_position_ = position;
+  }
   if (p >= n) return;
+  // Note [lazy re-rank]: only remember what to refresh.
   for (const StepUse& a : schedule_->uses_at(p, cyclic_)) {
+    if (stale_flag_[a.dense]) continue;
+    stale_flag_[a.dense] = 1;
+    stale_.push_back(a);
+  }
+}
+
+void Planner::Settle() {
+  for (const StepUse& a : stale_) {
+    stale_flag_[a.dense] = 0;
     Block& b = dense_[a.dense];
     if (b.allocated) Refresh(a.block, b, a.dense);
   }
+  stale_.clear();
+}
+
+Planner::Block Planner::Current(BlockId id, const Block& b) const {
+  std::optional<uint32_t> d = schedule_->DenseIndex(id);
+  if (!d.has_value() || !stale_flag_[*d]) return b;
+  Block fresh = b;
+  Renew(id, fresh, d);
+  return fresh;
 }
 
 void Planner::Realign(int64_t position) {
   Invalidate();
+  for (const StepUse& a : stale_) stale_flag_[a.dense] = 0;  // everything is refreshed below
+  stale_.clear();
   position_ = position;
   for (auto& [id, b] : extra_) Refresh(id, b);
   // Dense blocks: visit through the schedule's steps (each block at least once).
@@ -138,7 +170,8 @@ void Planner::Realign(int64_t position) {
   }
 }
 
-std::optional<BlockId> Planner::PickVictim(EvictablePredicate can_evict) const {
+std::optional<BlockId> Planner::PickVictim(EvictablePredicate can_evict) {
+  Settle();
   for (auto it = victims_.rbegin(); it != victims_.rend(); ++it) {
     if (can_evict(it->second)) return it->second;
   }
@@ -146,7 +179,8 @@ std::optional<BlockId> Planner::PickVictim(EvictablePredicate can_evict) const {
 }
 
 std::optional<BlockId> Planner::PickVictimForPrefetch(EvictablePredicate can_evict,
-                                                      BlockId incoming) const {
+                                                      BlockId incoming) {
+  Settle();
   const Block* in = Find(incoming);
   if (in == nullptr || !in->allocated) return std::nullopt;
   const uint64_t need = in->next;
@@ -325,7 +359,8 @@ void Planner::Prefetch(uint64_t byte_limit, std::vector<PrefetchRequest>& out) c
   }
 }
 
-std::vector<BlockId> Planner::EvictAhead(EvictablePredicate can_evict, uint64_t free_bytes) const {
+std::vector<BlockId> Planner::EvictAhead(EvictablePredicate can_evict, uint64_t free_bytes) {
+  Settle();
   const Window& w = PlanWindow();
   std::vector<BlockId> out;
   if (w.evict_shortfall <= free_bytes) return out;
@@ -343,18 +378,22 @@ std::vector<BlockId> Planner::EvictAhead(EvictablePredicate can_evict, uint64_t 
 
 bool Planner::IsDead(BlockId block) const {
   const Block* b = Find(block);
-  return b != nullptr && b->allocated && b->dead;
+  return b != nullptr && b->allocated && Current(block, *b).dead;
 }
 
 bool Planner::NextAccessOverwrites(BlockId block) const {
   const Block* b = Find(block);
-  return b != nullptr && b->allocated && b->next != kNever && b->next_mode == AccessMode::kWrite;
+  if (b == nullptr || !b->allocated) return false;
+  const Block c = Current(block, *b);
+  return c.next != kNever && c.next_mode == AccessMode::kWrite;
 }
 
 std::optional<uint64_t> Planner::NextUseDistance(BlockId block) const {
   const Block* b = Find(block);
-  if (b == nullptr || !b->allocated || b->next == kNever) return std::nullopt;
-  return b->next - static_cast<uint64_t>(position_);
+  if (b == nullptr || !b->allocated) return std::nullopt;
+  const uint64_t next = Current(block, *b).next;
+  if (next == kNever) return std::nullopt;
+  return next - static_cast<uint64_t>(position_);
 }
 
 }  // namespace memvirt::policy::internal

@@ -4,6 +4,18 @@
 //
 // Thread safety: not thread-safe; owned and serialized by one Policy.
 //
+// Note [lazy re-rank]
+//   Advance() runs on every launch, while ranks are read only by victim
+//   choice (PickVictim*, EvictAhead) and the per-block queries. So Advance()
+//   only records the blocks the step touches as stale; Settle() re-ranks
+//   them, once each however many steps touched them, before a victim choice,
+//   and the per-block queries compute a stale block's values on the fly.
+//   Results are those of eager re-ranking: a block's next use after the
+//   current position is the same whether it is computed at the step that
+//   touched it or later, as long as no step touched it in between (and one
+//   that did marked it stale again). Residency changes move a stale block in
+//   the victim set under its old rank, the rank Settle() moves it from.
+//
 // Note [victim rank]
 //   Resident blocks are kept in one ordered set by rank, largest evicted
 //   first: dead blocks (no future read before the next overwrite, or no
@@ -48,13 +60,13 @@ class Planner {
   void Realign(int64_t position);
   int64_t position() const { return position_; }
 
-  std::optional<BlockId> PickVictim(EvictablePredicate can_evict) const;
-  std::optional<BlockId> PickVictimForPrefetch(EvictablePredicate can_evict,
-                                               BlockId incoming) const;
+  // Not const: re-rank the stale blocks first (Note [lazy re-rank]).
+  std::optional<BlockId> PickVictim(EvictablePredicate can_evict);
+  std::optional<BlockId> PickVictimForPrefetch(EvictablePredicate can_evict, BlockId incoming);
   std::vector<PrefetchRequest> Prefetch(uint64_t byte_limit) const;
   // The same into `out` (cleared first). Plans nothing if byte_limit == 0.
   void Prefetch(uint64_t byte_limit, std::vector<PrefetchRequest>& out) const;
-  std::vector<BlockId> EvictAhead(EvictablePredicate can_evict, uint64_t free_bytes) const;
+  std::vector<BlockId> EvictAhead(EvictablePredicate can_evict, uint64_t free_bytes);
 
   bool IsDead(BlockId block) const;
   bool NextAccessOverwrites(BlockId block) const;
@@ -90,6 +102,13 @@ class Planner {
   const Block* Find(BlockId id) const;
   // `dense`: the block's dense index if it has one (saves the lookup).
   void Refresh(BlockId id, Block& b, std::optional<uint32_t> dense = std::nullopt);
+  // Recomputes b's next use, mode, deadness and rank for position_ (no
+  // victim-set update).
+  void Renew(BlockId id, Block& b, std::optional<uint32_t> dense) const;
+  // Re-ranks the blocks Advance() left stale (Note [lazy re-rank]).
+  void Settle();
+  // b as Settle() would leave it.
+  Block Current(BlockId id, const Block& b) const;
   static uint64_t RankOf(const Block& b) { return b.dead ? (kDeadBit | b.next) : b.next; }
   bool InWindow(BlockId id) const;
   const Window& PlanWindow() const;
@@ -101,6 +120,10 @@ class Planner {
   uint64_t budget_ = 0;
   int64_t position_ = -1;
   std::vector<Block> dense_;                        // blocks of the schedule, by dense index
+  std::vector<StepUse> stale_;                      // touched since the last Settle()
+  int64_t phase_position_ = INT64_MIN;              // cyclic: Advance()'s last position and
+  uint64_t phase_ = 0;                              // its phase (position % size)
+  std::vector<uint8_t> stale_flag_;                 // by dense index: in stale_
   absl::flat_hash_map<BlockId, Block> extra_;       // blocks the schedule does not know
   std::set<std::pair<uint64_t, BlockId>> victims_;  // resident blocks by rank
   mutable std::vector<uint32_t> stamps_;            // by dense index: touched by the window

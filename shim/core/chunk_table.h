@@ -30,6 +30,7 @@ enum class Residence : uint8_t {
   kUnbacked = 0,  // no physical memory mapped at the chunk's VA
   kDevice = 1,    // device physical chunk `phys` mapped
   kHost = 2,      // host (HOST_NUMA) physical slot `phys` mapped: see Note [host mapping]
+  kNvme = 3,      // nothing mapped; the bytes are in the spill tier (Note [spill tier])
 };
 
 // Last use of a chunk by one tracked stream: (stream index, sequence number).

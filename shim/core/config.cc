@@ -70,6 +70,10 @@ ShimConfig ParseShimConfig(GetEnvFn getenv_fn) {
     config.min_device_budget = min_budget;
   }
   if ((v = getenv_fn("MEMSHIM_POLICY")) != nullptr && *v != '\0') config.policy = v;
+  if ((v = getenv_fn("MEMSHIM_STAGING_SLOTS")) != nullptr) {
+    long n = strtol(v, nullptr, 10);
+    if (n >= 0 && n <= 256) config.staging_slots = static_cast<uint32_t>(n);
+  }
   if ((v = getenv_fn("MEMSHIM_EVENT_BATCH")) != nullptr) {
     long n = strtol(v, nullptr, 10);
     if (n >= 1 && n <= 4096) config.event_batch = static_cast<uint32_t>(n);

@@ -59,7 +59,8 @@ TEST(ShimConfigTest, ReadsDaemonLinkSettingsAndRejectsOutOfRange) {
                                             {"MEMSHIM_DAEMON_PLUGIN", "/opt/x.so"},
                                             {"MEMSHIM_DAEMON_TIMEOUT_MS", "500"},
                                             {"MEMSHIM_REPORT_INTERVAL_MS", "50"},
-                                            {"MEMSHIM_MIN_DEVICE_BUDGET", "64M"}};
+                                            {"MEMSHIM_MIN_DEVICE_BUDGET", "64M"},
+                                            {"MEMSHIM_STAGING_SLOTS", "0"}};
   g_env = &env;
   ShimConfig c = ParseShimConfig(&FakeGetenv);
   EXPECT_TRUE(c.daemon_off);
@@ -67,7 +68,9 @@ TEST(ShimConfigTest, ReadsDaemonLinkSettingsAndRejectsOutOfRange) {
   EXPECT_EQ(c.daemon_timeout_ms, 500u);
   EXPECT_EQ(c.report_interval_ms, 50u);
   EXPECT_EQ(c.min_device_budget, 64ull << 20);
+  EXPECT_EQ(c.staging_slots, 0u);
   env = {{"MEMSHIM_DAEMON", "auto"},
+         {"MEMSHIM_STAGING_SLOTS", "1000"},
          {"MEMSHIM_DAEMON_TIMEOUT_MS", "-3"},
          {"MEMSHIM_REPORT_INTERVAL_MS", "1"},
          {"MEMSHIM_MIN_DEVICE_BUDGET", "lots"}};
@@ -76,6 +79,7 @@ TEST(ShimConfigTest, ReadsDaemonLinkSettingsAndRejectsOutOfRange) {
   EXPECT_EQ(c.daemon_timeout_ms, 2000u);  // defaults kept
   EXPECT_EQ(c.report_interval_ms, 200u);
   EXPECT_EQ(c.min_device_budget, 16ull << 20);
+  EXPECT_EQ(c.staging_slots, 8u);
   g_env = nullptr;
 }
 

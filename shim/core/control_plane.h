@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "shim/core/spill_tier.h"
+
 namespace memvirt::shim {
 
 // The device a core virtualizes, as the driver reports it.
@@ -47,6 +49,9 @@ struct UsageReport {
   uint64_t allocated_bytes = 0;          // Live allocations.
   uint64_t page_in_bytes = 0;            // Cumulative host -> device.
   uint64_t page_out_bytes = 0;           // Cumulative device -> host.
+  uint64_t nvme_resident_bytes = 0;      // Chunks held in the spill tier now.
+  uint64_t nvme_write_bytes = 0;         // Cumulative host -> spill tier.
+  uint64_t nvme_read_bytes = 0;          // Cumulative spill tier -> host/device.
   uint64_t launches = 0;                 // Cumulative intercepted launches.
   uint64_t interval_start_launch = 0;    // `launches` when this report's interval began.
   uint64_t dropped_alloc_events = 0;     // Cumulative events lost to the bounded log.
@@ -71,6 +76,19 @@ class ControlPlane {
   // usage reports on its own schedule. Each call of `source` drains the
   // allocation events gathered since the previous call.
   virtual void SetUsageSource(std::function<UsageReport()> source) = 0;
+  // The tier below host memory, or null if there is none. Owned by the
+  // control plane and valid until it is destroyed. REQUIRES: after
+  // InitialHostBudget; called once, by the core, at creation.
+  virtual SpillTier* spill_tier() { return nullptr; }
+  // Registers (or, with empty functions, removes; same contract as
+  // OnBudgetChange) how the daemon's host-tier directives reach the core:
+  // `set_budget` for a new host budget, `demote` to move bytes to the spill
+  // tier (returns the bytes moved).
+  struct HostTierControl {
+    std::function<void(uint64_t bytes)> set_budget;
+    std::function<uint64_t(uint64_t bytes)> demote;
+  };
+  virtual void OnHostTierControl(HostTierControl /*control*/) {}
 };
 
 // No daemon: budgets are the local defaults and never change.

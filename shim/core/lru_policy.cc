@@ -79,16 +79,21 @@ bool LruPolicy::PickVictim(Eligible eligible, void* context, uint32_t* victim) {
 
 std::vector<uint32_t> LruPolicy::PrefetchCandidates(uint64_t byte_limit) {
   std::vector<uint32_t> out;
+  PrefetchCandidatesInto(byte_limit, &out);
+  return out;
+}
+
+void LruPolicy::PrefetchCandidatesInto(uint64_t byte_limit, std::vector<uint32_t>* out) {
+  out->clear();
   uint64_t budget = byte_limit / kChunkBytes;
-  if (missed_.empty() || budget == 0) return out;
+  if (missed_.empty() || budget == 0) return;
   uint32_t c = missed_.back();
-  for (uint32_t d = 0; d < prefetch_depth_ && out.size() < budget; ++d) {
+  for (uint32_t d = 0; d < prefetch_depth_ && out->size() < budget; ++d) {
     c = nodes_[c].successor;
     if (c == kNoIndex || !nodes_[c].live) break;
-    if (!nodes_[c].linked) out.push_back(c);
+    if (!nodes_[c].linked) out->push_back(c);
   }
   missed_.clear();
-  return out;
 }
 
 std::vector<uint32_t> LruPolicy::OrderForTest() const {

@@ -31,6 +31,7 @@ class LruPolicy : public ResidencyPolicy {
   void OnBudgetChange(uint64_t) override {}
   bool PickVictim(Eligible eligible, void* context, uint32_t* victim) override;
   std::vector<uint32_t> PrefetchCandidates(uint64_t byte_limit) override;
+  void PrefetchCandidatesInto(uint64_t byte_limit, std::vector<uint32_t>* out) override;
   bool MayPrefetch() const override { return !missed_.empty(); }
 
   // For tests: resident chunks from most to least recently used.

@@ -1,5 +1,7 @@
 #include "shim/core/physical_pool.h"
 
+#include <algorithm>
+
 #include "shim/core/log.h"
 
 namespace memvirt::shim {
@@ -9,6 +11,7 @@ PhysicalPool::PhysicalPool(const Driver* driver, CUdevice device, int host_numa_
 
 PhysicalPool::~PhysicalPool() {
   for (uint32_t i = 0; i < host_.size(); ++i) {
+    if (host_[i] == 0) continue;  // released by SetHostLimit
     driver_->cuMemUnmap(mirror(i), kChunkBytes);
     driver_->cuMemRelease(host_[i]);
   }
@@ -30,6 +33,7 @@ CUresult PhysicalPool::Init(uint32_t device_chunks, uint32_t host_chunks) {
   }
   mirror_bytes_ = bytes;
   host_limit_ = host_chunks;
+  host_mirror_slots_ = host_chunks;
   return CUDA_SUCCESS;
 }
 
@@ -92,13 +96,47 @@ void PhysicalPool::SetDeviceLimit(uint32_t chunks) {
 }
 
 CUresult PhysicalPool::AcquireHost(uint32_t* slot) {
+  if (host_in_use_ >= host_limit_) return CUDA_ERROR_OUT_OF_MEMORY;
   if (!host_free_.empty()) {
     *slot = host_free_.back();
     host_free_.pop_back();
     ++host_in_use_;
     return CUDA_SUCCESS;
   }
-  if (host_.size() >= host_limit_) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (!host_released_.empty()) {  // re-create a slot given back by SetHostLimit
+    const uint32_t index = host_released_.back();
+    CUmemGenericAllocationHandle handle = 0;
+    if (CreateHostSlot(index, &handle) != CUDA_SUCCESS) return CUDA_ERROR_OUT_OF_MEMORY;
+    host_released_.pop_back();
+    host_[index] = handle;
+    *slot = index;
+    ++host_in_use_;
+    return CUDA_SUCCESS;
+  }
+  if (host_.size() >= host_mirror_slots_) return CUDA_ERROR_OUT_OF_MEMORY;
+  const uint32_t index = static_cast<uint32_t>(host_.size());
+  CUmemGenericAllocationHandle handle = 0;
+  if (CreateHostSlot(index, &handle) != CUDA_SUCCESS) return CUDA_ERROR_OUT_OF_MEMORY;
+  host_.push_back(handle);
+  *slot = index;
+  ++host_in_use_;
+  return CUDA_SUCCESS;
+}
+
+void PhysicalPool::SetHostLimit(uint32_t chunks) {
+  host_limit_ = std::min(chunks, host_mirror_slots_);
+  // Give back cached free slots beyond the new limit.
+  while (!host_free_.empty() && host_.size() - host_released_.size() > host_limit_) {
+    const uint32_t index = host_free_.back();
+    host_free_.pop_back();
+    UnmapAt(mirror(index));
+    driver_->cuMemRelease(host_[index]);
+    host_[index] = 0;
+    host_released_.push_back(index);
+  }
+}
+
+CUresult PhysicalPool::CreateHostSlot(uint32_t index, CUmemGenericAllocationHandle* out) {
   CUmemAllocationProp prop = {};
   prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
   prop.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
@@ -109,16 +147,13 @@ CUresult PhysicalPool::AcquireHost(uint32_t* slot) {
     MEMSHIM_LOG(kWarn, "host-tier cuMemCreate failed (%d)", r);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  const uint32_t index = static_cast<uint32_t>(host_.size());
-  r = MapAt(mirror_base_ + (static_cast<uint64_t>(index) << kChunkShift), handle);
+  r = MapAt(mirror(index), handle);
   if (r != CUDA_SUCCESS) {
     MEMSHIM_LOG(kWarn, "host-tier mirror map failed (%d)", r);
     driver_->cuMemRelease(handle);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  host_.push_back(handle);
-  *slot = index;
-  ++host_in_use_;
+  *out = handle;
   return CUDA_SUCCESS;
 }
 

@@ -46,6 +46,10 @@ class PhysicalPool {
     return mirror_base_ + (static_cast<uint64_t>(slot) << kChunkShift);
   }
   bool host_tier_available() const { return host_limit_ > 0; }
+  // Host budget in slots, at most the Init() size. Lowering it below
+  // host_in_use() is allowed: the caller moves chunks out (spill tier) until
+  // host_in_use() <= host_limit(); free cached slots beyond it are released.
+  void SetHostLimit(uint32_t chunks);
 
   // Maps `handle` at `va` (one chunk) with read/write access for the device.
   CUresult MapAt(CUdeviceptr va, CUmemGenericAllocationHandle handle);
@@ -73,6 +77,9 @@ class PhysicalPool {
   std::vector<uint32_t> device_free_;
   std::vector<CUmemGenericAllocationHandle> host_;
   std::vector<uint32_t> host_free_;
+  std::vector<uint32_t> host_released_;  // indices whose memory SetHostLimit gave back
+  uint32_t host_mirror_slots_ = 0;       // slots the mirror range can hold
+  CUresult CreateHostSlot(uint32_t index, CUmemGenericAllocationHandle* out);
   CUdeviceptr mirror_base_ = 0;
   uint64_t mirror_bytes_ = 0;
 };

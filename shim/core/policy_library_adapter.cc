@@ -12,16 +12,30 @@ namespace {
 //   The library requires OnAlloc before any event naming a block and nothing
 //   after OnFree. The core reports residency changes of freed chunks too
 //   (they are reclaimed later), so the adapter filters events by liveness.
+//
+// Note [prefetch gate]
+//   A policy/ policy only proposes non-resident live blocks for prefetch, so
+//   while every live chunk is resident PrefetchCandidates() is certainly
+//   empty. The adapter counts live chunks the policy sees as non-resident
+//   (it forwards exactly the events that change that) and MayPrefetch()
+//   answers from the count, which lets the launch fast path skip the
+//   policy's planning walk whenever nothing is paged out.
 class PolicyLibraryAdapter : public ResidencyPolicy {
  public:
   PolicyLibraryAdapter(std::unique_ptr<policy::Policy> policy, std::string name,
                        uint32_t num_chunks)
-      : policy_(std::move(policy)), name_(std::move(name)), live_(num_chunks, false) {}
+      : policy_(std::move(policy)),
+        name_(std::move(name)),
+        live_(num_chunks, false),
+        resident_(num_chunks, false) {}
 
   const char* name() const override { return name_.c_str(); }
 
   void OnAlloc(uint32_t chunk) override {
+    // A repeated OnAlloc restarts the block as non-resident in the policy.
+    if (!live_[chunk] || resident_[chunk]) ++non_resident_;
     live_[chunk] = true;
+    resident_[chunk] = false;
     policy::BlockInfo info;
     info.bytes = kChunkBytes;
     policy_->OnAlloc(chunk, info);
@@ -29,6 +43,8 @@ class PolicyLibraryAdapter : public ResidencyPolicy {
   void OnFree(uint32_t chunk) override {
     if (!live_[chunk]) return;
     live_[chunk] = false;
+    if (!resident_[chunk]) --non_resident_;
+    resident_[chunk] = false;
     policy_->OnFree(chunk);
   }
   void OnAccess(uint64_t step, const uint32_t* chunks, size_t count) override {
@@ -39,10 +55,16 @@ class PolicyLibraryAdapter : public ResidencyPolicy {
     policy_->OnAccess(step, accesses_);
   }
   void OnResident(uint32_t chunk) override {
-    if (live_[chunk]) policy_->OnResident(chunk);
+    if (!live_[chunk]) return;
+    if (!resident_[chunk]) --non_resident_;
+    resident_[chunk] = true;
+    policy_->OnResident(chunk);
   }
   void OnEvicted(uint32_t chunk) override {
-    if (live_[chunk]) policy_->OnEvicted(chunk);
+    if (!live_[chunk]) return;
+    if (resident_[chunk]) ++non_resident_;
+    resident_[chunk] = false;
+    policy_->OnEvicted(chunk);
   }
   void OnBudgetChange(uint64_t device_bytes) override { policy_->OnBudgetChange(device_bytes); }
   void OnIterationMark() override { policy_->OnIterationMark(); }
@@ -59,17 +81,25 @@ class PolicyLibraryAdapter : public ResidencyPolicy {
 
   std::vector<uint32_t> PrefetchCandidates(uint64_t byte_limit) override {
     std::vector<uint32_t> out;
-    policy_->PrefetchCandidatesInto(byte_limit, requests_);
-    for (const policy::PrefetchRequest& r : requests_) {
-      if (r.block < live_.size() && live_[r.block]) out.push_back(static_cast<uint32_t>(r.block));
-    }
+    PrefetchCandidatesInto(byte_limit, &out);
     return out;
   }
+  void PrefetchCandidatesInto(uint64_t byte_limit, std::vector<uint32_t>* out) override {
+    out->clear();
+    if (non_resident_ == 0) return;  // Note [prefetch gate]
+    policy_->PrefetchCandidatesInto(byte_limit, requests_);
+    for (const policy::PrefetchRequest& r : requests_) {
+      if (r.block < live_.size() && live_[r.block]) out->push_back(static_cast<uint32_t>(r.block));
+    }
+  }
+  bool MayPrefetch() const override { return non_resident_ > 0; }
 
  private:
   std::unique_ptr<policy::Policy> policy_;
   std::string name_;
   std::vector<bool> live_;
+  std::vector<bool> resident_;  // as last reported to the policy (live chunks only)
+  uint32_t non_resident_ = 0;   // live chunks with resident_ false
   std::vector<policy::BlockAccess> accesses_;
   std::vector<policy::PrefetchRequest> requests_;  // reused across launches
 };

@@ -36,8 +36,14 @@ class ResidencyPolicy {
   virtual bool PickVictim(Eligible eligible, void* context, uint32_t* victim) = 0;
   // Non-resident chunks worth fetching now, soonest first, within byte_limit.
   virtual std::vector<uint32_t> PrefetchCandidates(uint64_t /*byte_limit*/) { return {}; }
+  // The same, written into *out (cleared first), so that a caller asking on
+  // every launch reuses one buffer instead of allocating.
+  // REQUIRES: out non-null.
+  virtual void PrefetchCandidatesInto(uint64_t byte_limit, std::vector<uint32_t>* out) {
+    *out = PrefetchCandidates(byte_limit);
+  }
   // False if PrefetchCandidates() would certainly return nothing now (lets
-  // the launch fast path skip the call).
+  // the launch fast path skip the call). Must be cheap: asked per launch.
   virtual bool MayPrefetch() const { return true; }
 };
 

@@ -95,12 +95,15 @@ CUresult ShimCore::Create(const Driver* driver, const CoreOptions& options, Cont
   identity.total_bytes = total_bytes;
   const uint64_t device_budget = control->InitialDeviceBudget(identity, local_device);
   const uint64_t host_budget = control->InitialHostBudget(local_host);
+  SpillTier* const spill = control->spill_tier();
+  const uint64_t spill_bytes = spill != nullptr ? spill->capacity_bytes() : 0;
   const uint32_t device_chunks = static_cast<uint32_t>(device_budget >> kChunkShift);
   const uint32_t host_chunks = static_cast<uint32_t>(host_budget >> kChunkShift);
 
   uint64_t va = options.va_bytes;
   if (va == 0) {
-    va = std::max<uint64_t>(kGiB, (device_budget + host_budget) / 4 * 5);
+    va = std::max<uint64_t>(
+        kGiB, std::min(device_budget + host_budget + spill_bytes, kDefaultVaCap) / 4 * 5);
     va = std::min(va, kDefaultVaCap);
   }
   va = RoundUpChunks(va);
@@ -128,8 +131,10 @@ CUresult ShimCore::Create(const Driver* driver, const CoreOptions& options, Cont
   core->pool_ = std::make_unique<PhysicalPool>(driver, core->device_, numa);
   core->pool_->Init(device_chunks, host_chunks);
   core->device_budget_chunks_ = device_chunks;
-  const uint32_t capacity = std::min<uint64_t>(
-      num_chunks, static_cast<uint64_t>(device_chunks) + core->pool_->host_limit());
+  core->InitSpill(spill);
+  const uint64_t spill_chunks = core->spill_ != nullptr ? spill_bytes >> kChunkShift : 0;
+  const uint32_t capacity = static_cast<uint32_t>(std::min<uint64_t>(
+      num_chunks, static_cast<uint64_t>(device_chunks) + core->pool_->host_limit() + spill_chunks));
   core->allocator_ = std::make_unique<BlockAllocator>(&core->table_, capacity);
   core->tracker_ = std::make_unique<StreamTracker>(driver, options.event_batch);
   core->copy_index_ = core->tracker_->Adopt(core->copy_stream_);
@@ -137,13 +142,18 @@ CUresult ShimCore::Create(const Driver* driver, const CoreOptions& options, Cont
   core->policy_->OnBudgetChange(device_budget);
   MEMSHIM_LOG(kInfo,
               "virtual device memory: %llu MiB device budget, %llu MiB host tier, %llu MiB "
-              "address space, policy %s",
+              "spill tier, %llu MiB address space, policy %s",
               static_cast<unsigned long long>(device_budget >> 20),
               static_cast<unsigned long long>(host_budget >> 20),
+              static_cast<unsigned long long>(spill_chunks << kChunkShift >> 20),
               static_cast<unsigned long long>(va >> 20), core->policy_->name());
   ShimCore* raw = core.get();
   control->OnBudgetChange([raw](uint64_t bytes) { raw->SetDeviceBudget(bytes); });
   control->SetUsageSource([raw] { return raw->TakeUsage(); });
+  if (raw->spill_ != nullptr) {
+    control->OnHostTierControl({[raw](uint64_t bytes) { raw->SetHostBudget(bytes); },
+                                [raw](uint64_t bytes) { return raw->DemoteHostBytes(bytes); }});
+  }
   *out = std::move(core);
   return CUDA_SUCCESS;
 }
@@ -152,12 +162,19 @@ ShimCore::~ShimCore() {
   if (control_ != nullptr) {  // no callback into this core runs after these return
     control_->OnBudgetChange({});
     control_->SetUsageSource({});
+    control_->OnHostTierControl({});
   }
   {
     MutexLock lock(&mu_);
     if (tracker_ != nullptr) tracker_->WaitForAll();
     for (uint32_t c = 0; c < table_.size(); ++c) {
-      if (table_[c].residence != Residence::kUnbacked) pool_->UnmapAt(table_.AddressOf(c));
+      const Residence r = table_[c].residence;
+      if (r == Residence::kDevice || r == Residence::kHost) pool_->UnmapAt(table_.AddressOf(c));
+    }
+    if (spill_ != nullptr && driver_->cuMemHostUnregister != nullptr) {
+      for (uint32_t s = 0; s < staging_.size(); ++s) {
+        driver_->cuMemHostUnregister(spill_->staging(s));
+      }
     }
     tracker_.reset();
     pool_.reset();
@@ -184,6 +201,8 @@ void ShimCore::OnChunksFreed(uint32_t first, uint32_t count) {
     e.live_data = false;
     if (e.residence == Residence::kUnbacked) {
       --unbacked_owned_;
+    } else if (e.residence == Residence::kNvme) {
+      DropSpilled(c);
     } else if (!e.dead_listed) {  // once: warm blocks are freed again and again
       e.dead_listed = true;
       dead_.push_back(c);
@@ -473,30 +492,58 @@ inline void ShimCore::TouchWord(uint64_t word) {
 
 // The hot loop of every launch (Note [residency before launch]): per 8-byte
 // argument word one subtract-and-compare against the reservation, then one
-// chunk-table load. Consecutive words into the same block (the common case of
-// several pointers into one tensor or slab) are skipped without touching the
-// table again; otherwise the per-operation stamp in the block's first entry
-// deduplicates. Locals keep the compiler from reloading members through the
-// aliasing `char` reads.
+// chunk-table load. Words into the block of the previous hit (the common case
+// of several pointers into one tensor or slab) are recognized by one more
+// subtract-and-compare against that block's address range, before the
+// reservation check and without touching the table (Note [scan block range]);
+// otherwise the per-operation stamp in the block's first entry deduplicates.
+// Locals keep the compiler from reloading members through the aliasing
+// `char` reads.
+//
+// Note [scan block range]
+//   A block's chunks are exactly those whose owner_first is the block's first
+//   chunk (kLarge: owner_count chunk-aligned chunks; kSlab: the chunk itself),
+//   so a word in [base + first * chunk, base + (first + owner_count) * chunk)
+//   needs no lookup once that block was touched by this operation. The range
+//   starts empty (length 0: nothing matches).
 void ShimCore::ScanArgs(const ParamLayout& layout, void** params) {
   const uint64_t base = table_.base(), limit = table_.bytes();
   ChunkEntry* const entries = table_.data();
   const uint64_t stamp = stamp_;
-  uint32_t last_block = kNoIndex;
+  // The last block hit: its start as an absolute address and as an offset
+  // into the reservation (block_start == base + block_offset always), and
+  // its length (0 before the first hit: nothing matches).
+  uint64_t block_start = base, block_offset = 0, block_bytes = 0;
   auto scan_word = [&](const char* p) MEMSHIM_REQUIRES(mu_) {
     uint64_t word;
     memcpy(&word, p, sizeof(word));
-    const uint64_t offset = word - base;
+    const uint64_t in_block = word - block_start;
+    if (in_block < block_bytes) return;  // same block as the last hit
+    // word - base (modulo 2^64).
+    const uint64_t offset = in_block + block_offset;
     if (offset >= limit) return;
     const uint32_t first = entries[offset >> kChunkShift].owner_first;
-    if (first == last_block || first == kNoIndex) return;
-    last_block = first;
+    if (first == kNoIndex) return;
+    block_offset = static_cast<uint64_t>(first) << kChunkShift;
+    block_start = base + block_offset;
+    block_bytes = static_cast<uint64_t>(entries[first].owner_count) << kChunkShift;
     if (entries[first].stamp == stamp) return;
     TouchBlock(first);
   };
   if (layout.one_word_each) {  // the common case: pointers and 8-byte scalars
     const size_t n = layout.params.size();
-    for (size_t i = 0; i < n; ++i) {
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {  // unrolled: the loop control was a quarter of the work
+      void* const p0 = params[i];
+      void* const p1 = params[i + 1];
+      void* const p2 = params[i + 2];
+      void* const p3 = params[i + 3];
+      if (p0 != nullptr) scan_word(static_cast<const char*>(p0));
+      if (p1 != nullptr) scan_word(static_cast<const char*>(p1));
+      if (p2 != nullptr) scan_word(static_cast<const char*>(p2));
+      if (p3 != nullptr) scan_word(static_cast<const char*>(p3));
+    }
+    for (; i < n; ++i) {
       if (params[i] != nullptr) scan_word(static_cast<const char*>(params[i]));
     }
     return;
@@ -802,6 +849,9 @@ CUresult ShimCore::AcquireHost(uint32_t* slot) {
     ProcessDeferred();
     if (pool_->AcquireHost(slot) == CUDA_SUCCESS) return CUDA_SUCCESS;
   }
+  if (DemoteHostChunks(kMaxEvictBatch) && pool_->AcquireHost(slot) == CUDA_SUCCESS) {
+    return CUDA_SUCCESS;
+  }
   return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
@@ -819,6 +869,7 @@ CUresult ShimCore::AcquireDevice(uint32_t* index, bool may_evict) {
 CUresult ShimCore::PageIn(uint32_t chunk, bool may_evict) {
   ChunkEntry& e = table_[chunk];
   const CUdeviceptr va = table_.AddressOf(chunk);
+  if (e.residence == Residence::kNvme) return may_evict ? Promote(chunk) : CUDA_ERROR_NOT_READY;
   if (e.residence == Residence::kHost && !ChunkIdle(chunk)) {
     if (!may_evict) return CUDA_ERROR_NOT_READY;
     WaitChunkIdle(chunk);  // its host mapping may still be in use
@@ -904,13 +955,15 @@ CUresult ShimCore::MakeResident(uint32_t stream, bool host_wait, bool capturing,
   if (result == CUDA_SUCCESS && pool_->device_in_use() < pool_->device_limit()) {
     const uint64_t room = static_cast<uint64_t>(pool_->device_limit() - pool_->device_in_use())
                           << kChunkShift;
-    for (uint32_t c : policy_->PrefetchCandidates(room)) {
+    policy_->PrefetchCandidatesInto(room, &prefetch_);  // reused buffer: no allocation
+    for (uint32_t c : prefetch_) {
       const ChunkEntry& e = table_[c];
       if (e.kind == ChunkKind::kFree || e.residence != Residence::kHost) continue;
       if (PageIn(c, /*may_evict=*/false) != CUDA_SUCCESS) break;
       ++stats_.prefetches;
     }
   }
+  if (result == CUDA_SUCCESS && spill_ != nullptr) StartSpillPrefetch();
   if (!filled_.empty()) {
     const uint64_t copy_seq = tracker_->Issue(copy_index_);
     for (uint32_t c : filled_) table_[c].fill_seq = copy_seq;
@@ -949,10 +1002,14 @@ CUresult ShimCore::MakeResident(uint32_t stream, bool host_wait, bool capturing,
 }
 
 CUresult ShimCore::BackAllOwned() {
-  if (unbacked_owned_ == 0) return CUDA_SUCCESS;
-  for (uint32_t c = 0; c < table_.size() && unbacked_owned_ > 0; ++c) {
+  if (unbacked_owned_ == 0 && stats_.spilled_chunks == 0) return CUDA_SUCCESS;
+  for (uint32_t c = 0; c < table_.size() && (unbacked_owned_ > 0 || stats_.spilled_chunks > 0);
+       ++c) {
     const ChunkEntry& e = table_[c];
-    if (e.kind == ChunkKind::kFree || e.residence != Residence::kUnbacked) continue;
+    if (e.kind == ChunkKind::kFree ||
+        (e.residence != Residence::kUnbacked && e.residence != Residence::kNvme)) {
+      continue;
+    }
     TouchChunk(c);  // protect it from eviction by the chunks backed after it
     CUresult r = PageIn(c, /*may_evict=*/true);
     if (r != CUDA_SUCCESS) return r;
@@ -969,7 +1026,9 @@ CUresult ShimCore::BeforeLaunch(CUfunction function, void** params, void** extra
   touched_.clear();
   bool decodable = true;
   if (params != nullptr) {
-    const ParamLayout& layout = LayoutOf(function);
+    // The one-entry cache of LayoutOf(), checked here without the call.
+    const ParamLayout& layout =
+        function == last_function_ && last_layout_ != nullptr ? *last_layout_ : LayoutOf(function);
     decodable = layout.known;
     if (decodable) ScanArgs(layout, params);
   } else if (extra != nullptr) {
@@ -1100,6 +1159,29 @@ void ShimCore::SetDeviceBudget(uint64_t bytes) {
   EnforceDeviceLimit();
 }
 
+void ShimCore::SetHostBudget(uint64_t bytes) {
+  ScopedContext scoped(driver_, context_);  // Note [foreign threads]
+  MutexLock lock(&mu_);
+  pool_->SetHostLimit(static_cast<uint32_t>(bytes >> kChunkShift));
+  ++stamp_;  // no operation is being prepared: every host chunk is a candidate
+  while (pool_->host_in_use() > pool_->host_limit() &&
+         DemoteHostChunks(pool_->host_in_use() - pool_->host_limit())) {
+  }
+  pool_->SetHostLimit(static_cast<uint32_t>(bytes >> kChunkShift));  // release freed slots
+}
+
+uint64_t ShimCore::DemoteHostBytes(uint64_t bytes) {
+  ScopedContext scoped(driver_, context_);
+  MutexLock lock(&mu_);
+  ++stamp_;
+  const uint64_t before = stats_.demotions;
+  auto moved = [&] { return (stats_.demotions - before) << kChunkShift; };
+  while (moved() < bytes && DemoteHostChunks(static_cast<uint32_t>(
+                                (bytes - moved() + kChunkBytes - 1) >> kChunkShift))) {
+  }
+  return (stats_.demotions - before) << kChunkShift;
+}
+
 void ShimCore::OnAppPhysicalCreate(CUmemGenericAllocationHandle handle, uint64_t bytes) {
   MutexLock lock(&mu_);
   app_handles_[handle] = bytes;
@@ -1170,6 +1252,9 @@ UsageReport ShimCore::TakeUsage() {
   u.allocated_bytes = allocator_->live_bytes();
   u.page_in_bytes = stats_.page_ins << kChunkShift;
   u.page_out_bytes = stats_.evictions << kChunkShift;
+  u.nvme_resident_bytes = static_cast<uint64_t>(stats_.spilled_chunks) << kChunkShift;
+  u.nvme_write_bytes = stats_.demotions << kChunkShift;
+  u.nvme_read_bytes = (stats_.promotion_reads + stats_.spill_prefetches) << kChunkShift;
   u.launches = stats_.launches;
   u.dropped_alloc_events = dropped_alloc_events_;
   u.alloc_events.swap(alloc_events_);

@@ -63,6 +63,23 @@
 //   stored in device memory) that writes such a chunk while its copy runs
 //   can lose that write, as with a synchronous eviction, only over a longer
 //   window.
+//
+// Note [spill tier]
+//   With a spill tier (the daemon's NVMe tier, control_plane.h) a full host
+//   tier is not the end: the host chunk touched longest ago whose last use
+//   has completed is demoted (copied to a staging buffer, stored, its slot
+//   unmapped and freed; residence kNvme). A kNvme chunk has nothing mapped at
+//   its address, so it is promoted before any decodable use (loaded into a
+//   staging buffer, copied into a device chunk, or a host slot if the device
+//   is full), and an opaque launch promotes every such chunk first or fails
+//   with CUDA_ERROR_OUT_OF_MEMORY. Promotions the policy predicts are started
+//   ahead of use (StartLoad) on slow paths and installed into free host
+//   slots when they finish, so a prefetched chunk costs a host-to-device
+//   copy, not an NVMe read, when it is used. A failed load fails the
+//   operation with CUDA_ERROR_ECC_UNCORRECTABLE (the data is unreadable);
+//   nothing is ever silently replaced. Demotions run only while a caller
+//   needs a host slot (they block on the store), never on the launch fast
+//   path.
 #ifndef MEMVIRT_SHIM_CORE_SHIM_CORE_H_
 #define MEMVIRT_SHIM_CORE_SHIM_CORE_H_
 
@@ -80,6 +97,7 @@
 #include "shim/core/control_plane.h"
 #include "shim/core/physical_pool.h"
 #include "shim/core/residency_policy.h"
+#include "shim/core/spill_tier.h"
 #include "shim/core/stream_tracker.h"
 #include "shim/core/thread_annotations.h"
 #include "shim/driver/driver.h"
@@ -110,7 +128,13 @@ struct CoreStats {
   uint64_t drops = 0;                // freed chunks reclaimed without a copy
   uint64_t host_fallbacks = 0;       // chunks left in (or placed in) the host tier for an access
   uint64_t prefetches = 0;
-  uint64_t host_waits = 0;  // times the host blocked on device work
+  uint64_t demotions = 0;         // host chunks stored in the spill tier
+  uint64_t promotions = 0;        // chunks brought back for an access
+  uint64_t promotion_reads = 0;   // ... of which read the spill tier then (no load ahead)
+  uint64_t spill_prefetches = 0;  // loads from the spill tier started ahead of use
+  uint64_t spill_failures = 0;    // stores refused or loads that failed
+  uint32_t spilled_chunks = 0;    // chunks in the spill tier now
+  uint64_t host_waits = 0;        // times the host blocked on device work
   uint64_t events_recorded = 0;
   uint32_t device_chunks_in_use = 0;
   uint32_t device_chunk_limit = 0;
@@ -214,6 +238,12 @@ class ShimCore {
       MEMSHIM_EXCLUDES(mu_);
   void OnAppPhysicalRelease(CUmemGenericAllocationHandle handle) MEMSHIM_EXCLUDES(mu_);
   void SetDeviceBudget(uint64_t bytes) MEMSHIM_EXCLUDES(mu_);
+  // Host-tier budget (at most the size given at creation): chunks beyond it
+  // are demoted to the spill tier where possible (Note [spill tier]).
+  void SetHostBudget(uint64_t bytes) MEMSHIM_EXCLUDES(mu_);
+  // Moves at least `bytes` of host-tier data to the spill tier if it can;
+  // returns the bytes moved.
+  uint64_t DemoteHostBytes(uint64_t bytes) MEMSHIM_EXCLUDES(mu_);
   // Waits for all tracked work (tests and shutdown).
   CUresult Synchronize() MEMSHIM_EXCLUDES(mu_);
 
@@ -293,6 +323,29 @@ class ShimCore {
   void LogAllocEvent(uint64_t offset, uint64_t bytes, bool freed) MEMSHIM_REQUIRES(mu_);
   void RecordAccesses() MEMSHIM_REQUIRES(mu_);
 
+  // Spill tier (Note [spill tier], shim_core_spill.cc).
+  struct StagingSlot {
+    // kStoring: held by a demotion until its store returned.
+    enum class State : uint8_t { kFree, kLoading, kLoaded, kCopying, kStoring };
+    State state = State::kFree;
+    uint32_t chunk = kNoIndex;  // kLoading/kLoaded: the chunk being promoted
+    uint64_t id = 0;            // kLoading/kLoaded: its stored copy
+    uint64_t copy_seq = 0;      // kCopying: copy-stream sequence reading the slot
+  };
+  void InitSpill(SpillTier* spill) MEMSHIM_REQUIRES(mu_);
+  bool AcquireStaging(uint32_t keep_chunk, uint32_t* slot) MEMSHIM_REQUIRES(mu_);
+  // Demotes up to `max` (at most one batch) host chunks; false if none moved.
+  bool DemoteHostChunks(uint32_t max) MEMSHIM_REQUIRES(mu_);
+  CUresult Promote(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
+  void InstallLoaded(bool wait) MEMSHIM_REQUIRES(mu_);
+  void StartSpillPrefetch() MEMSHIM_REQUIRES(mu_);
+  void DropSpilled(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
+  SpillTier* spill_ MEMSHIM_GUARDED_BY(mu_) = nullptr;
+  std::vector<StagingSlot> staging_ MEMSHIM_GUARDED_BY(mu_);
+  std::vector<uint64_t> spill_ids_ MEMSHIM_GUARDED_BY(mu_);  // per chunk, kNvme only
+  uint32_t staging_loads_ MEMSHIM_GUARDED_BY(mu_) = 0;       // slots kLoading or kLoaded
+  bool spill_full_logged_ MEMSHIM_GUARDED_BY(mu_) = false;
+
   const Driver* const driver_;
   ControlPlane* const control_;
   CUcontext context_ = nullptr;
@@ -320,6 +373,7 @@ class ShimCore {
   uint64_t step_ MEMSHIM_GUARDED_BY(mu_) = 0;
   std::vector<uint32_t> filled_ MEMSHIM_GUARDED_BY(mu_);     // chunks given a copy this op
   std::vector<uint32_t> releasing_ MEMSHIM_GUARDED_BY(mu_);  // host slots freed by fills
+  std::vector<uint32_t> prefetch_ MEMSHIM_GUARDED_BY(mu_);   // MakeResident's candidates
   std::vector<PendingHostRelease> pending_host_ MEMSHIM_GUARDED_BY(mu_);
   // Page-outs copying on the copy stream, remapped at the next eviction
   // (Note [pipelined page-out]); all covered by copy-stream seq inflight_seq_.

@@ -6,85 +6,11 @@
 #include <random>
 #include <thread>
 
+#include "shim/core/shim_core_test_fixture.h"
 #include "shim/testing/fake_driver.h"
 
 namespace memvirt::shim {
 namespace {
-
-constexpr uint64_t kMiB = 1ull << 20;
-
-uint64_t Checksum(const void* p, uint64_t bytes) {
-  const unsigned char* b = static_cast<const unsigned char*>(p);
-  uint64_t h = 1469598103934665603ull;
-  for (uint64_t i = 0; i < bytes; ++i) h = (h ^ b[i]) * 1099511628211ull;
-  return h;
-}
-
-void FillPattern(void* p, uint64_t bytes, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  uint64_t* w = static_cast<uint64_t*>(p);
-  for (uint64_t i = 0; i < bytes / 8; ++i) w[i] = rng();
-}
-
-uint64_t PatternChecksum(uint64_t bytes, uint64_t seed) {
-  std::vector<uint64_t> buf(bytes / 8);
-  FillPattern(buf.data(), bytes, seed);
-  return Checksum(buf.data(), bytes);
-}
-
-class ShimCoreTest : public ::testing::Test {
- protected:
-  void SetUp() override { Make(&fake_.driver(), 8 * kMiB, 64 * kMiB); }
-
-  void Make(const Driver* driver, uint64_t device_budget, uint64_t host_budget,
-            const char* policy = nullptr) {
-    core_.reset();
-    CoreOptions options;
-    if (policy != nullptr) options.policy = policy;
-    options.device_budget = device_budget;
-    options.host_budget = host_budget;
-    options.va_bytes = 256 * kMiB;
-    options.event_batch = 4;
-    ASSERT_EQ(ShimCore::Create(driver, options, &control_, &core_), CUDA_SUCCESS);
-  }
-
-  CUfunction Function(size_t pointer_args) {
-    while (functions_.size() <= pointer_args) {
-      functions_.push_back(fake_.MakeFunction(std::vector<uint32_t>(functions_.size(), 8)));
-    }
-    return functions_[pointer_args];
-  }
-
-  // A "kernel" taking `ptrs` as arguments whose body runs `body` once every
-  // byte of every [ptr, ptr + bytes) is found mapped.
-  CUresult Launch(CUstream stream, std::vector<CUdeviceptr> ptrs, uint64_t bytes,
-                  std::function<void()> body, CUfunction f = nullptr) {
-    std::vector<void*> params;
-    for (CUdeviceptr& p : ptrs) params.push_back(&p);
-    ShimCore::Ticket ticket;
-    CUresult r = core_->BeforeLaunch(f != nullptr ? f : Function(ptrs.size()), params.data(),
-                                     nullptr, stream, false, &ticket);
-    if (r != CUDA_SUCCESS) return r;
-    for (size_t i = 0; i + 1 < ptrs.size(); ++i) fake_.EnqueueTouch(stream, ptrs[i], bytes, {});
-    fake_.EnqueueTouch(stream, ptrs.back(), bytes, std::move(body));
-    ShimCore::AfterEnqueue(ticket);
-    return CUDA_SUCCESS;
-  }
-
-  CUresult Write(CUstream s, CUdeviceptr p, uint64_t bytes, uint64_t seed) {
-    return Launch(s, {p}, bytes,
-                  [p, bytes, seed] { FillPattern(reinterpret_cast<void*>(p), bytes, seed); });
-  }
-  CUresult Read(CUstream s, CUdeviceptr p, uint64_t bytes, uint64_t* sum) {
-    return Launch(s, {p}, bytes,
-                  [p, bytes, sum] { *sum = Checksum(reinterpret_cast<void*>(p), bytes); });
-  }
-
-  testing::FakeDriver fake_{64 * kMiB};
-  StandaloneControlPlane control_;
-  std::unique_ptr<ShimCore> core_;
-  std::vector<CUfunction> functions_;
-};
 
 TEST_F(ShimCoreTest, ReportsVirtualCapacity) {
   size_t free = 0, total = 0;
@@ -583,6 +509,43 @@ TEST_F(ShimCoreTest, ExtraBufferArgumentsAreDecoded) {
   ShimCore::AfterEnqueue(ticket);
   EXPECT_EQ(core_->ResidenceOf(blocks[1]), Residence::kDevice);
   EXPECT_EQ(core_->stats().opaque_launches, 0u);
+}
+
+// Note [scan block range]: a word just past the previous hit's block, and
+// words into other blocks, are each looked up; scalars and null pointers are
+// skipped.
+TEST_F(ShimCoreTest, ArgumentScanSeparatesAdjacentBlocks) {
+  CUstream s = fake_.CreateStream();
+  CUdeviceptr b, c, a, e;
+  ASSERT_EQ(core_->Alloc(&b, 2 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(core_->Alloc(&c, 2 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(c, b + 2 * kMiB) << "the test needs adjacent blocks";
+  ASSERT_EQ(core_->Alloc(&a, 4 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(core_->Alloc(&e, 2 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(Write(s, c, 2 * kMiB, 1), CUDA_SUCCESS);
+  ASSERT_EQ(Write(s, b, 2 * kMiB, 2), CUDA_SUCCESS);
+  ASSERT_EQ(Write(s, a, 4 * kMiB, 3), CUDA_SUCCESS);
+  ASSERT_EQ(Write(s, e, 2 * kMiB, 4), CUDA_SUCCESS);  // 5 chunks in a budget of 4
+  ASSERT_EQ(core_->ResidenceOf(c), Residence::kHost);
+  // b's last word, then c's first byte; a's second chunk before its first.
+  CUdeviceptr words[] = {b + 2 * kMiB - 8, c, 42, a + 3 * kMiB, b, a, 0, b + 8};
+  std::vector<void*> params;
+  for (CUdeviceptr& w : words) params.push_back(&w);
+  params.push_back(nullptr);  // an absent parameter pointer is skipped too
+  ShimCore::Ticket ticket;
+  ASSERT_EQ(core_->BeforeLaunch(Function(params.size()), params.data(), nullptr, s, false, &ticket),
+            CUDA_SUCCESS);
+  ShimCore::AfterEnqueue(ticket);
+  EXPECT_EQ(core_->ResidenceOf(b), Residence::kDevice);
+  EXPECT_EQ(core_->ResidenceOf(c), Residence::kDevice);
+  EXPECT_EQ(core_->ResidenceOf(a), Residence::kDevice);
+  EXPECT_EQ(core_->ResidenceOf(a + 2 * kMiB), Residence::kDevice);
+  EXPECT_EQ(core_->ResidenceOf(e), Residence::kHost);  // the launch's chunks fill the budget
+  EXPECT_EQ(core_->stats().opaque_launches, 0u);
+  uint64_t sum = 0;
+  ASSERT_EQ(Read(s, c, 2 * kMiB, &sum), CUDA_SUCCESS);
+  EXPECT_EQ(sum, PatternChecksum(2 * kMiB, 1));
+  EXPECT_EQ(fake_.faults(), 0u);
 }
 
 TEST_F(ShimCoreTest, AppVmmMemoryShrinksTheDeviceBudget) {

@@ -37,7 +37,7 @@ uint32_t StreamTracker::NewState(CUstream handle) {
   return static_cast<uint32_t>(streams_.size() - 1);
 }
 
-uint32_t StreamTracker::IndexOf(CUstream handle, bool per_thread) {
+uint32_t StreamTracker::IndexOfSlow(CUstream handle, bool per_thread) {
   if (handle == CU_STREAM_PER_THREAD || (per_thread && handle == nullptr)) {
     if (t_per_thread.generation != generation_) {
       t_per_thread.generation = generation_;

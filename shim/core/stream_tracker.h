@@ -46,7 +46,15 @@ class StreamTracker {
   // Index of the stream `handle` as passed by the application. `per_thread`
   // is true for the _ptsz/_ptds entry points, where handle 0 means the calling
   // thread's per-thread default stream.
-  uint32_t IndexOf(CUstream handle, bool per_thread);
+  uint32_t IndexOf(CUstream handle, bool per_thread) {
+    // The one-entry cache, inline (every launch asks): last_handle_ is never
+    // CU_STREAM_PER_THREAD nor CU_STREAM_LEGACY, and handle 0 of a _ptsz
+    // call is the per-thread stream.
+    if (handle == last_handle_ && last_index_ != kNoStream && !(per_thread && handle == nullptr)) {
+      return last_index_;
+    }
+    return IndexOfSlow(handle, per_thread);
+  }
   // Index of a stream created by the shim itself (its copy stream).
   uint32_t Adopt(CUstream handle);
   // The handle to pass to the driver for stream `index`.
@@ -93,6 +101,7 @@ class StreamTracker {
   CUresult RecordNow(State* s);
   void Poll(State* s);
   CUevent TakeEvent();
+  uint32_t IndexOfSlow(CUstream handle, bool per_thread);
 
   const Driver* driver_;
   const uint32_t event_batch_;

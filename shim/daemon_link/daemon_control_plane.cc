@@ -24,6 +24,7 @@ DaemonControlPlane::DaemonControlPlane(const DaemonLinkOptions& options, ClientF
       demand_device_bytes_(options.demand_device_bytes),
       min_device_bytes_(options.min_device_bytes),
       demand_host_bytes_(options.demand_host_bytes),
+      staging_slots_(options.abi_version >= 2 ? options.staging_slots : 0),
       factory_(std::move(factory)) {}
 
 DaemonControlPlane::~DaemonControlPlane() { Close(); }
@@ -78,6 +79,21 @@ uint64_t DaemonControlPlane::InitialHostBudget(uint64_t local_default) {
   return std::min(local_default, *host_budget_);
 }
 
+SpillTier* DaemonControlPlane::spill_tier() {
+  if (staging_slots_ == 0 || client_ == nullptr || tier_ != nullptr) return tier_.get();
+  if (client_->state() != client::State::kConnected) return nullptr;
+  const char* error = nullptr;
+  tier_ = TierChannel::Connect(socket_path_ + tier::kTierSocketSuffix, staging_slots_,
+                               connect_timeout_, &error);
+  if (tier_ == nullptr) {
+    MEMSHIM_LOG(kInfo, "no NVMe tier: %s", error);
+  } else {
+    MEMSHIM_LOG(kInfo, "NVMe tier: %llu MiB of swap on the node, %u staging buffers",
+                static_cast<unsigned long long>(tier_->capacity_bytes() >> 20), staging_slots_);
+  }
+  return tier_.get();
+}
+
 void DaemonControlPlane::OnBudgetChange(std::function<void(uint64_t)> callback) {
   const bool set = static_cast<bool>(callback);
   {
@@ -91,6 +107,11 @@ void DaemonControlPlane::OnBudgetChange(std::function<void(uint64_t)> callback) 
     deferred_.clear();
     cv_.notify_all();
   }
+}
+
+void DaemonControlPlane::OnHostTierControl(HostTierControl control) {
+  std::lock_guard<std::mutex> lock(callback_mu_);
+  host_control_ = std::move(control);
 }
 
 void DaemonControlPlane::SetUsageSource(std::function<UsageReport()> source) {
@@ -204,16 +225,31 @@ void DaemonControlPlane::Apply(const client::Directive& d) {
     }
     case Kind::kHostBudget: {
       if (d.id == 0) return;
-      // The host tier's size is fixed when the core is created; a lower
-      // budget is met only if the tier already fits it.
+      // Without a spill tier the host tier's size is fixed when the core is
+      // created; a lower budget is met only if the tier already fits it.
+      if (d.budget_bytes != 0) {
+        std::lock_guard<std::mutex> lock(callback_mu_);
+        if (host_control_.set_budget) host_control_.set_budget(d.budget_bytes);
+      }
       const bool known = PollUsage(&usage);
       const bool complied =
           known && (d.budget_bytes == 0 || usage.host_resident_bytes <= d.budget_bytes);
       client_->Ack(d.id, complied, known ? std::optional(ToGpuUsage(usage)) : std::nullopt);
       return;
     }
+    case Kind::kDemote: {
+      uint64_t moved = 0;
+      {
+        std::lock_guard<std::mutex> lock(callback_mu_);
+        if (host_control_.demote) moved = host_control_.demote(d.bytes);
+      }
+      const bool known = PollUsage(&usage);
+      MEMSHIM_LOG(kInfo, "demoted %llu MiB of the host tier to NVMe (asked %llu MiB)", MiB(moved),
+                  MiB(d.bytes));
+      client_->Ack(d.id, moved >= d.bytes, known ? std::optional(ToGpuUsage(usage)) : std::nullopt);
+      return;
+    }
     case Kind::kEvict:
-    case Kind::kDemote:
       // Not supported by this shim: budgets are the only lever (Note in docs/shim.md).
       MEMSHIM_LOG(kDebug, "ignoring unsupported directive %llu",
                   static_cast<unsigned long long>(d.id));
@@ -269,6 +305,9 @@ client::GpuUsage DaemonControlPlane::ToGpuUsage(const UsageReport& u) const {
   g.host_bytes = u.host_resident_bytes;
   g.paged_in_bytes = u.page_in_bytes;
   g.paged_out_bytes = u.page_out_bytes;
+  g.nvme_bytes = u.nvme_resident_bytes;
+  g.nvme_read_bytes = u.nvme_read_bytes;
+  g.nvme_write_bytes = u.nvme_write_bytes;
   return g;
 }
 

@@ -30,6 +30,7 @@
 #include "memvirt/client.h"
 #include "shim/core/control_plane.h"
 #include "shim/daemon_link/daemon_link_abi.h"
+#include "shim/daemon_link/tier_channel.h"
 
 namespace memvirt::shim {
 
@@ -46,6 +47,11 @@ class DaemonControlPlane final : public ControlPlane {
   uint64_t InitialHostBudget(uint64_t local_default) override;
   void OnBudgetChange(std::function<void(uint64_t)> callback) override;
   void SetUsageSource(std::function<UsageReport()> source) override;
+  // Connects to the daemon's tier socket (once); null if the daemon has no
+  // NVMe tier, refused, or staging_slots is 0.
+  SpillTier* spill_tier() override;
+  // HOST_BUDGET directives call set_budget, DEMOTE directives demote.
+  void OnHostTierControl(HostTierControl control) override;
 
   // Stops the worker and closes the client. Idempotent.
   void Close();
@@ -73,10 +79,12 @@ class DaemonControlPlane final : public ControlPlane {
   const uint64_t demand_device_bytes_;
   const uint64_t min_device_bytes_;
   const uint64_t demand_host_bytes_;
+  const uint32_t staging_slots_;
   const ClientFactory factory_;
 
   std::unique_ptr<client::Client> client_;  // set once by InitialDeviceBudget
   std::string uuid_;                        // set once by InitialDeviceBudget
+  std::unique_ptr<TierChannel> tier_;       // set once by spill_tier(); lives until destruction
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
@@ -92,7 +100,8 @@ class DaemonControlPlane final : public ControlPlane {
 
   std::mutex callback_mu_;  // held while the budget callback runs
   std::function<void(uint64_t)> callback_;
-  std::mutex source_mu_;  // held while the usage source runs
+  HostTierControl host_control_;  // guarded by callback_mu_
+  std::mutex source_mu_;          // held while the usage source runs
   std::function<UsageReport()> source_;
 
   // Worker thread only.

@@ -226,6 +226,37 @@ TEST(DaemonControlPlaneTest, UnsupportedDirectivesAreRefusedAndOtherGpusIgnored)
   EXPECT_EQ(calls.load(), 0);
 }
 
+TEST(DaemonControlPlaneTest, HostTierDirectivesReachTheCoreAndAreAcknowledged) {
+  Harness h(/*reachable=*/true);
+  h.plane->InitialDeviceBudget({kUuid, 1024 * kMiB}, 900 * kMiB);
+  std::atomic<uint64_t> host_budget{0}, demote_asked{0};
+  h.plane->SetUsageSource([] { return UsageReport{}; });
+  h.plane->OnHostTierControl({[&](uint64_t bytes) { host_budget = bytes; },
+                              [&](uint64_t bytes) {
+                                demote_asked = bytes;
+                                return bytes / 2;  // could move only half
+                              }});
+  client::Directive host;
+  host.id = 31;
+  host.kind = client::Directive::Kind::kHostBudget;
+  host.budget_bytes = 64 * kMiB;
+  h.fake->Push(host);
+  client::Directive demote;
+  demote.id = 32;
+  demote.kind = client::Directive::Kind::kDemote;
+  demote.bytes = 8 * kMiB;
+  h.fake->Push(demote);
+  ASSERT_TRUE(WaitFor([&] {
+    std::lock_guard<std::mutex> lock(h.fake->mu_);
+    return h.fake->acks.count(31) == 1 && h.fake->acks.count(32) == 1;
+  }));
+  EXPECT_EQ(host_budget.load(), 64 * kMiB);
+  EXPECT_EQ(demote_asked.load(), 8 * kMiB);
+  std::lock_guard<std::mutex> lock(h.fake->mu_);
+  EXPECT_TRUE(h.fake->acks[31].first);   // usage 0 fits
+  EXPECT_FALSE(h.fake->acks[32].first);  // only half was moved
+}
+
 TEST(DaemonControlPlaneTest, ReportsUsageAndAllocationHintsInBatches) {
   Harness h(/*reachable=*/true);
   h.plane->InitialDeviceBudget({kUuid, 1024 * kMiB}, 900 * kMiB);

@@ -24,7 +24,7 @@
 
 namespace memvirt::shim {
 
-inline constexpr uint32_t kDaemonLinkAbiVersion = 1;
+inline constexpr uint32_t kDaemonLinkAbiVersion = 2;
 inline constexpr char kDaemonLinkEntryPoint[] = "memshim_daemon_link_create";
 inline constexpr char kDaemonLinkLibrary[] = "libmemshim_daemon.so";
 
@@ -37,6 +37,7 @@ struct DaemonLinkOptions {
   uint64_t min_device_bytes = 0;       // Floor asked of the daemon.
   uint64_t demand_host_bytes = 0;      // 0: the daemon's default share.
   int log_level = 2;                   // memvirt::shim::LogLevel of the shim
+  uint32_t staging_slots = 8;          // NVMe tier staging buffers; 0 = do not use the tier
 };
 
 // Returns a new control plane (owned by the caller), or null with `error`

@@ -61,6 +61,8 @@ class RegisteredPlane final : public ControlPlane {
   void SetUsageSource(std::function<UsageReport()> s) override {
     plane_.SetUsageSource(std::move(s));
   }
+  SpillTier* spill_tier() override { return plane_.spill_tier(); }
+  void OnHostTierControl(HostTierControl c) override { plane_.OnHostTierControl(std::move(c)); }
 
  private:
   DaemonControlPlane plane_;

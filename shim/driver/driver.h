@@ -58,7 +58,11 @@ namespace memvirt::shim {
   X(cuMemGetAllocationGranularity, false) \
   X(cuDeviceGetUuid_v2, false)            \
   X(cuCtxPushCurrent_v2, false)           \
-  X(cuCtxPopCurrent_v2, false)
+  X(cuCtxPopCurrent_v2, false)            \
+  X(cuMemcpyHtoDAsync_v2, false)          \
+  X(cuMemcpyDtoHAsync_v2, false)          \
+  X(cuMemHostRegister_v2, false)          \
+  X(cuMemHostUnregister, false)
 
 struct Driver {
 #define MEMSHIM_DECLARE_MEMBER(name, required) MEMSHIM_DRIVER_FN(name);

@@ -61,6 +61,7 @@ ControlPlane* LoadDaemonControlPlane(const ShimConfig& config, const char* socke
   options.min_device_bytes = config.min_device_budget;
   options.demand_host_bytes = config.host_budget;
   options.log_level = static_cast<int>(config.log_level);
+  options.staging_slots = config.staging_slots;
   const char* error = "unknown error";
   ControlPlane* plane = create(&options, &error);
   if (plane == nullptr) {

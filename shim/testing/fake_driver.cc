@@ -144,6 +144,20 @@ struct FakeEntryPoints {
     });
     return CUDA_SUCCESS;
   }
+  static CUresult CopyHtoDAsync(CUdeviceptr dst, const void* src, size_t bytes, CUstream stream) {
+    auto lock = Lock();
+    ++g_fake->copies_;
+    g_fake->EnqueueTouch(stream, dst, bytes,
+                         [dst, src, bytes] { memmove(reinterpret_cast<void*>(dst), src, bytes); });
+    return CUDA_SUCCESS;
+  }
+  static CUresult CopyDtoHAsync(void* dst, CUdeviceptr src, size_t bytes, CUstream stream) {
+    auto lock = Lock();
+    ++g_fake->copies_;
+    g_fake->EnqueueTouch(stream, src, bytes,
+                         [dst, src, bytes] { memmove(dst, reinterpret_cast<void*>(src), bytes); });
+    return CUDA_SUCCESS;
+  }
   static CUresult StreamCreate(CUstream* stream, unsigned) {
     auto lock = Lock();
     *stream = g_fake->CreateStream();
@@ -283,6 +297,8 @@ FakeDriver::FakeDriver(uint64_t device_bytes) : device_capacity_(device_bytes) {
   driver_.cuMemUnmap = &E::Unmap;
   driver_.cuMemSetAccess = &E::SetAccess;
   driver_.cuMemcpyDtoDAsync_v2 = &E::CopyDtoDAsync;
+  driver_.cuMemcpyHtoDAsync_v2 = &E::CopyHtoDAsync;
+  driver_.cuMemcpyDtoHAsync_v2 = &E::CopyDtoHAsync;
   driver_.cuStreamCreate = &E::StreamCreate;
   driver_.cuStreamDestroy_v2 = &E::StreamDestroy;
   driver_.cuStreamWaitEvent = &E::StreamWaitEvent;

@@ -1,0 +1,90 @@
+// TierService: the daemon's side of the NVMe tier's data channel (Note [tier channel] in
+// memvirt/tier_protocol.h). Owns the tier socket; one thread per connected process serves its
+// store/load/discard requests against the SwapStore, reading and writing the process's staging
+// memfd.
+//
+// Identity: a connection's tenant is the client id registered for the pid the kernel reports
+// (SO_PEERCRED); a process that is not registered is refused. Every slab a connection stored is
+// discarded when the connection closes (the process exited or dropped the tier), so a dead
+// client's extents are freed and nothing it stored can be named by anyone else.
+//
+// Robustness: a malformed request gets a kInvalid reply (or the connection is closed if it
+// cannot be framed); nothing a client sends can crash the daemon.
+//
+// Thread safety: Start/Stop from one thread; the tenant lookup callback is called from
+// connection threads and must be thread-safe.
+#ifndef MEMVIRT_DAEMON_SERVER_TIER_SERVICE_H_
+#define MEMVIRT_DAEMON_SERVER_TIER_SERVICE_H_
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "daemon/core/types.h"
+#include "memvirt/nvme/swap_store.h"
+#include "memvirt/tier_protocol.h"
+
+namespace memvirt::daemon {
+
+struct TierServiceOptions {
+  std::string socket_path;     // created mode 0660 (replacing a stale socket)
+  std::optional<gid_t> group;  // chown the socket to this group
+  // Client id registered for these credentials, or nullopt if none.
+  std::function<std::optional<uint64_t>(const PeerCredentials&)> tenant_of;
+};
+
+struct TierStats {
+  uint64_t connections = 0;  // open now
+  uint64_t stores = 0, loads = 0, discards = 0, failures = 0;
+};
+
+class TierService {
+ public:
+  // `store` (not owned) MUST outlive the service.
+  static absl::StatusOr<std::unique_ptr<TierService>> Start(const TierServiceOptions& options,
+                                                            nvme::SwapStore* store);
+  // Stop().
+  ~TierService();
+  TierService(const TierService&) = delete;
+  TierService& operator=(const TierService&) = delete;
+
+  // Stops accepting, closes every connection (discarding its slabs), joins the threads and
+  // removes the socket. Idempotent.
+  void Stop();
+  TierStats stats() const;
+
+ private:
+  struct Connection;
+  TierService(const TierServiceOptions& options, nvme::SwapStore* store, int listen_fd);
+  void AcceptLoop();
+  void Serve(Connection* c);
+  void Reap() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const TierServiceOptions options_;
+  nvme::SwapStore* const store_;
+  int listen_fd_;
+  int wake_fd_;
+  std::thread accept_thread_;
+  mutable absl::Mutex mu_;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::unique_ptr<Connection>> connections_ ABSL_GUARDED_BY(mu_);
+  TierStats stats_ ABSL_GUARDED_BY(mu_);
+};
+
+// Maps a SwapStore status to the wire status.
+tier::Status TierStatusOf(const absl::Status& s);
+
+}  // namespace memvirt::daemon
+
+#endif  // MEMVIRT_DAEMON_SERVER_TIER_SERVICE_H_

@@ -1,0 +1,317 @@
+// ShimCore's use of the spill tier below host memory: Note [spill tier] in
+// shim_core.h.
+#include <algorithm>
+#include <vector>
+
+#include "shim/core/log.h"
+#include "shim/core/shim_core.h"
+
+namespace memvirt::shim {
+namespace {
+
+// Host chunks demoted per store round: one device-to-host wait covers them.
+constexpr size_t kDemoteBatch = 4;
+// How far ahead prefetch candidates are asked for (the policy returns
+// non-resident chunks in general; only the spilled ones are loaded here).
+constexpr uint64_t kSpillPrefetchWindow = 64 * kChunkBytes;
+
+}  // namespace
+
+void ShimCore::InitSpill(SpillTier* spill) {
+  if (spill == nullptr || spill->staging_slots() == 0) return;
+  if (driver_->cuMemcpyHtoDAsync_v2 == nullptr || driver_->cuMemcpyDtoHAsync_v2 == nullptr) {
+    MEMSHIM_LOG(kWarn, "the driver lacks async host copies; spill tier unused");
+    return;
+  }
+  spill_ = spill;
+  staging_.assign(spill->staging_slots(), StagingSlot{});
+  spill_ids_.assign(table_.size(), 0);
+  if (driver_->cuMemHostRegister_v2 != nullptr) {
+    // Pinned staging makes the copies asynchronous DMA on a real GPU; the
+    // tier works (more slowly) without it.
+    for (uint32_t s = 0; s < staging_.size(); ++s) {
+      if (driver_->cuMemHostRegister_v2(spill->staging(s), kChunkBytes, 0) != CUDA_SUCCESS) {
+        MEMSHIM_LOG(kInfo, "staging buffers not pinned; spill copies are synchronous");
+        break;
+      }
+    }
+  }
+}
+
+bool ShimCore::AcquireStaging(uint32_t keep_chunk, uint32_t* slot) {
+  // Free first, then one whose copy is done, then wait for the oldest copy,
+  // then give up a prefetched load (its chunk stays stored; nothing is lost).
+  uint32_t oldest = kNoIndex, victim_load = kNoIndex;
+  for (uint32_t s = 0; s < staging_.size(); ++s) {
+    StagingSlot& st = staging_[s];
+    if (st.state == StagingSlot::State::kFree) {
+      *slot = s;
+      return true;
+    }
+    if (st.state == StagingSlot::State::kCopying) {
+      if (tracker_->IsComplete(copy_index_, st.copy_seq)) {
+        st.state = StagingSlot::State::kFree;
+        *slot = s;
+        return true;
+      }
+      if (oldest == kNoIndex || st.copy_seq < staging_[oldest].copy_seq) oldest = s;
+    } else if (st.state != StagingSlot::State::kStoring && st.chunk != keep_chunk &&
+               victim_load == kNoIndex) {
+      victim_load = s;
+    }
+  }
+  if (oldest != kNoIndex) {
+    ++stats_.host_waits;
+    tracker_->WaitFor(copy_index_, staging_[oldest].copy_seq);
+    staging_[oldest].state = StagingSlot::State::kFree;
+    *slot = oldest;
+    return true;
+  }
+  if (victim_load == kNoIndex) return false;
+  StagingSlot& st = staging_[victim_load];
+  if (st.state == StagingSlot::State::kLoading) (void)spill_->FinishLoad(victim_load, true);
+  st = StagingSlot{};
+  --staging_loads_;
+  *slot = victim_load;
+  return true;
+}
+
+bool ShimCore::DemoteHostChunks(uint32_t max) {
+  if (spill_ == nullptr) return false;
+  // Candidates: host chunks with live data, not touched by the operation
+  // being prepared, whose last use completed and whose fill (if any) landed.
+  std::vector<uint32_t> candidates;
+  for (uint32_t c = 0; c < table_.size(); ++c) {
+    const ChunkEntry& e = table_[c];
+    if (e.residence != Residence::kHost || !e.live_data || e.stamp == stamp_) continue;
+    if (e.fill_seq != 0 && !tracker_->IsComplete(copy_index_, e.fill_seq)) continue;
+    candidates.push_back(c);
+  }
+  // Least recently touched first (the stamp is the id of the last operation).
+  std::sort(candidates.begin(), candidates.end(),
+            [this](uint32_t a, uint32_t b) { return table_[a].stamp < table_[b].stamp; });
+  struct Move {
+    uint32_t chunk, slot;
+  };
+  std::vector<Move> moves;
+  for (uint32_t c : candidates) {
+    if (moves.size() == std::min<size_t>(max, kDemoteBatch)) break;
+    if (!ChunkIdle(c)) continue;
+    uint32_t slot;
+    if (!AcquireStaging(kNoIndex, &slot)) break;
+    CUresult r = driver_->cuMemcpyDtoHAsync_v2(spill_->staging(slot), pool_->mirror(table_[c].phys),
+                                               kChunkBytes, copy_stream_);
+    if (r != CUDA_SUCCESS) {
+      MEMSHIM_LOG(kError, "copy to the staging buffer failed (%d)", r);
+      break;
+    }
+    staging_[slot].state = StagingSlot::State::kStoring;
+    moves.push_back({c, slot});
+  }
+  if (moves.empty()) return false;
+  ++stats_.host_waits;
+  const uint64_t seq = tracker_->Issue(copy_index_);
+  const bool copied = tracker_->WaitFor(copy_index_, seq) == CUDA_SUCCESS;
+  uint32_t demoted = 0;
+  for (const Move& m : moves) {
+    staging_[m.slot] = StagingSlot{};
+    if (!copied) continue;
+    uint64_t id = 0;
+    const SpillResult res = spill_->Store(m.slot, &id);
+    if (res != SpillResult::kOk) {
+      ++stats_.spill_failures;
+      if (!spill_full_logged_) {
+        MEMSHIM_LOG(kWarn, "spill tier refused a chunk (%s); it stays in host memory",
+                    res == SpillResult::kNoSpace ? "no space" : "store failed");
+        spill_full_logged_ = true;
+      }
+      continue;
+    }
+    ChunkEntry& e = table_[m.chunk];
+    const CUdeviceptr va = table_.AddressOf(m.chunk);
+    if (pool_->UnmapAt(va) != CUDA_SUCCESS) {
+      MEMSHIM_LOG(kError, "unmapping a demoted chunk failed; it stays in host memory");
+      spill_->Discard(id);
+      continue;
+    }
+    pool_->ReleaseHost(e.phys);
+    e.residence = Residence::kNvme;
+    e.phys = kNoIndex;
+    e.fill_seq = 0;
+    spill_ids_[m.chunk] = id;
+    ++stats_.spilled_chunks;
+    ++stats_.demotions;
+    ++demoted;
+  }
+  return demoted > 0;
+}
+
+CUresult ShimCore::Promote(uint32_t chunk) {
+  ChunkEntry& e = table_[chunk];
+  const CUdeviceptr va = table_.AddressOf(chunk);
+  // Where it goes first: eviction and demotion may run here, and they use
+  // staging slots, so the load is started only afterwards (unless a
+  // prefetch already holds the data).
+  uint32_t dev = kNoIndex, host = kNoIndex;
+  if (AcquireDevice(&dev, /*may_evict=*/true) != CUDA_SUCCESS) {
+    dev = kNoIndex;
+    if (AcquireHost(&host) != CUDA_SUCCESS) return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  auto release = [&] {
+    if (dev != kNoIndex) pool_->ReleaseDevice(dev);
+    if (host != kNoIndex) pool_->ReleaseHost(host);
+  };
+  uint32_t slot = kNoIndex;
+  for (uint32_t s = 0; s < staging_.size(); ++s) {
+    const StagingSlot& st = staging_[s];
+    if ((st.state == StagingSlot::State::kLoading || st.state == StagingSlot::State::kLoaded) &&
+        st.chunk == chunk && st.id == spill_ids_[chunk]) {
+      slot = s;
+    }
+  }
+  SpillResult res = SpillResult::kOk;
+  if (slot == kNoIndex) {
+    if (!AcquireStaging(chunk, &slot)) {
+      release();
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    ++stats_.promotion_reads;
+    res = spill_->StartLoad(spill_ids_[chunk], slot);
+    if (res == SpillResult::kOk) res = spill_->FinishLoad(slot, /*wait=*/true);
+  } else {
+    if (staging_[slot].state == StagingSlot::State::kLoading) {
+      res = spill_->FinishLoad(slot, /*wait=*/true);
+    }
+    --staging_loads_;
+  }
+  staging_[slot] = StagingSlot{};
+  if (res != SpillResult::kOk) {
+    ++stats_.spill_failures;
+    release();
+    MEMSHIM_LOG(kError, "loading a chunk from the spill tier failed; the access fails");
+    return CUDA_ERROR_ECC_UNCORRECTABLE;
+  }
+  const CUmemGenericAllocationHandle target =
+      dev != kNoIndex ? pool_->device_handle(dev) : pool_->host_handle(host);
+  CUresult r = pool_->MapAt(va, target);
+  if (r != CUDA_SUCCESS) {
+    release();
+    return r;
+  }
+  const CUdeviceptr dst = dev != kNoIndex ? va : pool_->mirror(host);
+  r = driver_->cuMemcpyHtoDAsync_v2(dst, spill_->staging(slot), kChunkBytes, copy_stream_);
+  if (r != CUDA_SUCCESS) {
+    MEMSHIM_LOG(kError, "copy from the staging buffer failed (%d)", r);
+    pool_->UnmapAt(va);
+    release();
+    return r;
+  }
+  const uint64_t seq = tracker_->Issue(copy_index_);
+  staging_[slot].state = StagingSlot::State::kCopying;
+  staging_[slot].copy_seq = seq;
+  e.fill_seq = seq;
+  spill_->Discard(spill_ids_[chunk]);
+  spill_ids_[chunk] = 0;
+  --stats_.spilled_chunks;
+  ++stats_.promotions;
+  if (dev != kNoIndex) {
+    e.residence = Residence::kDevice;
+    e.phys = dev;
+    policy_->OnResident(chunk);
+    ++stats_.page_ins;
+  } else {
+    e.residence = Residence::kHost;
+    e.phys = host;
+    ++stats_.host_fallbacks;
+  }
+  return CUDA_SUCCESS;
+}
+
+void ShimCore::InstallLoaded(bool wait) {
+  if (staging_loads_ == 0) return;
+  for (uint32_t s = 0; s < staging_.size(); ++s) {
+    StagingSlot& st = staging_[s];
+    if (st.state == StagingSlot::State::kLoading) {
+      const SpillResult res = spill_->FinishLoad(s, wait);
+      if (res == SpillResult::kPending) continue;
+      if (res != SpillResult::kOk) {  // the demand path will retry and report it
+        ++stats_.spill_failures;
+        st = StagingSlot{};
+        --staging_loads_;
+        continue;
+      }
+      st.state = StagingSlot::State::kLoaded;
+    }
+    if (st.state != StagingSlot::State::kLoaded) continue;
+    ChunkEntry& e = table_[st.chunk];
+    if (e.residence != Residence::kNvme || spill_ids_[st.chunk] != st.id) {  // freed meanwhile
+      st = StagingSlot{};
+      --staging_loads_;
+      continue;
+    }
+    uint32_t host;
+    if (pool_->AcquireHost(&host) != CUDA_SUCCESS) continue;  // kept for the demand path
+    const CUdeviceptr va = table_.AddressOf(st.chunk);
+    if (pool_->MapAt(va, pool_->host_handle(host)) != CUDA_SUCCESS ||
+        driver_->cuMemcpyHtoDAsync_v2(pool_->mirror(host), spill_->staging(s), kChunkBytes,
+                                      copy_stream_) != CUDA_SUCCESS) {
+      pool_->UnmapAt(va);
+      pool_->ReleaseHost(host);
+      continue;
+    }
+    const uint64_t seq = tracker_->Issue(copy_index_);
+    spill_->Discard(st.id);
+    spill_ids_[st.chunk] = 0;
+    e.residence = Residence::kHost;
+    e.phys = host;
+    e.fill_seq = seq;
+    --stats_.spilled_chunks;
+    st = StagingSlot{};
+    st.state = StagingSlot::State::kCopying;
+    st.copy_seq = seq;
+    --staging_loads_;
+  }
+}
+
+void ShimCore::StartSpillPrefetch() {
+  if (spill_ == nullptr || stats_.spilled_chunks == 0 || !policy_->MayPrefetch()) return;
+  InstallLoaded(/*wait=*/false);
+  // Half of the staging buffers may hold loads ahead of use (the rest stay
+  // for demotions); a finished load waits there until a host slot is free or
+  // its chunk is used, whichever comes first.
+  uint32_t room = std::max<uint32_t>(1, static_cast<uint32_t>(staging_.size()) / 2);
+  if (room <= staging_loads_) return;
+  room -= staging_loads_;
+  for (uint32_t c : policy_->PrefetchCandidates(kSpillPrefetchWindow)) {
+    if (room == 0) break;
+    if (table_[c].residence != Residence::kNvme) continue;
+    bool loading = false;
+    for (const StagingSlot& st : staging_) loading |= st.chunk == c;
+    if (loading) continue;
+    uint32_t slot = kNoIndex;
+    for (uint32_t s = 0; s < staging_.size() && slot == kNoIndex; ++s) {
+      StagingSlot& st = staging_[s];
+      if (st.state == StagingSlot::State::kCopying &&
+          tracker_->IsComplete(copy_index_, st.copy_seq)) {
+        st.state = StagingSlot::State::kFree;
+      }
+      if (st.state == StagingSlot::State::kFree) slot = s;
+    }
+    if (slot == kNoIndex) break;  // never waits here
+    if (spill_->StartLoad(spill_ids_[c], slot) != SpillResult::kOk) break;
+    staging_[slot] = {StagingSlot::State::kLoading, c, spill_ids_[c], 0};
+    ++staging_loads_;
+    ++stats_.spill_prefetches;
+    --room;
+  }
+}
+
+void ShimCore::DropSpilled(uint32_t chunk) {
+  ChunkEntry& e = table_[chunk];
+  spill_->Discard(spill_ids_[chunk]);
+  spill_ids_[chunk] = 0;
+  e.residence = Residence::kUnbacked;
+  --stats_.spilled_chunks;
+}
+
+}  // namespace memvirt::shim

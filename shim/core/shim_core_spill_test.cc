@@ -1,0 +1,229 @@
+// Note [spill tier]: demotion of host chunks to a spill tier and their
+// promotion, over an in-memory tier with failure switches.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <vector>
+
+#include "shim/core/shim_core.h"
+#include "shim/core/shim_core_test_fixture.h"
+
+namespace memvirt::shim {
+namespace {
+
+class MemorySpillTier final : public SpillTier {
+ public:
+  explicit MemorySpillTier(uint32_t slots, uint64_t capacity) : capacity_(capacity) {
+    for (uint32_t s = 0; s < slots; ++s) {
+      staging_.push_back(static_cast<uint8_t*>(std::aligned_alloc(4096, kChunkBytes)));
+    }
+    pending_.assign(slots, 0);
+  }
+  ~MemorySpillTier() override {
+    for (uint8_t* p : staging_) std::free(p);
+  }
+  uint32_t staging_slots() const override { return static_cast<uint32_t>(staging_.size()); }
+  void* staging(uint32_t slot) override { return staging_[slot]; }
+  uint64_t capacity_bytes() const override { return capacity_; }
+  SpillResult Store(uint32_t slot, uint64_t* id) override {
+    if (no_space || stored_.size() * kChunkBytes >= capacity_) return SpillResult::kNoSpace;
+    *id = next_id_++;
+    stored_[*id].assign(staging_[slot], staging_[slot] + kChunkBytes);
+    ++stores;
+    return SpillResult::kOk;
+  }
+  SpillResult StartLoad(uint64_t id, uint32_t slot) override {
+    if (pending_[slot] != 0) return SpillResult::kFailed;
+    pending_[slot] = id;
+    return SpillResult::kOk;
+  }
+  SpillResult FinishLoad(uint32_t slot, bool /*wait*/) override {
+    const uint64_t id = pending_[slot];
+    pending_[slot] = 0;
+    auto it = stored_.find(id);
+    if (id == 0 || it == stored_.end() || fail_loads) return SpillResult::kFailed;
+    std::memcpy(staging_[slot], it->second.data(), kChunkBytes);
+    ++loads;
+    return SpillResult::kOk;
+  }
+  void Discard(uint64_t id) override { stored_.erase(id); }
+
+  size_t stored() const { return stored_.size(); }
+  bool no_space = false;
+  bool fail_loads = false;
+  uint64_t stores = 0, loads = 0;
+
+ private:
+  const uint64_t capacity_;
+  std::vector<uint8_t*> staging_;
+  std::vector<uint64_t> pending_;
+  std::map<uint64_t, std::vector<uint8_t>> stored_;
+  uint64_t next_id_ = 1;
+};
+
+class SpillControlPlane final : public ControlPlane {
+ public:
+  explicit SpillControlPlane(SpillTier* tier) : tier_(tier) {}
+  uint64_t InitialDeviceBudget(const DeviceIdentity&, uint64_t local) override { return local; }
+  uint64_t InitialHostBudget(uint64_t local) override { return local; }
+  void OnBudgetChange(std::function<void(uint64_t)>) override {}
+  void SetUsageSource(std::function<UsageReport()>) override {}
+  SpillTier* spill_tier() override { return tier_; }
+
+ private:
+  SpillTier* tier_;
+};
+
+// 8 MiB of device, 8 MiB of host tier, 64 MiB of spill tier.
+class ShimCoreSpillTest : public ShimCoreTest {
+ protected:
+  void SetUp() override { Make(&fake_.driver(), 8 * kMiB, 8 * kMiB, "lru", &plane_); }
+
+  // Writes `count` 2 MiB blocks with distinct patterns.
+  std::vector<CUdeviceptr> WriteBlocks(CUstream s, int count) {
+    std::vector<CUdeviceptr> blocks(count);
+    for (int i = 0; i < count; ++i) {
+      EXPECT_EQ(core_->Alloc(&blocks[i], 2 * kMiB), CUDA_SUCCESS);
+      EXPECT_EQ(Write(s, blocks[i], 2 * kMiB, 500 + i), CUDA_SUCCESS);
+    }
+    return blocks;
+  }
+
+  // Reads blocks [0, count) one by one and checks each against its pattern.
+  void ExpectBlocks(CUstream s, const std::vector<CUdeviceptr>& blocks, int count) {
+    for (int i = 0; i < count; ++i) {
+      uint64_t sum = 0;
+      ASSERT_EQ(Read(s, blocks[i], 2 * kMiB, &sum), CUDA_SUCCESS) << "block " << i;
+      ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+      EXPECT_EQ(sum, PatternChecksum(2 * kMiB, 500 + i)) << "block " << i;
+    }
+  }
+
+  MemorySpillTier tier_{4, 64 * kMiB};
+  SpillControlPlane plane_{&tier_};
+};
+
+TEST_F(ShimCoreSpillTest, CapacityIncludesTheSpillTier) {
+  size_t free = 0, total = 0;
+  ASSERT_EQ(core_->GetInfo(&free, &total), CUDA_SUCCESS);
+  EXPECT_EQ(total, 80 * kMiB);
+}
+
+TEST_F(ShimCoreSpillTest, DataSurvivesDemotionAndPromotion) {
+  CUstream s = fake_.CreateStream();
+  // 3x device + host: two thirds of the data must go through the spill tier.
+  std::vector<CUdeviceptr> blocks = WriteBlocks(s, 24);
+  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  CoreStats mid = core_->stats();
+  EXPECT_GE(mid.spilled_chunks, 15u);
+  EXPECT_EQ(tier_.stored(), mid.spilled_chunks);
+  EXPECT_EQ(core_->ResidenceOf(blocks[0]), Residence::kNvme);
+  for (int round = 0; round < 2; ++round) ExpectBlocks(s, blocks, 24);
+  const CoreStats end = core_->stats();
+  EXPECT_GE(end.promotions, 24u);
+  EXPECT_EQ(end.promotion_reads, end.promotions);  // lru never loads ahead
+  EXPECT_EQ(fake_.faults(), 0u);
+  const UsageReport usage = core_->TakeUsage();
+  EXPECT_EQ(usage.nvme_resident_bytes, uint64_t{end.spilled_chunks} * kChunkBytes);
+  EXPECT_EQ(usage.nvme_write_bytes, end.demotions * kChunkBytes);
+  EXPECT_GT(usage.nvme_read_bytes, 0u);
+}
+
+TEST_F(ShimCoreSpillTest, FreedSpilledChunksAreDiscarded) {
+  CUstream s = fake_.CreateStream();
+  std::vector<CUdeviceptr> blocks = WriteBlocks(s, 16);
+  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  ASSERT_GT(tier_.stored(), 0u);
+  for (CUdeviceptr b : blocks) ASSERT_EQ(core_->Free(b), CUDA_SUCCESS);
+  EXPECT_EQ(tier_.stored(), 0u);
+  EXPECT_EQ(core_->stats().spilled_chunks, 0u);
+}
+
+TEST_F(ShimCoreSpillTest, FullSpillTierKeepsDataAndFailsTheAccessWithOutOfMemory) {
+  CUstream s = fake_.CreateStream();
+  tier_.no_space = true;
+  std::vector<CUdeviceptr> blocks = WriteBlocks(s, 8);  // exactly device + host
+  CUdeviceptr extra;
+  ASSERT_EQ(core_->Alloc(&extra, 2 * kMiB), CUDA_SUCCESS);  // virtual capacity allows it
+  EXPECT_EQ(Write(s, extra, 2 * kMiB, 1), CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_GT(core_->stats().spill_failures, 0u);
+  ExpectBlocks(s, blocks, 8);  // nothing lost
+}
+
+TEST_F(ShimCoreSpillTest, FailedLoadFailsTheAccessInsteadOfReturningWrongData) {
+  CUstream s = fake_.CreateStream();
+  std::vector<CUdeviceptr> blocks = WriteBlocks(s, 12);
+  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  ASSERT_EQ(core_->ResidenceOf(blocks[0]), Residence::kNvme);
+  tier_.fail_loads = true;
+  bool ran = false;
+  EXPECT_EQ(Launch(s, {blocks[0]}, 2 * kMiB, [&ran] { ran = true; }), CUDA_ERROR_ECC_UNCORRECTABLE);
+  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  EXPECT_FALSE(ran);
+  EXPECT_EQ(core_->ResidenceOf(blocks[0]), Residence::kNvme);  // still stored: may be retried
+  tier_.fail_loads = false;
+  uint64_t sum = 0;
+  ASSERT_EQ(Read(s, blocks[0], 2 * kMiB, &sum), CUDA_SUCCESS);
+  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  EXPECT_EQ(sum, PatternChecksum(2 * kMiB, 500));
+}
+
+TEST_F(ShimCoreSpillTest, OpaqueLaunchPromotesEverySpilledChunkOrFails) {
+  CUstream s = fake_.CreateStream();
+  std::vector<CUdeviceptr> blocks = WriteBlocks(s, 12);
+  CUfunction opaque = fake_.MakeFunction({}, /*opaque=*/true);
+  void* no_args[] = {nullptr};
+  ShimCore::Ticket ticket;
+  // 24 MiB of live data cannot all be mapped in 16 MiB of device + host.
+  EXPECT_EQ(core_->BeforeLaunch(opaque, no_args, nullptr, s, false, &ticket),
+            CUDA_ERROR_OUT_OF_MEMORY);
+  for (int i = 8; i < 12; ++i) ASSERT_EQ(core_->Free(blocks[i]), CUDA_SUCCESS);
+  ASSERT_EQ(core_->BeforeLaunch(opaque, no_args, nullptr, s, false, &ticket), CUDA_SUCCESS);
+  std::vector<uint64_t> sums(8, 0);
+  for (int i = 0; i < 8; ++i) {
+    CUdeviceptr p = blocks[i];
+    fake_.EnqueueTouch(s, p, 2 * kMiB,
+                       [p, i, &sums] { sums[i] = Checksum(reinterpret_cast<void*>(p), 2 * kMiB); });
+  }
+  ShimCore::AfterEnqueue(ticket);
+  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  EXPECT_EQ(fake_.faults(), 0u);
+  EXPECT_EQ(core_->stats().spilled_chunks, 0u);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(sums[i], PatternChecksum(2 * kMiB, 500 + i));
+}
+
+TEST_F(ShimCoreSpillTest, LowerHostBudgetDemotesTheExcess) {
+  CUstream s = fake_.CreateStream();
+  std::vector<CUdeviceptr> blocks = WriteBlocks(s, 8);  // device and host tier full
+  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  const CoreStats full = core_->stats();
+  ASSERT_EQ(full.host_slots_in_use, 4u);
+  core_->SetHostBudget(4 * kMiB);
+  const CoreStats lowered = core_->stats();
+  EXPECT_EQ(lowered.host_slots_in_use, 2u);
+  EXPECT_EQ(lowered.spilled_chunks - full.spilled_chunks, 2u);
+  EXPECT_EQ(core_->DemoteHostBytes(2 * kMiB), 2 * kMiB);
+  EXPECT_EQ(core_->stats().host_slots_in_use, 1u);
+  EXPECT_EQ(core_->stats().spilled_chunks - full.spilled_chunks, 3u);
+  ExpectBlocks(s, blocks, 8);
+  EXPECT_LE(core_->stats().host_slots_in_use, 2u);  // the budget holds while paging
+}
+
+TEST_F(ShimCoreSpillTest, LifetimePolicyLoadsSpilledChunksAheadOfUse) {
+  Make(&fake_.driver(), 8 * kMiB, 8 * kMiB, "lifetime", &plane_);
+  CUstream s = fake_.CreateStream();
+  std::vector<CUdeviceptr> blocks = WriteBlocks(s, 20);
+  // Iterations over the same sequence: the policy learns the order and asks
+  // for the spilled chunks before they are used.
+  for (int round = 0; round < 4; ++round) ExpectBlocks(s, blocks, 20);
+  const CoreStats st = core_->stats();
+  EXPECT_GT(st.spill_prefetches, 0u);
+  EXPECT_LT(st.promotion_reads, st.promotions);  // some promotions found their data loaded
+  EXPECT_GT(st.demotions, 0u);
+  EXPECT_EQ(fake_.faults(), 0u);
+}
+
+}  // namespace
+}  // namespace memvirt::shim

@@ -1,0 +1,96 @@
+// The ShimCore test fixture over the fake driver: a core with small budgets,
+// pattern writes and checksummed reads through decoded "kernels".
+#ifndef MEMVIRT_SHIM_CORE_SHIM_CORE_TEST_FIXTURE_H_
+#define MEMVIRT_SHIM_CORE_SHIM_CORE_TEST_FIXTURE_H_
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "shim/core/shim_core.h"
+#include "shim/testing/fake_driver.h"
+
+namespace memvirt::shim {
+
+inline constexpr uint64_t kMiB = 1ull << 20;
+
+inline uint64_t Checksum(const void* p, uint64_t bytes) {
+  const unsigned char* b = static_cast<const unsigned char*>(p);
+  uint64_t h = 1469598103934665603ull;
+  for (uint64_t i = 0; i < bytes; ++i) h = (h ^ b[i]) * 1099511628211ull;
+  return h;
+}
+
+inline void FillPattern(void* p, uint64_t bytes, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  uint64_t* w = static_cast<uint64_t*>(p);
+  for (uint64_t i = 0; i < bytes / 8; ++i) w[i] = rng();
+}
+
+inline uint64_t PatternChecksum(uint64_t bytes, uint64_t seed) {
+  std::vector<uint64_t> buf(bytes / 8);
+  FillPattern(buf.data(), bytes, seed);
+  return Checksum(buf.data(), bytes);
+}
+
+class ShimCoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Make(&fake_.driver(), 8 * kMiB, 64 * kMiB); }
+
+  void Make(const Driver* driver, uint64_t device_budget, uint64_t host_budget,
+            const char* policy = nullptr, ControlPlane* control = nullptr) {
+    core_.reset();
+    CoreOptions options;
+    if (policy != nullptr) options.policy = policy;
+    options.device_budget = device_budget;
+    options.host_budget = host_budget;
+    options.va_bytes = 256 * kMiB;
+    options.event_batch = 4;
+    ASSERT_EQ(ShimCore::Create(driver, options, control != nullptr ? control : &control_, &core_),
+              CUDA_SUCCESS);
+  }
+
+  CUfunction Function(size_t pointer_args) {
+    while (functions_.size() <= pointer_args) {
+      functions_.push_back(fake_.MakeFunction(std::vector<uint32_t>(functions_.size(), 8)));
+    }
+    return functions_[pointer_args];
+  }
+
+  // A "kernel" taking `ptrs` as arguments whose body runs `body` once every
+  // byte of every [ptr, ptr + bytes) is found mapped.
+  CUresult Launch(CUstream stream, std::vector<CUdeviceptr> ptrs, uint64_t bytes,
+                  std::function<void()> body, CUfunction f = nullptr) {
+    std::vector<void*> params;
+    for (CUdeviceptr& p : ptrs) params.push_back(&p);
+    ShimCore::Ticket ticket;
+    CUresult r = core_->BeforeLaunch(f != nullptr ? f : Function(ptrs.size()), params.data(),
+                                     nullptr, stream, false, &ticket);
+    if (r != CUDA_SUCCESS) return r;
+    for (size_t i = 0; i + 1 < ptrs.size(); ++i) fake_.EnqueueTouch(stream, ptrs[i], bytes, {});
+    fake_.EnqueueTouch(stream, ptrs.back(), bytes, std::move(body));
+    ShimCore::AfterEnqueue(ticket);
+    return CUDA_SUCCESS;
+  }
+
+  CUresult Write(CUstream s, CUdeviceptr p, uint64_t bytes, uint64_t seed) {
+    return Launch(s, {p}, bytes,
+                  [p, bytes, seed] { FillPattern(reinterpret_cast<void*>(p), bytes, seed); });
+  }
+  CUresult Read(CUstream s, CUdeviceptr p, uint64_t bytes, uint64_t* sum) {
+    return Launch(s, {p}, bytes,
+                  [p, bytes, sum] { *sum = Checksum(reinterpret_cast<void*>(p), bytes); });
+  }
+
+  testing::FakeDriver fake_{64 * kMiB};
+  StandaloneControlPlane control_;
+  std::unique_ptr<ShimCore> core_;
+  std::vector<CUfunction> functions_;
+};
+
+}  // namespace memvirt::shim
+
+#endif  // MEMVIRT_SHIM_CORE_SHIM_CORE_TEST_FIXTURE_H_

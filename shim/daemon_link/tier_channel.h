@@ -1,0 +1,83 @@
+// TierChannel: the shim's SpillTier over the daemon's tier socket (Note [tier
+// channel] in memvirt/tier_protocol.h): a shared staging memfd and a stream
+// of store/load/discard requests answered in order.
+//
+// Requests may be pipelined: StartLoad() and Discard() only send; a reply is
+// read when a later call needs it (replies of loads are kept per slot). If
+// the daemon goes away or a reply does not come within the timeout, the
+// channel is broken: every later call returns kBroken (a load then fails
+// its access; stores fail, so data stays in host memory).
+//
+// Thread safety: not thread-safe (the core serializes its calls).
+#ifndef MEMVIRT_SHIM_DAEMON_LINK_TIER_CHANNEL_H_
+#define MEMVIRT_SHIM_DAEMON_LINK_TIER_CHANNEL_H_
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "memvirt/tier_protocol.h"
+#include "shim/core/spill_tier.h"
+
+namespace memvirt::shim {
+
+class TierChannel final : public SpillTier {
+ public:
+  // Connects to `socket_path`, creates and sends the staging memfd. Returns
+  // null (with *error set to a static string) if the daemon refuses or is
+  // not there.
+  static std::unique_ptr<TierChannel> Connect(const std::string& socket_path,
+                                              uint32_t staging_slots,
+                                              std::chrono::milliseconds timeout,
+                                              const char** error);
+  ~TierChannel() override;
+  TierChannel(const TierChannel&) = delete;
+  TierChannel& operator=(const TierChannel&) = delete;
+
+  uint32_t staging_slots() const override { return slots_; }
+  void* staging(uint32_t slot) override;
+  uint64_t capacity_bytes() const override { return capacity_; }
+  SpillResult Store(uint32_t slot, uint64_t* id) override;
+  SpillResult StartLoad(uint64_t id, uint32_t slot) override;
+  SpillResult FinishLoad(uint32_t slot, bool wait) override;
+  void Discard(uint64_t id) override;
+
+  uint64_t tenant() const { return tenant_; }
+
+ private:
+  TierChannel(int fd, uint8_t* staging, uint32_t slots, std::chrono::milliseconds timeout);
+  bool Send(const tier::Request& r);
+  // Reads the next reply (blocking up to the timeout if `wait`) and files it
+  // under the request it answers. False if none was read.
+  bool ReadOneReply(bool wait);
+  void Break();
+
+  struct Outstanding {
+    tier::Op op;
+    uint32_t slot;
+  };
+  int fd_;
+  uint8_t* staging_;
+  const uint32_t slots_;
+  const std::chrono::milliseconds timeout_;
+  uint64_t capacity_ = 0;
+  uint64_t tenant_ = 0;
+  bool broken_ = false;
+  std::deque<Outstanding> outstanding_;
+  // Partial reply bytes read by a non-blocking poll.
+  tier::Reply partial_;
+  size_t partial_bytes_ = 0;
+  // Per slot: load state. 0 none, 1 pending, 2 finished (result in load_result_).
+  std::vector<uint8_t> load_state_;
+  std::vector<SpillResult> load_result_;
+  // The most recent store reply.
+  bool store_done_ = false;
+  tier::Reply store_reply_;
+};
+
+}  // namespace memvirt::shim
+
+#endif  // MEMVIRT_SHIM_DAEMON_LINK_TIER_CHANNEL_H_

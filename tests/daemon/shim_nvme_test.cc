@@ -1,0 +1,168 @@
+// The NVMe tier end to end: a shim process whose footprint is 4x the simulated device, with a
+// host tier of 1x, under a memvirtd with swap files; checked with checksums and
+// `memctl status --json`. Also: the tier socket refuses processes that are not registered
+// clients and survives garbage.
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <iostream>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "memvirt/tier_protocol.h"
+#include "tests/daemon/daemon_harness.h"
+#include "tests/daemon/tier_test_util.h"
+
+namespace memvirt::testing {
+namespace {
+
+using std::chrono::seconds;
+
+constexpr uint64_t kMiB = 1 << 20;
+constexpr uint64_t kDeviceBytes = 64 * kMiB;
+constexpr uint64_t kFootprint = 4 * kDeviceBytes;
+constexpr int kIterations = 6;
+
+std::string Checksum(const std::string& out) {
+  const size_t at = out.find("checksum ");
+  if (at == std::string::npos) return "";
+  return out.substr(at + 9, out.find_first_of(" \n", at + 9) - (at + 9));
+}
+
+std::vector<std::string> WorkloadArgv() {
+  return {MEMSHIM_TRAIN_WORKLOAD, MEMSHIM_TEST_KERNELS, std::to_string(kFootprint),
+          std::to_string(kIterations)};
+}
+
+class ShimNvmeTest : public ::testing::Test {
+ protected:
+  std::vector<std::string> DaemonFlags(const std::string& swap_size) {
+    return {"--reserve=0", "--restart_grace_ms=0", "--host_memory=" + std::to_string(kDeviceBytes),
+            "--swap_dir=" + dir_.path() + "/swap", "--swap_size=" + swap_size};
+  }
+  std::unique_ptr<Subprocess> StartShimProcess(const Daemon& d) {
+    return Subprocess::Spawn(
+        WorkloadArgv(), dir_.path() + "/shim",
+        {"LD_PRELOAD=" MEMSHIM_LIBRARY, "MEMSIM_DEVICE_MEMORY=" + std::to_string(kDeviceBytes),
+         "MEMSHIM_DAEMON_SOCKET=" + d.socket(), "MEMSHIM_LOG=info", "MEMSHIM_REPORT_INTERVAL_MS=50",
+         "MEMSHIM_MIN_DEVICE_BUDGET=8M", "ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0"});
+  }
+  TempDir dir_;
+};
+
+TEST_F(ShimNvmeTest, FourTimesTheDeviceWithAOneTimesHostTierRunsThroughNvme) {
+  auto reference =
+      Subprocess::Spawn(WorkloadArgv(), dir_.path() + "/reference", {"MEMSIM_DEVICE_MEMORY=2G"});
+  ASSERT_EQ(reference->Wait(seconds(120)), std::optional<int>(0)) << reference->Stderr();
+  const std::string expected = Checksum(reference->Stdout());
+  ASSERT_FALSE(expected.empty());
+
+  Daemon d(dir_.path(), DaemonFlags("1G"));
+  ASSERT_TRUE(d.Start()) << d.process().Stderr();
+  auto p = StartShimProcess(d);
+  double max_nvme = 0, max_host = 0, nvme_written = 0, nvme_read = 0, host_budget = 0;
+  while (p->Running()) {
+    auto s = d.StatusJson();
+    ASSERT_TRUE(s.has_value()) << d.process().Stderr();
+    if (const auto* entry = FindProcess(*s, p->pid())) {
+      const auto& g = FirstGpu(*entry);
+      host_budget = Field(*entry, "host_budget_bytes");
+      max_nvme = std::max(max_nvme, Field(g, "nvme_bytes"));
+      max_host = std::max(max_host, Field(g, "host_bytes"));
+      nvme_written = std::max(nvme_written, Field(g, "nvme_write_bytes"));
+      nvme_read = std::max(nvme_read, Field(g, "nvme_read_bytes"));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(p->Wait(seconds(1)), std::optional<int>(0)) << p->Stdout() << p->Stderr();
+  EXPECT_EQ(Checksum(p->Stdout()), expected) << p->Stderr();
+  EXPECT_EQ(host_budget, double(kDeviceBytes));
+  EXPECT_LE(max_host, double(kDeviceBytes));
+  EXPECT_GT(max_nvme, 0) << p->Stderr();
+  EXPECT_GT(nvme_written, 0);
+  EXPECT_GT(nvme_read, 0);
+  std::cout << "peak NVMe-resident " << max_nvme / kMiB << " MiB, written " << nvme_written / kMiB
+            << " MiB, read " << nvme_read / kMiB << " MiB, peak host tier " << max_host / kMiB
+            << " MiB\n";
+  // The process's swap extents are freed when it exits.
+  EXPECT_TRUE(WaitUntil(
+      [&] { return d.process().Stderr().find("bytes of swap freed") != std::string::npos; },
+      seconds(10)))
+      << d.process().Stderr();
+}
+
+// Note [what a restart keeps] (docs/nvme.md): a daemon restart keeps no NVMe contents. A process
+// whose data was on NVMe then fails its next access to that data with a CUDA error; it never
+// computes on wrong data.
+TEST_F(ShimNvmeTest, KilledDaemonFailsAccessesToLostDataInsteadOfCorruptingThem) {
+  auto reference =
+      Subprocess::Spawn(WorkloadArgv(), dir_.path() + "/reference", {"MEMSIM_DEVICE_MEMORY=2G"});
+  ASSERT_EQ(reference->Wait(seconds(120)), std::optional<int>(0)) << reference->Stderr();
+  const std::string expected = Checksum(reference->Stdout());
+  Daemon d(dir_.path(), DaemonFlags("1G"));
+  ASSERT_TRUE(d.Start()) << d.process().Stderr();
+  auto p = StartShimProcess(d);
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        auto s = d.StatusJson();
+        const auto* entry = s ? FindProcess(*s, p->pid()) : nullptr;
+        return entry != nullptr && Field(FirstGpu(*entry), "nvme_bytes") > 0;
+      },
+      seconds(60)))
+      << p->Stderr();
+  d.Kill(SIGKILL);
+  const std::optional<int> code = p->Wait(seconds(120));
+  ASSERT_TRUE(code.has_value());
+  EXPECT_LT(*code, 128) << "the workload crashed: " << p->Stderr();
+  std::cout << "workload exit code after the daemon was killed: " << *code << "\n";
+  if (*code == 0) {
+    EXPECT_EQ(Checksum(p->Stdout()), expected);  // finished before it needed lost data
+  } else {
+    EXPECT_NE(p->Stderr().find("spill tier"), std::string::npos) << p->Stderr();
+    EXPECT_EQ(Checksum(p->Stdout()), "");
+  }
+}
+
+TEST_F(ShimNvmeTest, TooLittleSwapFailsTheAllocationWithOutOfMemory) {
+  Daemon d(dir_.path(), DaemonFlags("16M"));
+  ASSERT_TRUE(d.Start()) << d.process().Stderr();
+  auto p = StartShimProcess(d);
+  const std::optional<int> code = p->Wait(seconds(120));
+  ASSERT_TRUE(code.has_value());
+  EXPECT_NE(*code, 0);
+  EXPECT_LT(*code, 128) << "the workload crashed: " << p->Stderr();
+  EXPECT_NE(p->Stderr().find("failed: 2"), std::string::npos) << p->Stderr();  // OUT_OF_MEMORY
+}
+
+// Sends a Hello with a staging memfd; returns the reply status (or -1).
+int HelloStatus(const std::string& socket_path) {
+  const int fd = ConnectUnix(socket_path);
+  tier::HelloReply reply;
+  const bool ok = fd >= 0 && SendHello(fd, 1, &reply);
+  if (fd >= 0) close(fd);
+  return ok ? static_cast<int>(reply.status) : -1;
+}
+
+TEST_F(ShimNvmeTest, TierSocketRefusesUnregisteredProcessesAndSurvivesGarbage) {
+  Daemon d(dir_.path(), DaemonFlags("64M"));
+  ASSERT_TRUE(d.Start()) << d.process().Stderr();
+  const std::string tier_socket = d.socket() + tier::kTierSocketSuffix;
+  // This test process never registered: no tenant, no access to anyone's slabs.
+  EXPECT_EQ(HelloStatus(tier_socket), static_cast<int>(tier::Status::kDenied));
+  // Garbage instead of a Hello, a Hello without a descriptor, and an early close.
+  for (const std::string& junk :
+       {std::string(16, '\xff'), std::string("MVT1\1\0\0\0", 8), std::string(4096, 'x')}) {
+    const int fd = ConnectUnix(tier_socket);
+    ASSERT_GE(fd, 0);
+    (void)!send(fd, junk.data(), junk.size(), MSG_NOSIGNAL);
+    close(fd);
+  }
+  EXPECT_EQ(HelloStatus(tier_socket), static_cast<int>(tier::Status::kDenied));
+  EXPECT_TRUE(d.process().Running());
+  EXPECT_EQ(d.Memctl({"health"}).exit_code, 0);
+}
+
+}  // namespace
+}  // namespace memvirt::testing

@@ -1,0 +1,213 @@
+// The NVMe tier's data channel end to end in one process: the daemon's TierService over a
+// SwapStore on an in-memory engine with fault injection, and the shim's TierChannel, over a
+// real Unix socket with a real staging memfd.
+#include "shim/daemon_link/tier_channel.h"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <random>
+
+#include "daemon/server/tier_service.h"
+#include "gtest/gtest.h"
+#include "memvirt/nvme/fault_injecting_io_engine.h"
+#include "memvirt/nvme/memory_io_engine.h"
+#include "memvirt/nvme/swap_store.h"
+#include "tests/daemon/daemon_harness.h"
+#include "tests/daemon/tier_test_util.h"
+
+namespace memvirt::daemon {
+namespace {
+
+using shim::SpillResult;
+using shim::TierChannel;
+
+constexpr uint64_t kSlot = tier::kStagingSlotBytes;
+
+void Fill(void* p, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  auto* w = static_cast<uint64_t*>(p);
+  for (uint64_t i = 0; i < kSlot / 8; ++i) w[i] = rng();
+}
+bool Matches(const void* p, uint64_t seed) {
+  std::vector<uint64_t> want(kSlot / 8);
+  Fill(want.data(), seed);
+  return std::memcmp(p, want.data(), kSlot) == 0;
+}
+
+class TierChannelTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto store = nvme::SwapStore::Create(&faults_, {});
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = *std::move(store);
+    auto service = TierService::Start(
+        {.socket_path = dir_.path() + "/tier.sock",
+         .group = std::nullopt,
+         .tenant_of = [this](const PeerCredentials& peer) -> std::optional<uint64_t> {
+           if (peer.pid != getpid() || refuse_) return std::nullopt;
+           return next_tenant_++;  // every connection is another tenant here
+         }},
+        store_.get());
+    ASSERT_TRUE(service.ok()) << service.status();
+    service_ = *std::move(service);
+  }
+
+  std::unique_ptr<TierChannel> Connect(uint32_t slots = 2) {
+    const char* error = nullptr;
+    auto c =
+        TierChannel::Connect(dir_.path() + "/tier.sock", slots, std::chrono::seconds(5), &error);
+    EXPECT_NE(c, nullptr) << error;
+    return c;
+  }
+
+  testing::TempDir dir_;
+  nvme::MemoryIoEngine engine_{{64 * kSlot}};
+  nvme::FaultInjectingIoEngine faults_{&engine_};
+  std::unique_ptr<nvme::SwapStore> store_;
+  std::unique_ptr<TierService> service_;
+  std::atomic<uint64_t> next_tenant_{1};
+  std::atomic<bool> refuse_{false};
+};
+
+TEST_F(TierChannelTest, StoredChunksComeBackByteForByte) {
+  auto c = Connect();
+  EXPECT_EQ(c->capacity_bytes(), 64 * kSlot);
+  std::vector<uint64_t> ids;
+  for (uint64_t i = 0; i < 8; ++i) {
+    Fill(c->staging(i % 2), 100 + i);
+    uint64_t id = 0;
+    ASSERT_EQ(c->Store(i % 2, &id), SpillResult::kOk);
+    ids.push_back(id);
+  }
+  EXPECT_EQ(store_->TenantBytes(c->tenant()), 8 * kSlot);
+  // Pipelined: two loads in flight, collected in reverse order.
+  for (uint64_t i = 0; i < 8; i += 2) {
+    ASSERT_EQ(c->StartLoad(ids[i], 0), SpillResult::kOk);
+    ASSERT_EQ(c->StartLoad(ids[i + 1], 1), SpillResult::kOk);
+    ASSERT_EQ(c->FinishLoad(1, /*wait=*/true), SpillResult::kOk);
+    ASSERT_EQ(c->FinishLoad(0, /*wait=*/true), SpillResult::kOk);
+    EXPECT_TRUE(Matches(c->staging(0), 100 + i));
+    EXPECT_TRUE(Matches(c->staging(1), 100 + i + 1));
+  }
+  for (uint64_t id : ids) c->Discard(id);
+  ASSERT_TRUE(testing::WaitUntil([&] { return store_->TenantBytes(c->tenant()) == 0; },
+                                 std::chrono::seconds(5)));
+}
+
+TEST_F(TierChannelTest, ATenantCannotReadAnotherTenantsChunk) {
+  auto a = Connect();
+  auto b = Connect();
+  ASSERT_NE(a->tenant(), b->tenant());
+  Fill(a->staging(0), 7);
+  uint64_t id = 0;
+  ASSERT_EQ(a->Store(0, &id), SpillResult::kOk);
+  std::memset(b->staging(0), 0, kSlot);
+  ASSERT_EQ(b->StartLoad(id, 0), SpillResult::kOk);
+  EXPECT_EQ(b->FinishLoad(0, true), SpillResult::kFailed);
+  EXPECT_FALSE(Matches(b->staging(0), 7));
+  ASSERT_EQ(a->StartLoad(id, 1), SpillResult::kOk);  // the owner still can
+  EXPECT_EQ(a->FinishLoad(1, true), SpillResult::kOk);
+  EXPECT_TRUE(Matches(a->staging(1), 7));
+}
+
+TEST_F(TierChannelTest, ClosingTheChannelFreesItsSwap) {
+  auto c = Connect();
+  const uint64_t tenant = c->tenant();
+  for (int i = 0; i < 4; ++i) {
+    uint64_t id;
+    ASSERT_EQ(c->Store(0, &id), SpillResult::kOk);
+  }
+  EXPECT_EQ(store_->TenantBytes(tenant), 4 * kSlot);
+  c.reset();
+  EXPECT_TRUE(
+      testing::WaitUntil([&] { return store_->stats().used_bytes == 0; }, std::chrono::seconds(5)));
+}
+
+TEST_F(TierChannelTest, UnregisteredProcessesAreRefused) {
+  refuse_ = true;
+  const char* error = nullptr;
+  EXPECT_EQ(TierChannel::Connect(dir_.path() + "/tier.sock", 2, std::chrono::seconds(5), &error),
+            nullptr);
+  EXPECT_STREQ(error, "the daemon refused the tier connection");
+}
+
+TEST_F(TierChannelTest, DeviceErrorsAreReportedAndNothingWrongIsReturned) {
+  auto c = Connect();
+  // ENOSPC from the file system: the store fails, nothing is kept.
+  faults_.SetNoSpaceAfter(0);
+  uint64_t id = 0;
+  EXPECT_EQ(c->Store(0, &id), SpillResult::kNoSpace);
+  faults_.ClearFaults();
+  Fill(c->staging(0), 9);
+  ASSERT_EQ(c->Store(0, &id), SpillResult::kOk);
+  // EIO on read: the load fails; the chunk stays stored and reads fine afterwards.
+  faults_.AddReadError({});
+  std::memset(c->staging(1), 0, kSlot);
+  ASSERT_EQ(c->StartLoad(id, 1), SpillResult::kOk);
+  EXPECT_EQ(c->FinishLoad(1, true), SpillResult::kFailed);
+  faults_.ClearFaults();
+  ASSERT_EQ(c->StartLoad(id, 1), SpillResult::kOk);
+  EXPECT_EQ(c->FinishLoad(1, true), SpillResult::kOk);
+  EXPECT_TRUE(Matches(c->staging(1), 9));
+  // Unknown ids and a full swap.
+  ASSERT_EQ(c->StartLoad(12345, 1), SpillResult::kOk);
+  EXPECT_EQ(c->FinishLoad(1, true), SpillResult::kFailed);
+  SpillResult last = SpillResult::kOk;
+  for (int i = 0; i < 70 && last == SpillResult::kOk; ++i) last = c->Store(0, &id);
+  EXPECT_EQ(last, SpillResult::kNoSpace);
+  EXPECT_GT(service_->stats().failures, 0u);
+}
+
+// A raw client: Hello with a one-slot memfd, then hand-made requests.
+class RawClient {
+ public:
+  explicit RawClient(const std::string& path) {
+    fd_ = testing::ConnectUnix(path);
+    EXPECT_GE(fd_, 0);
+    EXPECT_TRUE(testing::SendHello(fd_, 1, &hello_reply));
+  }
+  ~RawClient() { close(fd_); }
+  tier::Reply Call(uint32_t op, uint32_t slot, uint64_t id) {
+    tier::Request r;
+    r.op = static_cast<tier::Op>(op);
+    r.slot = slot;
+    r.id = id;
+    EXPECT_EQ(send(fd_, &r, sizeof(r), MSG_NOSIGNAL), static_cast<ssize_t>(sizeof(r)));
+    tier::Reply out;
+    out.status = tier::Status::kInternal;
+    EXPECT_EQ(recv(fd_, &out, sizeof(out), MSG_WAITALL), static_cast<ssize_t>(sizeof(out)));
+    return out;
+  }
+  tier::HelloReply hello_reply;
+
+ private:
+  int fd_ = -1;
+};
+
+TEST_F(TierChannelTest, MalformedRequestsGetInvalidAndTheConnectionGoesOn) {
+  RawClient raw(dir_.path() + "/tier.sock");
+  ASSERT_EQ(raw.hello_reply.status, tier::Status::kOk);
+  EXPECT_EQ(raw.Call(99, 0, 0).status, tier::Status::kInvalid);       // no such op
+  EXPECT_EQ(raw.Call(1, 7, 0).status, tier::Status::kInvalid);        // no such slot
+  EXPECT_EQ(raw.Call(2, 0, 424242).status, tier::Status::kNotFound);  // unknown slab
+  EXPECT_EQ(raw.Call(3, 0, 424242).status, tier::Status::kNotFound);  // discard it
+  const tier::Reply stored = raw.Call(1, 0, 0);
+  EXPECT_EQ(stored.status, tier::Status::kOk);
+  EXPECT_EQ(raw.Call(2, 0, stored.id).status, tier::Status::kOk);
+}
+
+TEST_F(TierChannelTest, ADaemonThatGoesAwayBreaksTheChannelWithoutHanging) {
+  auto c = Connect(1);
+  uint64_t id = 0;
+  ASSERT_EQ(c->Store(0, &id), SpillResult::kOk);
+  EXPECT_EQ(c->Store(5, &id), SpillResult::kFailed);  // refused locally: no such slot
+  service_->Stop();
+  EXPECT_EQ(c->Store(0, &id), SpillResult::kBroken);
+  EXPECT_EQ(c->StartLoad(id, 0), SpillResult::kBroken);
+}
+
+}  // namespace
+}  // namespace memvirt::daemon

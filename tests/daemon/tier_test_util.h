@@ -1,0 +1,45 @@
+// Raw tier-socket clients for tests (Note [tier channel] in memvirt/tier_protocol.h).
+#ifndef MEMVIRT_TESTS_DAEMON_TIER_TEST_UTIL_H_
+#define MEMVIRT_TESTS_DAEMON_TIER_TEST_UTIL_H_
+
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+
+#include "memvirt/tier_protocol.h"
+
+namespace memvirt::testing {
+
+// A connected Unix socket, or -1.
+inline int ConnectUnix(const std::string& path) {
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Sends a Hello for `slots` staging slots with a fresh memfd of that size and reads the reply.
+// False if either did not go through whole.
+inline bool SendHello(int fd, uint32_t slots, tier::HelloReply* reply) {
+  const int memfd = memfd_create("staging", MFD_CLOEXEC);
+  if (memfd < 0 || ftruncate(memfd, slots * tier::kStagingSlotBytes) != 0) return false;
+  tier::Hello hello;
+  hello.staging_slots = slots;
+  const bool sent = tier::SendHello(fd, hello, memfd);
+  close(memfd);
+  return sent &&
+         recv(fd, reply, sizeof(*reply), MSG_WAITALL) == static_cast<ssize_t>(sizeof(*reply));
+}
+
+}  // namespace memvirt::testing
+
+#endif  // MEMVIRT_TESTS_DAEMON_TIER_TEST_UTIL_H_
