@@ -66,13 +66,15 @@
 //
 // Note [spill tier]
 //   With a spill tier (the daemon's NVMe tier, control_plane.h) a full host
-//   tier is not the end: the host chunk touched longest ago whose last use
-//   has completed is demoted (copied to a staging buffer, stored, its slot
-//   unmapped and freed; residence kNvme). A kNvme chunk has nothing mapped at
-//   its address, so it is promoted before any decodable use (loaded into a
-//   staging buffer, copied into a device chunk, or a host slot if the device
-//   is full), and an opaque launch promotes every such chunk first or fails
-//   with CUDA_ERROR_OUT_OF_MEMORY. Promotions the policy predicts are started
+//   tier is not the end: host chunks whose last use has completed are
+//   demoted, farthest expected next use first (the policy's prefetch
+//   candidates last, otherwise least recently touched first): copied to a
+//   staging buffer, stored, their slots unmapped and freed (residence
+//   kNvme). A kNvme chunk has nothing mapped at its address, so it is
+//   promoted before any decodable use (loaded into a staging buffer, copied
+//   into a device chunk, or a host slot if the device is full), and an
+//   opaque launch promotes every such chunk first or fails with
+//   CUDA_ERROR_OUT_OF_MEMORY. Promotions the policy predicts are started
 //   ahead of use (StartLoad) on slow paths and installed into free host
 //   slots when they finish, so a prefetched chunk costs a host-to-device
 //   copy, not an NVMe read, when it is used. A failed load fails the

@@ -1,6 +1,7 @@
 // ShimCore's use of the spill tier below host memory: Note [spill tier] in
 // shim_core.h.
 #include <algorithm>
+#include <unordered_map>
 #include <vector>
 
 #include "shim/core/log.h"
@@ -87,9 +88,23 @@ bool ShimCore::DemoteHostChunks(uint32_t max) {
     if (e.fill_seq != 0 && !tracker_->IsComplete(copy_index_, e.fill_seq)) continue;
     candidates.push_back(c);
   }
-  // Least recently touched first (the stamp is the id of the last operation).
-  std::sort(candidates.begin(), candidates.end(),
-            [this](uint32_t a, uint32_t b) { return table_[a].stamp < table_[b].stamp; });
+  // Farthest next use first: chunks the policy expects soon (its prefetch
+  // candidates, soonest first) go last, the sooner the later; the others
+  // least recently touched first (the stamp is the id of the last operation).
+  std::vector<uint32_t> soon;
+  policy_->PrefetchCandidatesInto(kSpillPrefetchWindow, &soon);
+  std::unordered_map<uint32_t, uint32_t> urgency;  // chunk -> rank, higher = needed sooner
+  for (size_t i = 0; i < soon.size(); ++i) {
+    urgency.emplace(soon[i], static_cast<uint32_t>(soon.size() - i));
+  }
+  auto rank = [&urgency](uint32_t c) {
+    auto it = urgency.find(c);
+    return it == urgency.end() ? 0u : it->second;
+  };
+  std::sort(candidates.begin(), candidates.end(), [&](uint32_t a, uint32_t b) {
+    const uint32_t ra = rank(a), rb = rank(b);
+    return ra != rb ? ra < rb : table_[a].stamp < table_[b].stamp;
+  });
   struct Move {
     uint32_t chunk, slot;
   };
@@ -282,7 +297,8 @@ void ShimCore::StartSpillPrefetch() {
   uint32_t room = std::max<uint32_t>(1, static_cast<uint32_t>(staging_.size()) / 2);
   if (room <= staging_loads_) return;
   room -= staging_loads_;
-  for (uint32_t c : policy_->PrefetchCandidates(kSpillPrefetchWindow)) {
+  policy_->PrefetchCandidatesInto(kSpillPrefetchWindow, &prefetch_);
+  for (uint32_t c : prefetch_) {
     if (room == 0) break;
     if (table_[c].residence != Residence::kNvme) continue;
     bool loading = false;

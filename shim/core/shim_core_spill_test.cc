@@ -217,7 +217,14 @@ TEST_F(ShimCoreSpillTest, LifetimePolicyLoadsSpilledChunksAheadOfUse) {
   std::vector<CUdeviceptr> blocks = WriteBlocks(s, 20);
   // Iterations over the same sequence: the policy learns the order and asks
   // for the spilled chunks before they are used.
-  for (int round = 0; round < 4; ++round) ExpectBlocks(s, blocks, 20);
+  for (int round = 0; round < 3; ++round) ExpectBlocks(s, blocks, 20);
+  const CoreStats learned = core_->stats();
+  ExpectBlocks(s, blocks, 20);
+  const CoreStats last = core_->stats();
+  // Once the order is learned, most promotions find their data already loaded
+  // (measured: 5 of 20 read on demand per round; with lru all 20 are).
+  EXPECT_LT(2 * (last.promotion_reads - learned.promotion_reads),
+            last.promotions - learned.promotions);
   const CoreStats st = core_->stats();
   EXPECT_GT(st.spill_prefetches, 0u);
   EXPECT_LT(st.promotion_reads, st.promotions);  // some promotions found their data loaded
