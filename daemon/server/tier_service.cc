@@ -26,6 +26,9 @@ struct TierService::Connection {
 
 namespace {
 
+// Connections served at once; more are closed at accept (each has a thread).
+constexpr size_t kMaxConnections = 1024;
+
 // Reads exactly `n` bytes. False on EOF, error or shutdown.
 bool ReadFull(int fd, void* buf, size_t n) {
   auto* p = static_cast<char*>(buf);
@@ -186,12 +189,18 @@ void TierService::AcceptLoop() {
       close(fd);
       return;
     }
+    if (connections_.size() >= kMaxConnections) {
+      LOG(WARNING) << "tier socket: " << kMaxConnections << " connections open; refusing another";
+      close(fd);
+      continue;
+    }
     auto c = std::make_unique<Connection>();
     c->fd = fd;
     Connection* raw = c.get();
     connections_.push_back(std::move(c));
     raw->thread = std::thread([this, raw] {
       Serve(raw);
+      shutdown(raw->fd, SHUT_RDWR);  // the peer sees EOF now; the fd is closed by Reap/Stop
       raw->done.store(true);
     });
   }
@@ -200,7 +209,13 @@ void TierService::AcceptLoop() {
 void TierService::Serve(Connection* c) {
   tier::Hello hello;
   int memfd = -1;
+  const int64_t hello_us = absl::ToInt64Microseconds(options_.hello_timeout);
+  const timeval hello_timeout = {static_cast<time_t>(hello_us / 1000000),
+                                 static_cast<suseconds_t>(hello_us % 1000000)};
+  setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &hello_timeout, sizeof(hello_timeout));
   const bool got_hello = ReceiveHello(c->fd, &hello, &memfd);
+  const timeval no_timeout = {0, 0};
+  setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &no_timeout, sizeof(no_timeout));
   tier::HelloReply reply;
   absl::StatusOr<PeerCredentials> peer = ReadPeerCredentials(c->fd);
   std::optional<uint64_t> tenant;

@@ -9,7 +9,8 @@
 // client's extents are freed and nothing it stored can be named by anyone else.
 //
 // Robustness: a malformed request gets a kInvalid reply (or the connection is closed if it
-// cannot be framed); nothing a client sends can crash the daemon.
+// cannot be framed); a peer that sends no Hello within hello_timeout is dropped; at most 1024
+// connections are served at once; nothing a client sends can crash the daemon.
 //
 // Thread safety: Start/Stop from one thread; the tenant lookup callback is called from
 // connection threads and must be thread-safe.
@@ -31,6 +32,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "daemon/core/types.h"
 #include "memvirt/nvme/swap_store.h"
 #include "memvirt/tier_protocol.h"
@@ -42,6 +44,8 @@ struct TierServiceOptions {
   std::optional<gid_t> group;  // chown the socket to this group
   // Client id registered for these credentials, or nullopt if none.
   std::function<std::optional<uint64_t>(const PeerCredentials&)> tenant_of;
+  // A peer has this long to send its Hello; afterwards requests may be idle for any time.
+  absl::Duration hello_timeout = absl::Seconds(5);
 };
 
 struct TierStats {

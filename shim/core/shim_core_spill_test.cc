@@ -80,6 +80,9 @@ class SpillControlPlane final : public ControlPlane {
 class ShimCoreSpillTest : public ShimCoreTest {
  protected:
   void SetUp() override { Make(&fake_.driver(), 8 * kMiB, 8 * kMiB, "lru", &plane_); }
+  // The core calls its control plane until destroyed; plane_ and tier_ are
+  // destroyed before the base class's core_.
+  void TearDown() override { core_.reset(); }
 
   // Writes `count` 2 MiB blocks with distinct patterns.
   std::vector<CUdeviceptr> WriteBlocks(CUstream s, int count) {

@@ -49,7 +49,8 @@ class TierChannelTest : public ::testing::Test {
          .tenant_of = [this](const PeerCredentials& peer) -> std::optional<uint64_t> {
            if (peer.pid != getpid() || refuse_) return std::nullopt;
            return next_tenant_++;  // every connection is another tenant here
-         }},
+         },
+         .hello_timeout = absl::Milliseconds(300)},
         store_.get());
     ASSERT_TRUE(service.ok()) << service.status();
     service_ = *std::move(service);
@@ -197,6 +198,19 @@ TEST_F(TierChannelTest, MalformedRequestsGetInvalidAndTheConnectionGoesOn) {
   const tier::Reply stored = raw.Call(1, 0, 0);
   EXPECT_EQ(stored.status, tier::Status::kOk);
   EXPECT_EQ(raw.Call(2, 0, stored.id).status, tier::Status::kOk);
+}
+
+TEST_F(TierChannelTest, APeerThatSendsNoHelloIsDropped) {
+  const int fd = testing::ConnectUnix(dir_.path() + "/tier.sock");
+  ASSERT_GE(fd, 0);
+  tier::HelloReply reply;
+  reply.status = tier::Status::kOk;
+  // The service answers kInvalid once the hello timeout passes, then closes.
+  EXPECT_EQ(recv(fd, &reply, sizeof(reply), MSG_WAITALL), static_cast<ssize_t>(sizeof(reply)));
+  EXPECT_EQ(reply.status, tier::Status::kInvalid);
+  char byte;
+  EXPECT_EQ(recv(fd, &byte, 1, 0), 0);
+  close(fd);
 }
 
 TEST_F(TierChannelTest, ADaemonThatGoesAwayBreaksTheChannelWithoutHanging) {
