@@ -103,21 +103,18 @@ CUresult PhysicalPool::AcquireHost(uint32_t* slot) {
     ++host_in_use_;
     return CUDA_SUCCESS;
   }
-  if (!host_released_.empty()) {  // re-create a slot given back by SetHostLimit
-    const uint32_t index = host_released_.back();
-    CUmemGenericAllocationHandle handle = 0;
-    if (CreateHostSlot(index, &handle) != CUDA_SUCCESS) return CUDA_ERROR_OUT_OF_MEMORY;
-    host_released_.pop_back();
-    host_[index] = handle;
-    *slot = index;
-    ++host_in_use_;
-    return CUDA_SUCCESS;
-  }
-  if (host_.size() >= host_mirror_slots_) return CUDA_ERROR_OUT_OF_MEMORY;
-  const uint32_t index = static_cast<uint32_t>(host_.size());
+  // A slot given back by SetHostLimit is re-created first, else a new one.
+  const bool recreate = !host_released_.empty();
+  if (!recreate && host_.size() >= host_mirror_slots_) return CUDA_ERROR_OUT_OF_MEMORY;
+  const uint32_t index = recreate ? host_released_.back() : static_cast<uint32_t>(host_.size());
   CUmemGenericAllocationHandle handle = 0;
   if (CreateHostSlot(index, &handle) != CUDA_SUCCESS) return CUDA_ERROR_OUT_OF_MEMORY;
-  host_.push_back(handle);
+  if (recreate) {
+    host_released_.pop_back();
+    host_[index] = handle;
+  } else {
+    host_.push_back(handle);
+  }
   *slot = index;
   ++host_in_use_;
   return CUDA_SUCCESS;

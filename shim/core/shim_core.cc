@@ -426,8 +426,7 @@ bool ShimCore::PointerAttribute(CUpointer_attribute attribute, void* data, CUdev
 
 // ---- Argument scanning ---------------------------------------------------------
 
-const ShimCore::ParamLayout& ShimCore::LayoutOf(CUfunction function) {
-  if (function == last_function_ && last_layout_ != nullptr) return *last_layout_;
+const ShimCore::ParamLayout& ShimCore::LookUpLayout(CUfunction function) {
   auto [it, inserted] = layouts_.try_emplace(function);
   last_function_ = function;
   last_layout_ = &it->second;  // node-based map: stable address
@@ -1026,9 +1025,7 @@ CUresult ShimCore::BeforeLaunch(CUfunction function, void** params, void** extra
   touched_.clear();
   bool decodable = true;
   if (params != nullptr) {
-    // The one-entry cache of LayoutOf(), checked here without the call.
-    const ParamLayout& layout =
-        function == last_function_ && last_layout_ != nullptr ? *last_layout_ : LayoutOf(function);
+    const ParamLayout& layout = LayoutOf(function);
     decodable = layout.known;
     if (decodable) ScanArgs(layout, params);
   } else if (extra != nullptr) {
@@ -1179,7 +1176,7 @@ uint64_t ShimCore::DemoteHostBytes(uint64_t bytes) {
   while (moved() < bytes && DemoteHostChunks(static_cast<uint32_t>(
                                 (bytes - moved() + kChunkBytes - 1) >> kChunkShift))) {
   }
-  return (stats_.demotions - before) << kChunkShift;
+  return moved();
 }
 
 void ShimCore::OnAppPhysicalCreate(CUmemGenericAllocationHandle handle, uint64_t bytes) {

@@ -286,7 +286,13 @@ class ShimCore {
   ShimCore(const Driver* driver, ControlPlane* control);
 
   // Argument scanning.
-  const ParamLayout& LayoutOf(CUfunction function) MEMSHIM_REQUIRES(mu_);
+  // The parameter layout of `function`. A one-entry cache (the previous
+  // launch's function) answers inline; otherwise LookUpLayout().
+  const ParamLayout& LayoutOf(CUfunction function) MEMSHIM_REQUIRES(mu_) {
+    if (function == last_function_ && last_layout_ != nullptr) return *last_layout_;
+    return LookUpLayout(function);
+  }
+  const ParamLayout& LookUpLayout(CUfunction function) MEMSHIM_REQUIRES(mu_);
   void TouchWord(uint64_t word) MEMSHIM_REQUIRES(mu_);
   void TouchBlock(uint32_t first) MEMSHIM_REQUIRES(mu_);
   void TouchChunk(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
@@ -335,11 +341,14 @@ class ShimCore {
     uint64_t copy_seq = 0;      // kCopying: copy-stream sequence reading the slot
   };
   void InitSpill(SpillTier* spill) MEMSHIM_REQUIRES(mu_);
+  // A staging slot usable now (free, or its copy completed), without waiting.
+  bool ReadyStaging(uint32_t* slot) MEMSHIM_REQUIRES(mu_);
   bool AcquireStaging(uint32_t keep_chunk, uint32_t* slot) MEMSHIM_REQUIRES(mu_);
   // Demotes up to `max` (at most one batch) host chunks; false if none moved.
   bool DemoteHostChunks(uint32_t max) MEMSHIM_REQUIRES(mu_);
   CUresult Promote(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
-  void InstallLoaded(bool wait) MEMSHIM_REQUIRES(mu_);
+  // Installs finished prefetch loads into free host slots (never waits).
+  void InstallLoaded() MEMSHIM_REQUIRES(mu_);
   void StartSpillPrefetch() MEMSHIM_REQUIRES(mu_);
   void DropSpilled(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
   SpillTier* spill_ MEMSHIM_GUARDED_BY(mu_) = nullptr;

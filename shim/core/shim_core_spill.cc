@@ -39,22 +39,29 @@ void ShimCore::InitSpill(SpillTier* spill) {
   }
 }
 
-bool ShimCore::AcquireStaging(uint32_t keep_chunk, uint32_t* slot) {
-  // Free first, then one whose copy is done, then wait for the oldest copy,
-  // then give up a prefetched load (its chunk stays stored; nothing is lost).
-  uint32_t oldest = kNoIndex, victim_load = kNoIndex;
+bool ShimCore::ReadyStaging(uint32_t* slot) {
   for (uint32_t s = 0; s < staging_.size(); ++s) {
     StagingSlot& st = staging_[s];
+    if (st.state == StagingSlot::State::kCopying &&
+        tracker_->IsComplete(copy_index_, st.copy_seq)) {
+      st.state = StagingSlot::State::kFree;
+    }
     if (st.state == StagingSlot::State::kFree) {
       *slot = s;
       return true;
     }
+  }
+  return false;
+}
+
+bool ShimCore::AcquireStaging(uint32_t keep_chunk, uint32_t* slot) {
+  // Free (or its copy done) first, then wait for the oldest copy, then give
+  // up a prefetched load (its chunk stays stored; nothing is lost).
+  if (ReadyStaging(slot)) return true;
+  uint32_t oldest = kNoIndex, victim_load = kNoIndex;
+  for (uint32_t s = 0; s < staging_.size(); ++s) {
+    const StagingSlot& st = staging_[s];
     if (st.state == StagingSlot::State::kCopying) {
-      if (tracker_->IsComplete(copy_index_, st.copy_seq)) {
-        st.state = StagingSlot::State::kFree;
-        *slot = s;
-        return true;
-      }
       if (oldest == kNoIndex || st.copy_seq < staging_[oldest].copy_seq) oldest = s;
     } else if (st.state != StagingSlot::State::kStoring && st.chunk != keep_chunk &&
                victim_load == kNoIndex) {
@@ -70,7 +77,8 @@ bool ShimCore::AcquireStaging(uint32_t keep_chunk, uint32_t* slot) {
   }
   if (victim_load == kNoIndex) return false;
   StagingSlot& st = staging_[victim_load];
-  if (st.state == StagingSlot::State::kLoading) (void)spill_->FinishLoad(victim_load, true);
+  if (st.state == StagingSlot::State::kLoading)
+    (void)spill_->FinishLoad(victim_load, /*wait=*/true);
   st = StagingSlot{};
   --staging_loads_;
   *slot = victim_load;
@@ -242,12 +250,12 @@ CUresult ShimCore::Promote(uint32_t chunk) {
   return CUDA_SUCCESS;
 }
 
-void ShimCore::InstallLoaded(bool wait) {
+void ShimCore::InstallLoaded() {
   if (staging_loads_ == 0) return;
   for (uint32_t s = 0; s < staging_.size(); ++s) {
     StagingSlot& st = staging_[s];
     if (st.state == StagingSlot::State::kLoading) {
-      const SpillResult res = spill_->FinishLoad(s, wait);
+      const SpillResult res = spill_->FinishLoad(s, /*wait=*/false);
       if (res == SpillResult::kPending) continue;
       if (res != SpillResult::kOk) {  // the demand path will retry and report it
         ++stats_.spill_failures;
@@ -290,7 +298,7 @@ void ShimCore::InstallLoaded(bool wait) {
 
 void ShimCore::StartSpillPrefetch() {
   if (spill_ == nullptr || stats_.spilled_chunks == 0 || !policy_->MayPrefetch()) return;
-  InstallLoaded(/*wait=*/false);
+  InstallLoaded();
   // Half of the staging buffers may hold loads ahead of use (the rest stay
   // for demotions); a finished load waits there until a host slot is free or
   // its chunk is used, whichever comes first.
@@ -304,16 +312,8 @@ void ShimCore::StartSpillPrefetch() {
     bool loading = false;
     for (const StagingSlot& st : staging_) loading |= st.chunk == c;
     if (loading) continue;
-    uint32_t slot = kNoIndex;
-    for (uint32_t s = 0; s < staging_.size() && slot == kNoIndex; ++s) {
-      StagingSlot& st = staging_[s];
-      if (st.state == StagingSlot::State::kCopying &&
-          tracker_->IsComplete(copy_index_, st.copy_seq)) {
-        st.state = StagingSlot::State::kFree;
-      }
-      if (st.state == StagingSlot::State::kFree) slot = s;
-    }
-    if (slot == kNoIndex) break;  // never waits here
+    uint32_t slot;
+    if (!ReadyStaging(&slot)) break;  // never waits here
     if (spill_->StartLoad(spill_ids_[c], slot) != SpillResult::kOk) break;
     staging_[slot] = {StagingSlot::State::kLoading, c, spill_ids_[c], 0};
     ++staging_loads_;

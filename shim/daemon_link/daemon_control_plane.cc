@@ -24,7 +24,7 @@ DaemonControlPlane::DaemonControlPlane(const DaemonLinkOptions& options, ClientF
       demand_device_bytes_(options.demand_device_bytes),
       min_device_bytes_(options.min_device_bytes),
       demand_host_bytes_(options.demand_host_bytes),
-      staging_slots_(options.abi_version >= 2 ? options.staging_slots : 0),
+      staging_slots_(options.staging_slots),
       factory_(std::move(factory)) {}
 
 DaemonControlPlane::~DaemonControlPlane() { Close(); }

@@ -3,7 +3,6 @@
 #include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -64,21 +63,11 @@ std::unique_ptr<TierChannel> TierChannel::Connect(const std::string& socket_path
     *error = "bad staging slot count";
     return nullptr;
   }
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (socket_path.size() >= sizeof(addr.sun_path)) {
-    *error = "tier socket path too long";
-    return nullptr;
-  }
-  std::memcpy(addr.sun_path, socket_path.c_str(), socket_path.size() + 1);
-  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int fd = tier::ConnectUnixSocket(socket_path);
   if (fd < 0) {
-    *error = "socket() failed";
-    return nullptr;
-  }
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    close(fd);
-    *error = "no tier socket (the daemon has no NVMe tier)";
+    *error = errno == ENAMETOOLONG                ? "tier socket path too long"
+             : errno == EMFILE || errno == ENFILE ? "socket() failed"
+                                                  : "no tier socket (the daemon has no NVMe tier)";
     return nullptr;
   }
   const uint64_t bytes = uint64_t{staging_slots} * tier::kStagingSlotBytes;

@@ -7,6 +7,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 
 namespace memsim {
 namespace {
@@ -43,45 +44,50 @@ bool KernelMovesSharedMappings() {
   return ok;
 }
 
-TEST(SimPhysical, ParkedMappingMovesWithItsBytesToTheNextAddress) {
-  if (!KernelMovesSharedMappings()) GTEST_SKIP() << "no MREMAP_DONTUNMAP for shared mappings";
-  auto phys = Physical::Create(kSize, HostProp(), nullptr);
-  ASSERT_NE(phys, nullptr);
-  char *region_a = nullptr, *region_b = nullptr;
-  char* a = MapFresh(*phys, &region_a);
-  char* b = MapFresh(*phys, &region_b);
-  ASSERT_NE(a, nullptr);
-  ASSERT_NE(b, nullptr);
-  std::memset(a, 0x5a, kSize);
-  EXPECT_FALSE(phys->parked());
-  EXPECT_FALSE(phys->Unpark(reinterpret_cast<uint64_t>(b), PROT_READ | PROT_WRITE));  // none
-  ASSERT_TRUE(phys->Park(reinterpret_cast<uint64_t>(a), PROT_READ | PROT_WRITE));
-  EXPECT_TRUE(phys->parked());
-  EXPECT_FALSE(phys->Park(reinterpret_cast<uint64_t>(b), PROT_READ | PROT_WRITE));  // one only
-  ASSERT_TRUE(phys->Unpark(reinterpret_cast<uint64_t>(b), PROT_READ | PROT_WRITE));
-  EXPECT_FALSE(phys->parked());
-  EXPECT_EQ(b[0], 0x5a);
-  EXPECT_EQ(b[kSize - 1], 0x5a);
-  b[100] = 1;  // still the allocation's pages: visible through the file
+// One physical allocation mapped read-write at two fresh addresses `a` and `b`.
+class SimPhysical : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!KernelMovesSharedMappings()) GTEST_SKIP() << "no MREMAP_DONTUNMAP for shared mappings";
+    phys_ = Physical::Create(kSize, HostProp(), nullptr);
+    ASSERT_NE(phys_, nullptr);
+    a_ = MapFresh(*phys_, &region_a_);
+    b_ = MapFresh(*phys_, &region_b_);
+    ASSERT_NE(a_, nullptr);
+    ASSERT_NE(b_, nullptr);
+  }
+  void TearDown() override {
+    if (region_a_ != nullptr) munmap(region_a_, 2 * kSize);
+    if (region_b_ != nullptr) munmap(region_b_, 2 * kSize);
+  }
+
+  std::shared_ptr<Physical> phys_;
+  char *region_a_ = nullptr, *region_b_ = nullptr;
+  char *a_ = nullptr, *b_ = nullptr;
+};
+
+TEST_F(SimPhysical, ParkedMappingMovesWithItsBytesToTheNextAddress) {
+  std::memset(a_, 0x5a, kSize);
+  EXPECT_FALSE(phys_->parked());
+  EXPECT_FALSE(phys_->Unpark(reinterpret_cast<uint64_t>(b_), PROT_READ | PROT_WRITE));  // none
+  ASSERT_TRUE(phys_->Park(reinterpret_cast<uint64_t>(a_), PROT_READ | PROT_WRITE));
+  EXPECT_TRUE(phys_->parked());
+  EXPECT_FALSE(phys_->Park(reinterpret_cast<uint64_t>(b_), PROT_READ | PROT_WRITE));  // one only
+  ASSERT_TRUE(phys_->Unpark(reinterpret_cast<uint64_t>(b_), PROT_READ | PROT_WRITE));
+  EXPECT_FALSE(phys_->parked());
+  EXPECT_EQ(b_[0], 0x5a);
+  EXPECT_EQ(b_[kSize - 1], 0x5a);
+  b_[100] = 1;  // still the allocation's pages: visible through the file
   char byte = 0;
-  ASSERT_EQ(pread(phys->fd(), &byte, 1, 100), 1);
+  ASSERT_EQ(pread(phys_->fd(), &byte, 1, 100), 1);
   EXPECT_EQ(byte, 1);
-  munmap(region_a, 2 * kSize);
-  munmap(region_b, 2 * kSize);
 }
 
-TEST(SimPhysical, UnparkGrantsTheRequestedProtection) {
-  if (!KernelMovesSharedMappings()) GTEST_SKIP() << "no MREMAP_DONTUNMAP for shared mappings";
-  auto phys = Physical::Create(kSize, HostProp(), nullptr);
-  ASSERT_NE(phys, nullptr);
-  char *region_a = nullptr, *region_b = nullptr;
-  char* a = MapFresh(*phys, &region_a);
-  char* b = MapFresh(*phys, &region_b);
-  ASSERT_NE(a, nullptr);
-  ASSERT_NE(b, nullptr);
-  ASSERT_TRUE(phys->Park(reinterpret_cast<uint64_t>(a), PROT_READ | PROT_WRITE));
-  ASSERT_TRUE(phys->Unpark(reinterpret_cast<uint64_t>(b), PROT_READ));
-  EXPECT_EQ(b[0], 0);  // readable
+TEST_F(SimPhysical, UnparkGrantsTheRequestedProtection) {
+  ASSERT_TRUE(phys_->Park(reinterpret_cast<uint64_t>(a_), PROT_READ | PROT_WRITE));
+  ASSERT_TRUE(phys_->Unpark(reinterpret_cast<uint64_t>(b_), PROT_READ));
+  EXPECT_EQ(b_[0], 0);  // readable
+  char* const b = b_;
   // Any death: SIGSEGV, or exit status 1 when a sanitizer's handler reports it.
   EXPECT_DEATH(
       {
@@ -89,8 +95,6 @@ TEST(SimPhysical, UnparkGrantsTheRequestedProtection) {
         std::exit(0);
       },
       "");
-  munmap(region_a, 2 * kSize);
-  munmap(region_b, 2 * kSize);
 }
 
 }  // namespace

@@ -138,7 +138,7 @@ TEST_F(ShimNvmeTest, TooLittleSwapFailsTheAllocationWithOutOfMemory) {
 
 // Sends a Hello with a staging memfd; returns the reply status (or -1).
 int HelloStatus(const std::string& socket_path) {
-  const int fd = ConnectUnix(socket_path);
+  const int fd = tier::ConnectUnixSocket(socket_path);
   tier::HelloReply reply;
   const bool ok = fd >= 0 && SendHello(fd, 1, &reply);
   if (fd >= 0) close(fd);
@@ -154,7 +154,7 @@ TEST_F(ShimNvmeTest, TierSocketRefusesUnregisteredProcessesAndSurvivesGarbage) {
   // Garbage instead of a Hello, a Hello without a descriptor, and an early close.
   for (const std::string& junk :
        {std::string(16, '\xff'), std::string("MVT1\1\0\0\0", 8), std::string(4096, 'x')}) {
-    const int fd = ConnectUnix(tier_socket);
+    const int fd = tier::ConnectUnixSocket(tier_socket);
     ASSERT_GE(fd, 0);
     (void)!send(fd, junk.data(), junk.size(), MSG_NOSIGNAL);
     close(fd);

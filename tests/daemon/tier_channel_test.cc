@@ -166,7 +166,7 @@ TEST_F(TierChannelTest, DeviceErrorsAreReportedAndNothingWrongIsReturned) {
 class RawClient {
  public:
   explicit RawClient(const std::string& path) {
-    fd_ = testing::ConnectUnix(path);
+    fd_ = tier::ConnectUnixSocket(path);
     EXPECT_GE(fd_, 0);
     EXPECT_TRUE(testing::SendHello(fd_, 1, &hello_reply));
   }
@@ -201,7 +201,7 @@ TEST_F(TierChannelTest, MalformedRequestsGetInvalidAndTheConnectionGoesOn) {
 }
 
 TEST_F(TierChannelTest, APeerThatSendsNoHelloIsDropped) {
-  const int fd = testing::ConnectUnix(dir_.path() + "/tier.sock");
+  const int fd = tier::ConnectUnixSocket(dir_.path() + "/tier.sock");
   ASSERT_GE(fd, 0);
   tier::HelloReply reply;
   reply.status = tier::Status::kOk;

@@ -1,10 +1,10 @@
-// Raw tier-socket clients for tests (Note [tier channel] in memvirt/tier_protocol.h).
+// Raw tier-socket clients for tests (Note [tier channel] in memvirt/tier_protocol.h); connect
+// with tier::ConnectUnixSocket.
 #ifndef MEMVIRT_TESTS_DAEMON_TIER_TEST_UTIL_H_
 #define MEMVIRT_TESTS_DAEMON_TIER_TEST_UTIL_H_
 
 #include <sys/mman.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -13,19 +13,6 @@
 #include "memvirt/tier_protocol.h"
 
 namespace memvirt::testing {
-
-// A connected Unix socket, or -1.
-inline int ConnectUnix(const std::string& path) {
-  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
 
 // Sends a Hello for `slots` staging slots with a fresh memfd of that size and reads the reply.
 // False if either did not go through whole.

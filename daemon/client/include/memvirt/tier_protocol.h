@@ -22,10 +22,13 @@
 #define MEMVIRT_TIER_PROTOCOL_H_
 
 #include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <string>
 
 namespace memvirt::tier {
 
@@ -76,6 +79,27 @@ struct Reply {
 
 static_assert(sizeof(Hello) == 16 && sizeof(HelloReply) == 24);
 static_assert(sizeof(Request) == 16 && sizeof(Reply) == 16);
+
+// A stream socket connected to the Unix socket at `path`, or -1 (errno set; a path too long
+// for sockaddr_un gives ENAMETOOLONG). The caller owns the descriptor.
+inline int ConnectUnixSocket(const std::string& path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(addr.sun_path)) {
+    errno = ENAMETOOLONG;
+    return -1;
+  }
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    const int saved = errno;
+    close(fd);
+    errno = saved;
+    return -1;
+  }
+  return fd;
+}
 
 // Sends `hello` with `memfd` attached (SCM_RIGHTS) on the connected socket `fd`. The caller
 // keeps its own copy of `memfd`. False if the message did not go out whole.
