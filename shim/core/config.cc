@@ -78,6 +78,10 @@ ShimConfig ParseShimConfig(GetEnvFn getenv_fn) {
     long n = strtol(v, nullptr, 10);
     if (n >= 1 && n <= 4096) config.event_batch = static_cast<uint32_t>(n);
   }
+  if ((v = getenv_fn("MEMSHIM_EVENT_PACE")) != nullptr) {
+    long n = strtol(v, nullptr, 10);
+    if (n >= 0 && n <= 65536) config.event_pace = static_cast<uint32_t>(n);
+  }
   return config;
 }
 

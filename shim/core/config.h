@@ -29,6 +29,7 @@ struct ShimConfig {
   std::string policy = "lifetime";           // MEMSHIM_POLICY: lifetime | lru | library-lru
   LogLevel log_level = LogLevel::kWarn;      // MEMSHIM_LOG
   uint32_t event_batch = 32;                 // MEMSHIM_EVENT_BATCH: launches per batched event
+  uint32_t event_pace = 512;                 // MEMSHIM_EVENT_PACE: Note [event pacing]; 0 = off
   uint32_t staging_slots = 8;                // MEMSHIM_STAGING_SLOTS: NVMe staging (0 = none)
 };
 

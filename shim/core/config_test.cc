@@ -83,5 +83,21 @@ TEST(ShimConfigTest, ReadsDaemonLinkSettingsAndRejectsOutOfRange) {
   g_env = nullptr;
 }
 
+TEST(ShimConfigTest, ReadsEventSettingsAndRejectsOutOfRange) {
+  std::map<std::string, std::string> env = {{"MEMSHIM_EVENT_BATCH", "8"},
+                                            {"MEMSHIM_EVENT_PACE", "0"}};
+  g_env = &env;
+  ShimConfig c = ParseShimConfig(&FakeGetenv);
+  EXPECT_EQ(c.event_batch, 8u);
+  EXPECT_EQ(c.event_pace, 0u);  // pacing off
+  env = {{"MEMSHIM_EVENT_BATCH", "0"}, {"MEMSHIM_EVENT_PACE", "-1"}};
+  c = ParseShimConfig(&FakeGetenv);
+  EXPECT_EQ(c.event_batch, 32u);  // defaults kept
+  EXPECT_EQ(c.event_pace, 512u);
+  env = {{"MEMSHIM_EVENT_PACE", "1000000"}};
+  EXPECT_EQ(ParseShimConfig(&FakeGetenv).event_pace, 512u);
+  g_env = nullptr;
+}
+
 }  // namespace
 }  // namespace memvirt::shim

@@ -1,5 +1,6 @@
 #include "shim/core/policy_library_adapter.h"
 
+#include <span>
 #include <vector>
 
 #include "memvirt/policy/policy.h"
@@ -20,6 +21,16 @@ namespace {
 //   (it forwards exactly the events that change that) and MayPrefetch()
 //   answers from the count, which lets the launch fast path skip the
 //   policy's planning walk whenever nothing is paged out.
+//
+// Note [deferred accesses]
+//   OnAccess() only appends the step to a log; the library sees the logged
+//   steps, in order, just before any other call reaches it (every event and
+//   question flushes first) or when the log holds kMaxDeferredSteps steps.
+//   The library therefore receives exactly the same sequence of calls as if
+//   each access were forwarded at once, and answers every question with all
+//   accesses known; only the time of delivery moves. The launch path then
+//   pays for an append, and the library's per-step work runs in batches
+//   instead of between driver calls that evict its state from the caches.
 class PolicyLibraryAdapter : public ResidencyPolicy {
  public:
   PolicyLibraryAdapter(std::unique_ptr<policy::Policy> policy, std::string name,
@@ -32,6 +43,7 @@ class PolicyLibraryAdapter : public ResidencyPolicy {
   const char* name() const override { return name_.c_str(); }
 
   void OnAlloc(uint32_t chunk) override {
+    FlushAccesses();
     // A repeated OnAlloc restarts the block as non-resident in the policy.
     if (!live_[chunk] || resident_[chunk]) ++non_resident_;
     live_[chunk] = true;
@@ -42,34 +54,44 @@ class PolicyLibraryAdapter : public ResidencyPolicy {
   }
   void OnFree(uint32_t chunk) override {
     if (!live_[chunk]) return;
+    FlushAccesses();
     live_[chunk] = false;
     if (!resident_[chunk]) --non_resident_;
     resident_[chunk] = false;
     policy_->OnFree(chunk);
   }
   void OnAccess(uint64_t step, const uint32_t* chunks, size_t count) override {
-    accesses_.clear();
     for (size_t i = 0; i < count; ++i) {
       if (live_[chunks[i]]) accesses_.push_back({chunks[i], policy::AccessMode::kReadWrite});
     }
-    policy_->OnAccess(step, accesses_);
+    steps_.push_back({step, accesses_.size()});
+    if (steps_.size() >= kMaxDeferredSteps) FlushAccesses();
   }
   void OnResident(uint32_t chunk) override {
     if (!live_[chunk]) return;
+    FlushAccesses();
     if (!resident_[chunk]) --non_resident_;
     resident_[chunk] = true;
     policy_->OnResident(chunk);
   }
   void OnEvicted(uint32_t chunk) override {
     if (!live_[chunk]) return;
+    FlushAccesses();
     if (resident_[chunk]) ++non_resident_;
     resident_[chunk] = false;
     policy_->OnEvicted(chunk);
   }
-  void OnBudgetChange(uint64_t device_bytes) override { policy_->OnBudgetChange(device_bytes); }
-  void OnIterationMark() override { policy_->OnIterationMark(); }
+  void OnBudgetChange(uint64_t device_bytes) override {
+    FlushAccesses();
+    policy_->OnBudgetChange(device_bytes);
+  }
+  void OnIterationMark() override {
+    FlushAccesses();
+    policy_->OnIterationMark();
+  }
 
   bool PickVictim(Eligible eligible, void* context, uint32_t* victim) override {
+    FlushAccesses();
     auto picked = policy_->PickVictim([&](policy::BlockId block) {
       return block < live_.size() && live_[block] &&
              eligible(context, static_cast<uint32_t>(block));
@@ -87,6 +109,7 @@ class PolicyLibraryAdapter : public ResidencyPolicy {
   void PrefetchCandidatesInto(uint64_t byte_limit, std::vector<uint32_t>* out) override {
     out->clear();
     if (non_resident_ == 0) return;  // Note [prefetch gate]
+    FlushAccesses();
     policy_->PrefetchCandidatesInto(byte_limit, requests_);
     for (const policy::PrefetchRequest& r : requests_) {
       if (r.block < live_.size() && live_[r.block]) out->push_back(static_cast<uint32_t>(r.block));
@@ -95,12 +118,32 @@ class PolicyLibraryAdapter : public ResidencyPolicy {
   bool MayPrefetch() const override { return non_resident_ > 0; }
 
  private:
+  static constexpr size_t kMaxDeferredSteps = 64;
+  struct DeferredStep {
+    uint64_t step;
+    size_t end;  // accesses_[previous end, end) are this step's
+  };
+
+  // Note [deferred accesses]
+  void FlushAccesses() {
+    if (steps_.empty()) return;
+    size_t begin = 0;
+    for (const DeferredStep& d : steps_) {
+      policy_->OnAccess(
+          d.step, std::span<const policy::BlockAccess>(accesses_.data() + begin, d.end - begin));
+      begin = d.end;
+    }
+    steps_.clear();
+    accesses_.clear();
+  }
+
   std::unique_ptr<policy::Policy> policy_;
   std::string name_;
   std::vector<bool> live_;
-  std::vector<bool> resident_;  // as last reported to the policy (live chunks only)
-  uint32_t non_resident_ = 0;   // live chunks with resident_ false
-  std::vector<policy::BlockAccess> accesses_;
+  std::vector<bool> resident_;                 // as last reported to the policy (live chunks only)
+  uint32_t non_resident_ = 0;                  // live chunks with resident_ false
+  std::vector<policy::BlockAccess> accesses_;  // of the deferred steps, in order
+  std::vector<DeferredStep> steps_;
   std::vector<policy::PrefetchRequest> requests_;  // reused across launches
 };
 

@@ -136,7 +136,7 @@ CUresult ShimCore::Create(const Driver* driver, const CoreOptions& options, Cont
   const uint32_t capacity = static_cast<uint32_t>(std::min<uint64_t>(
       num_chunks, static_cast<uint64_t>(device_chunks) + core->pool_->host_limit() + spill_chunks));
   core->allocator_ = std::make_unique<BlockAllocator>(&core->table_, capacity);
-  core->tracker_ = std::make_unique<StreamTracker>(driver, options.event_batch);
+  core->tracker_ = std::make_unique<StreamTracker>(driver, options.event_batch, options.event_pace);
   core->copy_index_ = core->tracker_->Adopt(core->copy_stream_);
   core->policy_ = MakeResidencyPolicy(options.policy, num_chunks);
   core->policy_->OnBudgetChange(device_budget);
@@ -935,8 +935,7 @@ CUresult ShimCore::MakeResident(uint32_t stream, bool host_wait, bool capturing,
     // Fast path: nothing to page, fill or prefetch; only the use is recorded.
     const uint64_t seq = tracker_->Issue(stream);
     for (uint32_t c : touched_) AddUse(c, stream, seq);
-    ticket->window = tracker_->EnqueueCounter(stream);
-    ticket->window->fetch_add(1, std::memory_order_acq_rel);
+    ticket->window = tracker_->BeginEnqueue(stream);
     return CUDA_SUCCESS;
   }
   filled_.clear();
@@ -994,8 +993,7 @@ CUresult ShimCore::MakeResident(uint32_t stream, bool host_wait, bool capturing,
   if (!capturing) {
     const uint64_t seq = tracker_->Issue(stream);
     for (uint32_t c : touched_) AddUse(c, stream, seq);
-    ticket->window = tracker_->EnqueueCounter(stream);
-    ticket->window->fetch_add(1, std::memory_order_acq_rel);
+    ticket->window = tracker_->BeginEnqueue(stream);
   }
   return result;
 }
@@ -1078,8 +1076,7 @@ CUresult ShimCore::OpaqueLocked(uint32_t index, bool capturing, Ticket* ticket) 
     }
   }
   if (!found) opaque_uses_.push_back({index, seq});
-  ticket->window = tracker_->EnqueueCounter(index);
-  ticket->window->fetch_add(1, std::memory_order_acq_rel);
+  ticket->window = tracker_->BeginEnqueue(index);
   return CUDA_SUCCESS;
 }
 

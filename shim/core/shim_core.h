@@ -111,6 +111,7 @@ struct CoreOptions {
   uint64_t host_budget = 0;    // 0: half of the physical RAM
   uint64_t va_bytes = 0;       // 0: 1.25 x (device + host budget), at least 1 GiB
   uint32_t event_batch = 32;
+  uint32_t event_pace = 512;  // Note [event pacing] in stream_tracker.h; 0 = off
   std::string policy = "lifetime";
 };
 
@@ -182,7 +183,7 @@ class ShimCore {
 
   // ---- Residency ----------------------------------------------------------
   struct Ticket {
-    std::atomic<int>* window = nullptr;
+    std::atomic<uint64_t>* window = nullptr;
   };
   // Before cuLaunchKernel/Ex/Cooperative: decodes the arguments and makes
   // what they reach resident, stream-ordered before the launch.
@@ -196,7 +197,7 @@ class ShimCore {
   // see Note [host mapping].
   CUresult BeforeOpaque(CUstream stream, bool per_thread, Ticket* ticket) MEMSHIM_EXCLUDES(mu_);
   static void AfterEnqueue(const Ticket& ticket) {
-    if (ticket.window != nullptr) ticket.window->fetch_sub(1, std::memory_order_release);
+    if (ticket.window != nullptr) ticket.window->fetch_add(1, std::memory_order_release);
   }
 
   // ---- Graphs (Note [graph residency], shim_core_graph.cc) -----------------

@@ -49,6 +49,7 @@ class ShimCoreTest : public ::testing::Test {
     options.host_budget = host_budget;
     options.va_bytes = 256 * kMiB;
     options.event_batch = 4;
+    options.event_pace = 0;  // a batched event every 4 operations, independent of timing
     ASSERT_EQ(ShimCore::Create(driver, options, control != nullptr ? control : &control_, &core_),
               CUDA_SUCCESS);
   }

@@ -1,6 +1,9 @@
 #include "shim/core/stream_tracker.h"
 
 #include <sched.h>
+#include <time.h>
+
+#include <algorithm>
 
 #include "shim/core/log.h"
 
@@ -18,10 +21,24 @@ thread_local PerThreadSlot t_per_thread;
 
 }  // namespace
 
-StreamTracker::StreamTracker(const Driver* driver, uint32_t event_batch)
+int64_t StreamTracker::MonotonicNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+StreamTracker::StreamTracker(const Driver* driver, uint32_t event_batch, uint32_t event_pace,
+                             NowFn now)
     : driver_(driver),
       event_batch_(event_batch == 0 ? 1 : event_batch),
+      event_pace_(event_pace),
+      now_(now != nullptr ? now : &MonotonicNs),
       generation_(g_generation.fetch_add(1)) {}
+
+int64_t StreamTracker::event_interval_ns() const {
+  if (event_pace_ == 0) return 0;
+  return std::min(batch_cost_ns_ * event_pace_, kMaxEventIntervalNs);
+}
 
 StreamTracker::~StreamTracker() {
   for (auto& s : streams_) {
@@ -88,12 +105,26 @@ CUresult StreamTracker::RecordNow(State* s) {
 
 uint64_t StreamTracker::Issue(uint32_t index) {
   State* s = streams_[index].get();
-  if (++s->since_event >= event_batch_ && s->covered < s->issued &&
-      s->enqueuing.load(std::memory_order_acquire) == 0) {
-    Poll(s);  // recycle finished batches: pending events stay bounded
-    if (RecordNow(s) != CUDA_SUCCESS) s->since_event = 0;  // retry a batch later
+  if (++s->since_event >= event_batch_ && s->covered < s->issued && s->WindowEmpty()) {
+    RecordBatch(s);
   }
   return ++s->issued;
+}
+
+void StreamTracker::RecordBatch(State* s) {
+  s->since_event = 0;  // whatever happens below, look again a batch later
+  if (event_pace_ == 0) {
+    Poll(s);  // recycle finished batches: pending events stay bounded
+    RecordNow(s);
+    return;
+  }
+  const int64_t start = now_();
+  if (start - s->last_batch_ns < event_interval_ns()) return;  // Note [event pacing]
+  Poll(s);
+  if (RecordNow(s) != CUDA_SUCCESS) return;
+  s->last_batch_ns = start;
+  const int64_t cost = std::max<int64_t>(now_() - start, 0);
+  batch_cost_ns_ += (cost - batch_cost_ns_) / 8;
 }
 
 void StreamTracker::Poll(State* s) {
@@ -121,7 +152,7 @@ bool StreamTracker::IsComplete(uint32_t index, uint64_t seq) {
 CUresult StreamTracker::Cover(uint32_t index, uint64_t seq, CUevent* event) {
   State* s = streams_[index].get();
   if (s->covered < seq) {
-    while (s->enqueuing.load(std::memory_order_acquire) != 0) sched_yield();
+    while (!s->WindowEmpty()) sched_yield();
     CUresult r = RecordNow(s);
     if (r != CUDA_SUCCESS) return r;
   }
@@ -177,7 +208,7 @@ void StreamTracker::Retire(CUstream handle, bool per_thread) {
   if (it == by_handle_.end()) return;
   State* s = streams_[it->second].get();
   if (s->covered < s->issued) {
-    while (s->enqueuing.load(std::memory_order_acquire) != 0) sched_yield();
+    while (!s->WindowEmpty()) sched_yield();
     if (RecordNow(s) != CUDA_SUCCESS) s->completed = s->issued;
   }
   s->handle = nullptr;  // never used for new work again

@@ -3,8 +3,9 @@
 //
 // Every operation the shim lets through on a stream gets the next sequence
 // number of that stream (Issue). Completion is known through events: one is
-// recorded every `event_batch` operations, and on demand when the caller must
-// know that a specific sequence number has finished (WaitFor, Cover).
+// recorded at most every `event_batch` operations, no more often than Note
+// [event pacing] allows, and on demand when the caller must know that a
+// specific sequence number has finished (WaitFor, Cover).
 //
 // Thread safety: not thread-safe except BeginEnqueue/EndEnqueue, which may be
 // called without the owner's lock. The owner (ShimCore) serializes all other
@@ -14,11 +15,27 @@
 //   A hook issues a sequence number under the core lock, releases the lock,
 //   then calls the real driver to enqueue the work. Between the two, another
 //   thread could record an event on the same stream that would not cover the
-//   work yet. Each stream therefore counts operations inside that window
-//   (BeginEnqueue before the lock is released, EndEnqueue after the real
-//   call returns); an event is only taken as covering everything issued when
-//   the window is empty: batched records are skipped while it is not, and
-//   on-demand records wait (yield) until it drains.
+//   work yet. Each stream therefore counts operations entering that window
+//   (BeginEnqueue, under the owner's lock: a plain increment) and leaving it
+//   (the returned counter, incremented by the caller after the real call
+//   returns, from any thread: one atomic add); an event is only taken as
+//   covering everything issued when the two counts are equal: batched
+//   records are skipped while they differ, and on-demand records wait
+//   (yield) until they agree.
+//
+// Note [event pacing]
+//   A batched event costs about as much host time as a launch (a driver
+//   call: ~1-4 us), so one every `event_batch` launches would add a large
+//   share of a launch to each launch when kernels are issued back to back.
+//   Batched events only refresh completion knowledge early; whoever needs a
+//   specific completion records on demand (Cover), and eviction covers every
+//   stream before it waits (ShimCore::EvictSome). So with pacing on
+//   (`event_pace` = P > 0) a batched event is recorded only if the stream's
+//   last one is at least P times the measured cost of a batched event
+//   (poll + record, moving average) old, capped at kMaxEventIntervalNs: the
+//   events then take at most about 1/P of the issuing thread's time, and
+//   completion knowledge is at most that interval (plus the batch) stale.
+//   The clock is read once per `event_batch` operations, never per Issue.
 #ifndef MEMVIRT_SHIM_CORE_STREAM_TRACKER_H_
 #define MEMVIRT_SHIM_CORE_STREAM_TRACKER_H_
 
@@ -38,7 +55,15 @@ namespace memvirt::shim {
 
 class StreamTracker {
  public:
-  StreamTracker(const Driver* driver, uint32_t event_batch);
+  // Monotonic nanoseconds (injectable for tests).
+  using NowFn = int64_t (*)();
+  static int64_t MonotonicNs();
+  static constexpr int64_t kMaxEventIntervalNs = 1'000'000;
+
+  // `event_pace`: 0 = a batched event every `event_batch` operations;
+  // P > 0 = paced as in Note [event pacing].
+  StreamTracker(const Driver* driver, uint32_t event_batch, uint32_t event_pace = 0,
+                NowFn now = &MonotonicNs);
   ~StreamTracker();
   StreamTracker(const StreamTracker&) = delete;
   StreamTracker& operator=(const StreamTracker&) = delete;
@@ -64,8 +89,14 @@ class StreamTracker {
   uint64_t Issue(uint32_t index);
   uint64_t issued(uint32_t index) const { return streams_[index]->issued; }
 
-  // Enqueue window (lock-free): see Note [enqueue window].
-  std::atomic<int>* EnqueueCounter(uint32_t index) { return &streams_[index]->enqueuing; }
+  // Enters the enqueue window of `index` (Note [enqueue window]); the caller
+  // must add 1 (release) to the returned counter once its driver call has
+  // returned, without the owner's lock if it likes.
+  std::atomic<uint64_t>* BeginEnqueue(uint32_t index) {
+    State* s = streams_[index].get();
+    ++s->window_entered;
+    return &s->window_left;
+  }
 
   // True if operation `seq` of stream `index` has completed (polls events).
   bool IsComplete(uint32_t index, uint64_t seq);
@@ -85,6 +116,9 @@ class StreamTracker {
 
   uint32_t num_streams() const { return static_cast<uint32_t>(streams_.size()); }
   uint64_t events_recorded() const { return events_recorded_; }
+  // Current minimum age of a stream's last event before a batched one is
+  // recorded (0 without pacing).
+  int64_t event_interval_ns() const;
 
  private:
   struct State {
@@ -93,18 +127,27 @@ class StreamTracker {
     uint64_t covered = 0;    // highest seq covered by a recorded event
     uint64_t completed = 0;  // highest seq known complete
     uint32_t since_event = 0;
+    int64_t last_batch_ns = 0;                         // clock at the last paced batched event
     std::deque<std::pair<uint64_t, CUevent>> pending;  // (covered seq, event)
-    std::atomic<int> enqueuing{0};
+    uint64_t window_entered = 0;                       // Note [enqueue window]
+    std::atomic<uint64_t> window_left{0};              // incremented outside the lock
+    bool WindowEmpty() const {
+      return window_left.load(std::memory_order_acquire) == window_entered;
+    }
   };
 
   uint32_t NewState(CUstream handle);
   CUresult RecordNow(State* s);
+  void RecordBatch(State* s);
   void Poll(State* s);
   CUevent TakeEvent();
   uint32_t IndexOfSlow(CUstream handle, bool per_thread);
 
   const Driver* driver_;
   const uint32_t event_batch_;
+  const uint32_t event_pace_;
+  const NowFn now_;
+  int64_t batch_cost_ns_ = 0;  // moving average of one batched event (poll + record)
   std::vector<std::unique_ptr<State>> streams_;
   std::unordered_map<CUstream, uint32_t> by_handle_;
   CUstream last_handle_ = nullptr;

@@ -70,5 +70,70 @@ TEST(StreamTrackerTest, PerThreadStreamsAreDistinctPerThread) {
   EXPECT_EQ(mine, tracker.IndexOf(nullptr, true));
 }
 
+// A clock for the pacing tests: every reading costs kReadNs of simulated time,
+// so a batched event (two readings around poll + record) measures kReadNs.
+constexpr int64_t kReadNs = 1000;
+int64_t g_fake_now = 0;
+int64_t FakeNow() {
+  g_fake_now += kReadNs;
+  return g_fake_now;
+}
+
+TEST(StreamTrackerTest, PacedEventsTakeABoundedShareOfTime) {
+  testing::FakeDriver fake(64 << 20);
+  g_fake_now = 0;
+  constexpr uint32_t kPace = 10;
+  StreamTracker tracker(&fake.driver(), 4, kPace, &FakeNow);
+  CUstream s = fake.CreateStream();
+  const uint32_t idx = tracker.IndexOf(s, false);
+  constexpr int kOps = 20000;
+  for (int i = 0; i < kOps; ++i) {
+    tracker.Issue(idx);
+    g_fake_now += 50;  // back-to-back launches, 50 ns apart
+  }
+  // The measured cost of a batched event is one clock reading; the interval
+  // is kPace times its moving average.
+  EXPECT_GE(tracker.event_interval_ns(), kPace * kReadNs * 9 / 10);
+  EXPECT_LE(tracker.event_interval_ns(), kPace * kReadNs);
+  // Unpaced, there would be kOps / 4 = 5000 events; paced, at most one per
+  // interval of simulated time (plus the first ones, while the average of the
+  // cost still grows from 0).
+  const uint64_t elapsed = static_cast<uint64_t>(g_fake_now);
+  EXPECT_LE(tracker.events_recorded(), elapsed / (kPace * kReadNs * 9 / 10) + 30);
+  EXPECT_GE(tracker.events_recorded(), elapsed / (kPace * kReadNs + 4 * (50 + kReadNs)) - 1);
+  // Completion stays available on demand.
+  EXPECT_FALSE(tracker.IsComplete(idx, kOps));
+  EXPECT_EQ(tracker.WaitFor(idx, kOps), CUDA_SUCCESS);
+  EXPECT_TRUE(tracker.IsComplete(idx, kOps));
+}
+
+TEST(StreamTrackerTest, PacedIntervalIsCapped) {
+  testing::FakeDriver fake(64 << 20);
+  g_fake_now = 0;
+  StreamTracker tracker(&fake.driver(), 1, 1u << 16, &FakeNow);
+  CUstream s = fake.CreateStream();
+  const uint32_t idx = tracker.IndexOf(s, false);
+  for (int i = 0; i < 200; ++i) tracker.Issue(idx);
+  EXPECT_EQ(tracker.event_interval_ns(), StreamTracker::kMaxEventIntervalNs);
+  // Once the interval has passed, the next batch records again.
+  const uint64_t before = tracker.events_recorded();
+  g_fake_now += StreamTracker::kMaxEventIntervalNs;
+  tracker.Issue(idx);
+  tracker.Issue(idx);
+  EXPECT_EQ(tracker.events_recorded(), before + 1);
+}
+
+TEST(StreamTrackerTest, UnpacedTrackerNeverReadsTheClock) {
+  testing::FakeDriver fake(64 << 20);
+  g_fake_now = 0;
+  StreamTracker tracker(&fake.driver(), 4, 0, &FakeNow);
+  CUstream s = fake.CreateStream();
+  const uint32_t idx = tracker.IndexOf(s, false);
+  for (int i = 0; i < 80; ++i) tracker.Issue(idx);
+  EXPECT_EQ(g_fake_now, 0);
+  EXPECT_EQ(tracker.event_interval_ns(), 0);
+  EXPECT_GE(tracker.events_recorded(), 19u);
+}
+
 }  // namespace
 }  // namespace memvirt::shim

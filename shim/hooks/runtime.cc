@@ -138,6 +138,7 @@ ShimCore* Runtime::CoreForAlloc() {
   options.host_budget = config_.host_budget;
   options.va_bytes = config_.va_bytes;
   options.event_batch = config_.event_batch;
+  options.event_pace = config_.event_pace;
   options.policy = config_.policy;
   if (control_ == nullptr) {  // once: the daemon link, if there is a daemon
     control_ = LoadDaemonControlPlane(config_, daemon_socket_.c_str());
