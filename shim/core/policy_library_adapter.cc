@@ -25,7 +25,8 @@ namespace {
 // Note [deferred accesses]
 //   OnAccess() only appends the step to a log; the library sees the logged
 //   steps, in order, just before any other call reaches it (every event and
-//   question flushes first) or when the log holds kMaxDeferredSteps steps.
+//   question flushes first) or when the log holds kMaxDeferredSteps steps
+//   or kMaxDeferredAccesses chunk accesses.
 //   The library therefore receives exactly the same sequence of calls as if
 //   each access were forwarded at once, and answers every question with all
 //   accesses known; only the time of delivery moves. The launch path then
@@ -65,7 +66,9 @@ class PolicyLibraryAdapter : public ResidencyPolicy {
       if (live_[chunks[i]]) accesses_.push_back({chunks[i], policy::AccessMode::kReadWrite});
     }
     steps_.push_back({step, accesses_.size()});
-    if (steps_.size() >= kMaxDeferredSteps) FlushAccesses();
+    if (steps_.size() >= kMaxDeferredSteps || accesses_.size() >= kMaxDeferredAccesses) {
+      FlushAccesses();
+    }
   }
   void OnResident(uint32_t chunk) override {
     if (!live_[chunk]) return;
@@ -119,6 +122,7 @@ class PolicyLibraryAdapter : public ResidencyPolicy {
 
  private:
   static constexpr size_t kMaxDeferredSteps = 64;
+  static constexpr size_t kMaxDeferredAccesses = 1 << 16;  // bounds the log's memory
   struct DeferredStep {
     uint64_t step;
     size_t end;  // accesses_[previous end, end) are this step's

@@ -780,17 +780,25 @@ uint32_t ShimCore::EvictBatch(const std::vector<uint32_t>& victims) {
   return dropped + FinishPageOut();
 }
 
+void ShimCore::PickVictims(uint32_t want, PickedVictims* picked) {
+  uint32_t v;
+  while (picked->chunks.size() < want && policy_->PickVictim(&EligibleThunk, this, &v)) {
+    picked->Add(v, &table_[v]);
+    table_[v].stamp = stamp_;  // not picked twice; Restore() puts the stamp back
+  }
+}
+
+void ShimCore::PickedVictims::Restore(ChunkTable* table) const {
+  for (size_t i = 0; i < chunks.size(); ++i) (*table)[chunks[i]].stamp = stamps[i];
+}
+
 void ShimCore::StartLookahead(uint32_t want) {
   if (!inflight_.empty()) return;
-  std::vector<uint32_t> victims;
+  PickedVictims picked;
   require_idle_ = true;
-  uint32_t v;
-  while (victims.size() < want && policy_->PickVictim(&EligibleThunk, this, &v)) {
-    victims.push_back(v);
-    table_[v].stamp = stamp_;
-  }
-  for (uint32_t c : victims) table_[c].stamp = 0;
-  if (!victims.empty()) StartPageOut(victims, /*may_wait=*/false);
+  PickVictims(want, &picked);
+  picked.Restore(&table_);
+  if (!picked.chunks.empty()) StartPageOut(picked.chunks, /*may_wait=*/false);
 }
 
 bool ShimCore::EvictSome(uint32_t want) {
@@ -803,35 +811,29 @@ bool ShimCore::EvictSome(uint32_t want) {
     StartLookahead(want);
     return true;
   }
-  std::vector<uint32_t> victims;
+  PickedVictims picked;
   require_idle_ = true;
-  uint32_t v;
-  while (victims.size() < want && policy_->PickVictim(&EligibleThunk, this, &v)) {
-    victims.push_back(v);
-    table_[v].stamp = stamp_;  // not picked twice; restored below
-  }
-  if (victims.empty()) {
+  PickVictims(want, &picked);
+  if (picked.chunks.empty()) {
     // Make finished work visible (events on streams with uncovered work),
     // then look again before waiting.
     tracker_->CoverAll();
     if (ReclaimDead(/*device=*/true, /*host=*/false)) return true;
-    while (victims.size() < want && policy_->PickVictim(&EligibleThunk, this, &v)) {
-      victims.push_back(v);
-      table_[v].stamp = stamp_;
-    }
+    PickVictims(want, &picked);
   }
-  if (victims.empty()) {
+  if (picked.chunks.empty()) {
     // Everything evictable is still in use: wait for the best candidate.
     require_idle_ = false;
+    uint32_t v;
     if (policy_->PickVictim(&EligibleThunk, this, &v)) {
       WaitChunkIdle(v);
-      victims.push_back(v);
+      picked.Add(v, &table_[v]);
     }
     require_idle_ = true;
   }
-  for (uint32_t c : victims) table_[c].stamp = 0;
-  if (victims.empty()) return false;
-  if (EvictBatch(victims) == 0) return false;
+  picked.Restore(&table_);
+  if (picked.chunks.empty()) return false;
+  if (EvictBatch(picked.chunks) == 0) return false;
   StartLookahead(want);
   return true;
 }

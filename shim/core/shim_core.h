@@ -132,6 +132,7 @@ struct CoreStats {
   uint64_t host_fallbacks = 0;       // chunks left in (or placed in) the host tier for an access
   uint64_t prefetches = 0;
   uint64_t demotions = 0;         // host chunks stored in the spill tier
+  uint64_t demotion_scans = 0;    // chunk-table scans for demotion victims (Note [demotion queue])
   uint64_t promotions = 0;        // chunks brought back for an access
   uint64_t promotion_reads = 0;   // ... of which read the spill tier then (no load ahead)
   uint64_t spill_prefetches = 0;  // loads from the spill tier started ahead of use
@@ -316,6 +317,21 @@ class ShimCore {
   uint32_t FinishPageOut() MEMSHIM_REQUIRES(mu_);
   void CancelPageOut(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
   void StartLookahead(uint32_t want) MEMSHIM_REQUIRES(mu_);
+  // Victims being chosen for one eviction: each is marked with the current
+  // stamp while it is chosen (so PickVictim skips it); Restore() gives every
+  // one its previous stamp back, which keeps the recency that demotion ranks
+  // host chunks by (Note [demotion queue]).
+  struct PickedVictims {
+    std::vector<uint32_t> chunks;
+    std::vector<uint64_t> stamps;  // their stamps before they were picked
+    void Add(uint32_t chunk, const ChunkEntry* e) {
+      chunks.push_back(chunk);
+      stamps.push_back(e->stamp);
+    }
+    void Restore(ChunkTable* table) const;
+  };
+  // Adds victims from the policy until `picked` holds `want` or none is left.
+  void PickVictims(uint32_t want, PickedVictims* picked) MEMSHIM_REQUIRES(mu_);
   bool ChunkIdle(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
   void WaitChunkIdle(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
   void AddUse(uint32_t chunk, uint32_t stream, uint64_t seq) MEMSHIM_REQUIRES(mu_);
@@ -347,6 +363,14 @@ class ShimCore {
   bool AcquireStaging(uint32_t keep_chunk, uint32_t* slot) MEMSHIM_REQUIRES(mu_);
   // Demotes up to `max` (at most one batch) host chunks; false if none moved.
   bool DemoteHostChunks(uint32_t max) MEMSHIM_REQUIRES(mu_);
+  // Note [demotion queue] (shim_core_spill.cc).
+  struct DemotionCandidate {
+    uint32_t rank;  // > 0: among the policy's upcoming chunks (higher: needed sooner)
+    uint32_t chunk;
+    uint64_t stamp;  // the chunk's stamp when queued
+  };
+  bool DemotionEligible(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
+  void RebuildDemotionQueue() MEMSHIM_REQUIRES(mu_);
   CUresult Promote(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
   // Installs finished prefetch loads into free host slots (never waits).
   void InstallLoaded() MEMSHIM_REQUIRES(mu_);
@@ -357,6 +381,7 @@ class ShimCore {
   std::vector<uint64_t> spill_ids_ MEMSHIM_GUARDED_BY(mu_);  // per chunk, kNvme only
   uint32_t staging_loads_ MEMSHIM_GUARDED_BY(mu_) = 0;       // slots kLoading or kLoaded
   bool spill_full_logged_ MEMSHIM_GUARDED_BY(mu_) = false;
+  std::vector<DemotionCandidate> demotion_queue_ MEMSHIM_GUARDED_BY(mu_);  // best victim last
 
   const Driver* const driver_;
   ControlPlane* const control_;

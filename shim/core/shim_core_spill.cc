@@ -15,6 +15,8 @@ constexpr size_t kDemoteBatch = 4;
 // How far ahead prefetch candidates are asked for (the policy returns
 // non-resident chunks in general; only the spilled ones are loaded here).
 constexpr uint64_t kSpillPrefetchWindow = 64 * kChunkBytes;
+// Candidates kept in order per scan of the chunk table (Note [demotion queue]).
+constexpr size_t kDemotionQueue = 64;
 
 }  // namespace
 
@@ -85,47 +87,86 @@ bool ShimCore::AcquireStaging(uint32_t keep_chunk, uint32_t* slot) {
   return true;
 }
 
-bool ShimCore::DemoteHostChunks(uint32_t max) {
-  if (spill_ == nullptr) return false;
-  // Candidates: host chunks with live data, not touched by the operation
-  // being prepared, whose last use completed and whose fill (if any) landed.
-  std::vector<uint32_t> candidates;
-  for (uint32_t c = 0; c < table_.size(); ++c) {
-    const ChunkEntry& e = table_[c];
-    if (e.residence != Residence::kHost || !e.live_data || e.stamp == stamp_) continue;
-    if (e.fill_seq != 0 && !tracker_->IsComplete(copy_index_, e.fill_seq)) continue;
-    candidates.push_back(c);
-  }
-  // Farthest next use first: chunks the policy expects soon (its prefetch
-  // candidates, soonest first) go last, the sooner the later; the others
-  // least recently touched first (the stamp is the id of the last operation).
+// Note [demotion queue]
+//   Demotion victims are host chunks with live data that the operation being
+//   prepared does not touch, whose last use completed and whose fill landed,
+//   farthest expected next use first: chunks the policy expects soon (its
+//   prefetch candidates, soonest first) last, the sooner the later, the
+//   others least recently touched first (the stamp is the id of the last
+//   operation). Finding them takes a scan of the chunk table and an ordering
+//   of the candidates; once per batch of kDemoteBatch chunks that cost
+//   O(reservation) per 8 MiB moved, more than the transfer on a large host
+//   tier. A scan therefore keeps the best kDemotionQueue candidates in order
+//   and later batches take from them, re-checking each one (still eligible,
+//   stamp unchanged since the scan: a chunk touched since then is ranked
+//   again by the next scan; one that is busy is left to it too). Chunks that
+//   entered the host tier after the scan were touched after every queued
+//   one, so the exact order would put them later anyway, except against
+//   chunks the policy expects soon: the queue is scanned again before one of
+//   those is taken, and whenever it runs out. At most one scan per call.
+bool ShimCore::DemotionEligible(uint32_t chunk) {
+  const ChunkEntry& e = table_[chunk];
+  if (e.residence != Residence::kHost || !e.live_data || e.stamp == stamp_) return false;
+  return e.fill_seq == 0 || tracker_->IsComplete(copy_index_, e.fill_seq);
+}
+
+void ShimCore::RebuildDemotionQueue() {
+  ++stats_.demotion_scans;
   std::vector<uint32_t> soon;
   policy_->PrefetchCandidatesInto(kSpillPrefetchWindow, &soon);
   std::unordered_map<uint32_t, uint32_t> urgency;  // chunk -> rank, higher = needed sooner
   for (size_t i = 0; i < soon.size(); ++i) {
     urgency.emplace(soon[i], static_cast<uint32_t>(soon.size() - i));
   }
-  auto rank = [&urgency](uint32_t c) {
-    auto it = urgency.find(c);
-    return it == urgency.end() ? 0u : it->second;
-  };
-  std::sort(candidates.begin(), candidates.end(), [&](uint32_t a, uint32_t b) {
-    const uint32_t ra = rank(a), rb = rank(b);
-    return ra != rb ? ra < rb : table_[a].stamp < table_[b].stamp;
-  });
+  std::vector<DemotionCandidate> all;
+  for (uint32_t c = 0; c < table_.size(); ++c) {
+    if (!DemotionEligible(c)) continue;
+    uint32_t rank = 0;
+    if (!urgency.empty()) {
+      auto it = urgency.find(c);
+      if (it != urgency.end()) rank = it->second;
+    }
+    all.push_back({rank, c, table_[c].stamp});
+  }
+  const size_t keep = std::min(all.size(), kDemotionQueue);
+  std::partial_sort(all.begin(), all.begin() + static_cast<ptrdiff_t>(keep), all.end(),
+                    [](const DemotionCandidate& a, const DemotionCandidate& b) {
+                      if (a.rank != b.rank) return a.rank < b.rank;
+                      return a.stamp != b.stamp ? a.stamp < b.stamp : a.chunk < b.chunk;
+                    });
+  demotion_queue_.assign(all.begin(), all.begin() + static_cast<ptrdiff_t>(keep));
+  std::reverse(demotion_queue_.begin(), demotion_queue_.end());  // best victim last
+}
+
+bool ShimCore::DemoteHostChunks(uint32_t max) {
+  if (spill_ == nullptr) return false;
   struct Move {
     uint32_t chunk, slot;
   };
   std::vector<Move> moves;
-  for (uint32_t c : candidates) {
-    if (moves.size() == std::min<size_t>(max, kDemoteBatch)) break;
-    if (!ChunkIdle(c)) continue;
+  const size_t want = std::min<size_t>(max, kDemoteBatch);
+  bool scanned = false;
+  while (moves.size() < want) {
+    if (!scanned && (demotion_queue_.empty() || demotion_queue_.back().rank > 0)) {
+      RebuildDemotionQueue();
+      scanned = true;
+    }
+    if (demotion_queue_.empty()) break;
+    const DemotionCandidate d = demotion_queue_.back();
+    demotion_queue_.pop_back();
+    if (table_[d.chunk].stamp != d.stamp || !DemotionEligible(d.chunk)) continue;
+    if (!ChunkIdle(d.chunk)) continue;
     uint32_t slot;
-    if (!AcquireStaging(kNoIndex, &slot)) break;
+    if (!AcquireStaging(kNoIndex, &slot)) {
+      demotion_queue_.push_back(d);
+      break;
+    }
+    const uint32_t c = d.chunk;
     CUresult r = driver_->cuMemcpyDtoHAsync_v2(spill_->staging(slot), pool_->mirror(table_[c].phys),
                                                kChunkBytes, copy_stream_);
     if (r != CUDA_SUCCESS) {
       MEMSHIM_LOG(kError, "copy to the staging buffer failed (%d)", r);
+      demotion_queue_.push_back(d);
       break;
     }
     staging_[slot].state = StagingSlot::State::kStoring;

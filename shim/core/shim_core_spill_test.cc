@@ -2,6 +2,7 @@
 // promotion, over an in-memory tier with failure switches.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -212,6 +213,37 @@ TEST_F(ShimCoreSpillTest, LowerHostBudgetDemotesTheExcess) {
   EXPECT_EQ(core_->stats().spilled_chunks - full.spilled_chunks, 3u);
   ExpectBlocks(s, blocks, 8);
   EXPECT_LE(core_->stats().host_slots_in_use, 2u);  // the budget holds while paging
+}
+
+// Note [demotion queue]: one scan of the chunk table serves several batches
+// of demotions, least recently used first, and the data stays right.
+TEST_F(ShimCoreSpillTest, OneScanServesSeveralDemotionBatches) {
+  MemorySpillTier tier(4, 128 * kMiB);
+  SpillControlPlane plane(&tier);
+  Make(&fake_.driver(), 8 * kMiB, 64 * kMiB, "lru", &plane);
+  CUstream s = fake_.CreateStream();
+  std::vector<CUdeviceptr> blocks = WriteBlocks(s, 36);  // 4 device + 32 host chunks
+  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  const CoreStats full = core_->stats();
+  ASSERT_GE(full.host_slots_in_use, 28u);
+  core_->SetHostBudget(8 * kMiB);  // 24 or more chunks to demote: 6 or more batches of 4
+  const CoreStats lowered = core_->stats();
+  EXPECT_EQ(lowered.spilled_chunks - full.spilled_chunks, full.host_slots_in_use - 4);
+  // One scan per batch would be 6 or more here (and one per 4 demotions).
+  EXPECT_LE(lowered.demotion_scans - full.demotion_scans, 1u);
+  EXPECT_LT(4 * lowered.demotion_scans, lowered.demotions);
+  // The least recently written went first: every block still in host memory
+  // was written after every demoted one.
+  int newest_demoted = -1, oldest_kept = 36;
+  for (int i = 0; i < 36; ++i) {
+    const Residence r = core_->ResidenceOf(blocks[i]);
+    if (r == Residence::kNvme) newest_demoted = i;
+    if (r == Residence::kHost) oldest_kept = std::min(oldest_kept, i);
+  }
+  EXPECT_LT(newest_demoted, oldest_kept);
+  ExpectBlocks(s, blocks, 36);
+  EXPECT_EQ(fake_.faults(), 0u);
+  core_.reset();  // the core uses plane and tier until destroyed
 }
 
 TEST_F(ShimCoreSpillTest, LifetimePolicyLoadsSpilledChunksAheadOfUse) {

@@ -7,9 +7,9 @@
 // [event pacing] allows, and on demand when the caller must know that a
 // specific sequence number has finished (WaitFor, Cover).
 //
-// Thread safety: not thread-safe except BeginEnqueue/EndEnqueue, which may be
-// called without the owner's lock. The owner (ShimCore) serializes all other
-// calls with its mutex.
+// Thread safety: not thread-safe; the owner (ShimCore) serializes every call
+// with its mutex. Only the counter BeginEnqueue() returns may be incremented
+// without that lock (Note [enqueue window]).
 //
 // Note [enqueue window]
 //   A hook issues a sequence number under the core lock, releases the lock,
