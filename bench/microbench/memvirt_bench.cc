@@ -143,6 +143,12 @@ double MeanBelow(const std::vector<float>& v, float limit) {
   return n == 0 ? 0 : sum / static_cast<double>(n);
 }
 
+// Batched events the core recorded since `before`, per 1000 of `launches`.
+double EventsPer1k(shim::ShimCore& core, uint64_t before, uint64_t launches) {
+  return 1000.0 * static_cast<double>(core.stats().events_recorded - before) /
+         static_cast<double>(launches);
+}
+
 void BM_Launch(benchmark::State& state) {
   Env& env = GetEnv();
   if (!env.ok) return state.SkipWithError("no driver or bench kernels");
@@ -186,8 +192,7 @@ void BM_Launch(benchmark::State& state) {
   state.counters["added_ns"] = MeanBelow(added, kPreemptedNs) - clock_ns;
   state.counters["added_p50_ns"] = Median(added) - clock_ns;
   state.counters["passthrough_ns"] = MeanBelow(pass, kPreemptedNs) - clock_ns;
-  state.counters["events_per_1k"] =
-      1000.0 * static_cast<double>(core->stats().events_recorded - events_before) / n;
+  state.counters["events_per_1k"] = EventsPer1k(*core, events_before, n);
 }
 BENCHMARK(BM_Launch)->ArgsProduct({{8, 64}, {0, 1}});
 
@@ -213,9 +218,7 @@ void BM_ShimLaunchWork(benchmark::State& state) {
     core->BeforeLaunch(f, params.data(), nullptr, env.stream, false, &ticket);
     shim::ShimCore::AfterEnqueue(ticket);
   }
-  state.counters["events_per_1k"] =
-      1000.0 * static_cast<double>(core->stats().events_recorded - events_before) /
-      static_cast<double>(state.iterations());
+  state.counters["events_per_1k"] = EventsPer1k(*core, events_before, state.iterations());
   core->Synchronize();
 }
 BENCHMARK(BM_ShimLaunchWork)->ArgsProduct({{8, 64}, {0, 1}});

@@ -113,15 +113,11 @@ uint64_t StreamTracker::Issue(uint32_t index) {
 
 void StreamTracker::RecordBatch(State* s) {
   s->since_event = 0;  // whatever happens below, look again a batch later
-  if (event_pace_ == 0) {
-    Poll(s);  // recycle finished batches: pending events stay bounded
-    RecordNow(s);
-    return;
-  }
-  const int64_t start = now_();
-  if (start - s->last_batch_ns < event_interval_ns()) return;  // Note [event pacing]
-  Poll(s);
-  if (RecordNow(s) != CUDA_SUCCESS) return;
+  const bool paced = event_pace_ != 0;
+  const int64_t start = paced ? now_() : 0;
+  if (paced && start - s->last_batch_ns < event_interval_ns()) return;  // Note [event pacing]
+  Poll(s);  // recycle finished batches: pending events stay bounded
+  if (RecordNow(s) != CUDA_SUCCESS || !paced) return;
   s->last_batch_ns = start;
   const int64_t cost = std::max<int64_t>(now_() - start, 0);
   batch_cost_ns_ += (cost - batch_cost_ns_) / 8;
