@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include "export_tables.h"
 #include "memory_ops.h"
 
 namespace memsim::api {
@@ -88,21 +89,40 @@ CUresult ResolveDevice(CUdevice ordinal, Device** out) {
   return *out ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
 }
 
-void DestroyContext(const std::shared_ptr<Context>& ctx) {
-  ctx->Shutdown();
+namespace {
+
+// Frees what a context owns: its streams' and events' handles and its cuMemAlloc/host
+// allocations. REQUIRES: the context's streams were shut down.
+void ReleaseContextResources(Context* ctx) {
   for (auto& s : D().streams.Snapshot()) {
-    if (s->context() == ctx.get()) D().streams.Remove(s.get());
+    if (s->context() == ctx) D().streams.Remove(s.get());
   }
   for (auto& e : D().events.Snapshot()) {
-    if (e->context() == ctx.get()) D().events.Remove(e.get());
+    if (e->context() == ctx) D().events.Remove(e.get());
   }
-  for (uint64_t ptr : ctx->device()->va().ClassicOwnedBy(ctx.get())) FreeDeviceMemory(ptr);
-  for (const HostRange& r : D().host_memory.OwnedBy(ctx.get())) {
+  for (uint64_t ptr : ctx->device()->va().ClassicOwnedBy(ctx)) FreeDeviceMemory(ptr);
+  for (const HostRange& r : D().host_memory.OwnedBy(ctx)) {
     if (D().host_memory.Remove(r.base, r.registered) && !r.registered) {
       munmap(reinterpret_cast<void*>(r.base), r.size);
     }
   }
-  RemoveFromCurrentStack(ctx.get());
+  RemoveFromCurrentStack(ctx);
+}
+
+}  // namespace
+
+void DestroyContext(const std::shared_ptr<Context>& ctx) {
+  DestroyContextLocalStorage(ctx.get());  // while the handle still resolves
+  D().contexts.Remove(ctx.get());
+  ctx->Shutdown();
+  ReleaseContextResources(ctx.get());
+}
+
+void DeactivatePrimaryContext(const std::shared_ptr<Context>& ctx) {
+  DestroyContextLocalStorage(ctx.get());
+  ctx->Shutdown();
+  ReleaseContextResources(ctx.get());
+  ctx->Reset();
 }
 
 }  // namespace memsim::api

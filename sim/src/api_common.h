@@ -64,9 +64,13 @@ CUresult ResolveFunction(const void* handle, Function** fn, std::shared_ptr<Modu
 // CUDA_ERROR_INVALID_DEVICE for ordinals that do not exist.
 CUresult ResolveDevice(CUdevice ordinal, Device** out);
 
-// Destroys a context: waits for and stops its streams, drops its streams/events from the
+// Destroys a context: runs its context-local storage destructors (export_tables.h), removes it
+// from the handle table, waits for and stops its streams, drops its streams/events from the
 // handle tables and frees its cuMemAlloc/host allocations.
 void DestroyContext(const std::shared_ptr<Context>& ctx);
+// The same for a primary context whose last reference went (release or reset), except that its
+// handle stays valid: the context is Reset() and can be retained again.
+void DeactivatePrimaryContext(const std::shared_ptr<Context>& ctx);
 
 }  // namespace memsim::api
 
