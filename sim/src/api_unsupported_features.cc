@@ -186,6 +186,31 @@ CUresult CUDAAPI cuStreamBatchMemOp_v2(CUstream stream, unsigned int count, CUst
 CUresult CUDAAPI cuStreamBatchMemOp_ptsz(CUstream stream, unsigned int count, CUstreamBatchMemOpParams_v1 *paramArray, unsigned int flags) { return CUDA_ERROR_NOT_SUPPORTED; }
 CUresult CUDAAPI cuStreamBatchMemOp_v2_ptsz(CUstream stream, unsigned int count, CUstreamBatchMemOpParams *paramArray, unsigned int flags) { return CUDA_ERROR_NOT_SUPPORTED; }
 
+// Multicast objects (CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED is 0), green contexts and SM partitioning, tensor-map encoding (no tensor memory accelerator: kernels run on the CPU).
+CUresult CUDAAPI cuMulticastCreate(CUmemGenericAllocationHandle *mcHandle, const CUmulticastObjectProp *prop) { return CUDA_ERROR_NOT_SUPPORTED; }
+CUresult CUDAAPI cuMulticastAddDevice(CUmemGenericAllocationHandle mcHandle, CUdevice dev) { return CUDA_ERROR_NOT_SUPPORTED; }
+CUresult CUDAAPI cuMulticastBindMem(CUmemGenericAllocationHandle mcHandle, size_t mcOffset, CUmemGenericAllocationHandle memHandle, size_t memOffset, size_t size, unsigned long long flags) { return CUDA_ERROR_NOT_SUPPORTED; }
+CUresult CUDAAPI cuMulticastBindAddr(CUmemGenericAllocationHandle mcHandle, size_t mcOffset, CUdeviceptr memptr, size_t size, unsigned long long flags) { return CUDA_ERROR_NOT_SUPPORTED; }
+CUresult CUDAAPI cuMulticastUnbind(CUmemGenericAllocationHandle mcHandle, CUdevice dev, size_t mcOffset, size_t size) { return CUDA_ERROR_NOT_SUPPORTED; }
+CUresult CUDAAPI cuMulticastGetGranularity(size_t *granularity, const CUmulticastObjectProp *prop, CUmulticastGranularity_flags option) { return CUDA_ERROR_NOT_SUPPORTED; }
+CUresult CUDAAPI cuGreenCtxCreate(CUgreenCtx* phCtx, CUdevResourceDesc desc, CUdevice dev, unsigned int flags) { return CUDA_ERROR_NOT_SUPPORTED; }
+CUresult CUDAAPI cuGreenCtxDestroy(CUgreenCtx hCtx) { return CUDA_ERROR_NOT_SUPPORTED; }
+CUresult CUDAAPI cuCtxFromGreenCtx(CUcontext *pContext, CUgreenCtx hCtx) { return CUDA_ERROR_NOT_SUPPORTED; }
+CUresult CUDAAPI cuDeviceGetDevResource(CUdevice dev, CUdevResource* result, CUdevResourceType type) { return CUDA_ERROR_NOT_SUPPORTED; }
+CUresult CUDAAPI cuCtxGetDevResource(CUcontext hCtx, CUdevResource* result, CUdevResourceType type) { return CUDA_ERROR_NOT_SUPPORTED; }
+CUresult CUDAAPI cuGreenCtxGetDevResource(CUgreenCtx hCtx, CUdevResource* result, CUdevResourceType type) { return CUDA_ERROR_NOT_SUPPORTED; }
+CUresult CUDAAPI cuDevSmResourceSplitByCount(CUdevResource* result, unsigned int* nbGroups, const CUdevResource* input, CUdevResource* remaining, unsigned int useFlags, unsigned int minCount) { return CUDA_ERROR_NOT_SUPPORTED; }
+CUresult CUDAAPI cuDevResourceGenerateDesc(CUdevResourceDesc* phDesc, CUdevResource* resources, unsigned int nbResources) { return CUDA_ERROR_NOT_SUPPORTED; }
+CUresult CUDAAPI cuGreenCtxRecordEvent(CUgreenCtx hCtx, CUevent hEvent) { return CUDA_ERROR_NOT_SUPPORTED; }
+CUresult CUDAAPI cuGreenCtxWaitEvent(CUgreenCtx hCtx, CUevent hEvent) { return CUDA_ERROR_NOT_SUPPORTED; }
+CUresult CUDAAPI cuStreamGetGreenCtx(CUstream hStream, CUgreenCtx *phCtx) { return CUDA_ERROR_NOT_SUPPORTED; }
+CUresult CUDAAPI cuGreenCtxStreamCreate(CUstream* phStream, CUgreenCtx greenCtx, unsigned int flags, int priority) { return CUDA_ERROR_NOT_SUPPORTED; }
+CUresult CUDAAPI cuGreenCtxGetId(CUgreenCtx greenCtx, unsigned long long *greenCtxId) { return CUDA_ERROR_NOT_SUPPORTED; }
+CUresult CUDAAPI cuTensorMapEncodeTiled(CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType, cuuint32_t tensorRank, void *globalAddress, const cuuint64_t *globalDim, const cuuint64_t *globalStrides, const cuuint32_t *boxDim, const cuuint32_t *elementStrides, CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2Promotion, CUtensorMapFloatOOBfill oobFill) { return CUDA_ERROR_NOT_SUPPORTED; }
+CUresult CUDAAPI cuTensorMapEncodeIm2col(CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType, cuuint32_t tensorRank, void *globalAddress, const cuuint64_t *globalDim, const cuuint64_t *globalStrides, const int *pixelBoxLowerCorner, const int *pixelBoxUpperCorner, cuuint32_t channelsPerPixel, cuuint32_t pixelsPerColumn, const cuuint32_t *elementStrides, CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2Promotion, CUtensorMapFloatOOBfill oobFill) { return CUDA_ERROR_NOT_SUPPORTED; }
+CUresult CUDAAPI cuTensorMapEncodeIm2colWide(CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType, cuuint32_t tensorRank, void *globalAddress, const cuuint64_t *globalDim, const cuuint64_t *globalStrides, int pixelBoxLowerCornerWidth, int pixelBoxUpperCornerWidth, cuuint32_t channelsPerPixel, cuuint32_t pixelsPerColumn, const cuuint32_t *elementStrides, CUtensorMapInterleave interleave, CUtensorMapIm2ColWideMode mode, CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2Promotion, CUtensorMapFloatOOBfill oobFill) { return CUDA_ERROR_NOT_SUPPORTED; }
+CUresult CUDAAPI cuTensorMapReplaceAddress(CUtensorMap *tensorMap, void *globalAddress) { return CUDA_ERROR_NOT_SUPPORTED; }
+
 // Pool export and import (CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES is NONE), atomic capability queries and the legacy cuCtxDetach.
 CUresult CUDAAPI cuMemPoolExportToShareableHandle(void *handle_out, CUmemoryPool pool, CUmemAllocationHandleType handleType, unsigned long long flags) { return CUDA_ERROR_NOT_SUPPORTED; }
 CUresult CUDAAPI cuMemPoolImportFromShareableHandle(CUmemoryPool *pool_out, void *handle, CUmemAllocationHandleType handleType, unsigned long long flags) { return CUDA_ERROR_NOT_SUPPORTED; }

@@ -80,6 +80,16 @@ GROUPS = [
      "CUDA_ERROR_NOT_SUPPORTED",
      "cuStreamWaitValue32 cuStreamWriteValue32 cuStreamWaitValue64 cuStreamWriteValue64 "
      "cuStreamBatchMemOp"),
+    ("Multicast objects (CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED is 0), green contexts and SM "
+     "partitioning, tensor-map encoding (no tensor memory accelerator: kernels run on the CPU).",
+     "CUDA_ERROR_NOT_SUPPORTED",
+     "cuMulticastCreate cuMulticastAddDevice cuMulticastBindMem cuMulticastBindAddr "
+     "cuMulticastUnbind cuMulticastGetGranularity cuGreenCtxCreate cuGreenCtxDestroy "
+     "cuCtxFromGreenCtx cuDeviceGetDevResource cuCtxGetDevResource cuGreenCtxGetDevResource "
+     "cuDevSmResourceSplitByCount cuDevResourceGenerateDesc cuGreenCtxRecordEvent "
+     "cuGreenCtxWaitEvent cuStreamGetGreenCtx cuGreenCtxStreamCreate cuGreenCtxGetId "
+     "cuTensorMapEncodeTiled cuTensorMapEncodeIm2col cuTensorMapEncodeIm2colWide "
+     "cuTensorMapReplaceAddress"),
     ("Pool export and import (CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES is NONE), "
      "atomic capability queries and the legacy cuCtxDetach.",
      "CUDA_ERROR_NOT_SUPPORTED",

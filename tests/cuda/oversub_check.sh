@@ -22,7 +22,7 @@ for mode in eager graph; do
         "$workload" "$footprint" 3 $([[ $mode == graph ]] && echo graph) 2>"${TMPDIR:-/tmp}/oversub_shim.$$.log") \
     || { cat "${TMPDIR:-/tmp}/oversub_shim.$$.log"; fail "$mode run under the shim exited $?"; }
   got=$(checksum "$out")
-  grep -q "memshim" "${TMPDIR:-/tmp}/oversub_shim.$$.log" || fail "the shim logged nothing: was it loaded?"
+  grep -q "virtual device memory:" "${TMPDIR:-/tmp}/oversub_shim.$$.log" || fail "the shim logged nothing: was it loaded?"
   rm -f "${TMPDIR:-/tmp}/oversub_shim.$$.log"
   [[ $got == "$want" ]] || fail "$mode under the shim at 3x: checksum $got, want $want"
   echo "shim at 3x ($mode): checksum $got"

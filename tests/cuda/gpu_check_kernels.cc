@@ -1,6 +1,7 @@
-// Host implementations of tests/gpu/oversub_workload.cu's kernels for the simulated driver
-// (loaded through MEMSIM_KERNELS; names are the kernels' mangled names). Each runs once per
-// launch and covers the whole index range, as the grid-stride loops on a GPU do.
+// Host implementations of the kernels of the GPU check's programs (tests/gpu/oversub_workload.cu
+// and tests/gpu/driver_probe.cu) for the simulated driver, loaded through MEMSIM_KERNELS; names
+// are the kernels' mangled names. Each runs once per launch and covers the whole index range,
+// as the grid-stride loops on a GPU do.
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -77,3 +78,14 @@ MEMSIM_HOST_KERNEL(_Z7HashSumPyPKjm) {
   for (size_t i = 0; i < n; ++i) sum += Mix(x[i] ^ (static_cast<unsigned long long>(i) << 32));
   *out += sum;
 }
+
+// ProbeTouch(unsigned* p, size_t n, unsigned add)
+MEMSIM_HOST_KERNEL(_Z10ProbeTouchPjmj) {
+  unsigned* p = Arg<unsigned*>(params, 0);
+  const size_t n = Arg<size_t>(params, 1);
+  const unsigned add = Arg<unsigned>(params, 2);
+  for (size_t i = 0; i < n; ++i) p[i] += add;
+}
+
+// ProbeParams(int, float4, char, double2, short): only its parameter layout is probed.
+MEMSIM_HOST_KERNEL(_Z11ProbeParamsi6float4c7double2s) { (void)params; }
