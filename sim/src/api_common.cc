@@ -76,9 +76,21 @@ void AbandonCapture(Context& ctx, Stream& stream) {
 
 CUresult ResolveFunction(const void* handle, Function** fn, std::shared_ptr<Module>* module) {
   if (CUresult r = RequireInit()) return r;
-  auto m = D().ModuleOfFunction(handle);
+  Driver::FunctionHandleKind kind;
+  auto m = D().LookupFunction(handle, fn, &kind);
   if (!m) return CUDA_ERROR_INVALID_HANDLE;
-  *fn = static_cast<Function*>(const_cast<void*>(handle));
+  if (module != nullptr) *module = std::move(m);
+  return CUDA_SUCCESS;
+}
+
+CUresult ResolveFunctionOfKind(const void* handle, Driver::FunctionHandleKind kind, Function** fn,
+                               std::shared_ptr<Module>* module) {
+  if (CUresult r = RequireInit()) return r;
+  Driver::FunctionHandleKind actual;
+  Function* found = nullptr;
+  auto m = D().LookupFunction(handle, &found, &actual);
+  if (!m || actual != kind) return CUDA_ERROR_INVALID_HANDLE;
+  *fn = found;
   if (module != nullptr) *module = std::move(m);
   return CUDA_SUCCESS;
 }

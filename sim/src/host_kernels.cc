@@ -1,0 +1,49 @@
+#include "host_kernels.h"
+
+#include <dlfcn.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <vector>
+
+namespace memsim {
+
+namespace {
+
+// Handles of the MEMSIM_KERNELS objects, opened on first use (Note [never destroyed]).
+const std::vector<void*>& KernelObjects() {
+  static const std::vector<void*>* objects = [] {
+    auto* handles = new std::vector<void*>;
+    const char* list = std::getenv("MEMSIM_KERNELS");
+    std::string paths = list != nullptr ? list : "";
+    size_t start = 0;
+    while (start <= paths.size()) {
+      size_t end = paths.find(':', start);
+      if (end == std::string::npos) end = paths.size();
+      const std::string path = paths.substr(start, end - start);
+      if (!path.empty()) {
+        if (void* dl = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL)) {
+          handles->push_back(dl);
+        } else {
+          std::fprintf(stderr, "memsim: MEMSIM_KERNELS entry %s not loaded: %s\n", path.c_str(),
+                       dlerror());
+        }
+      }
+      start = end + 1;
+    }
+    return handles;
+  }();
+  return *objects;
+}
+
+}  // namespace
+
+KernelEntry FindHostKernel(const std::string& mangled_name) {
+  for (void* dl : KernelObjects()) {
+    if (void* sym = dlsym(dl, mangled_name.c_str())) return reinterpret_cast<KernelEntry>(sym);
+  }
+  return reinterpret_cast<KernelEntry>(dlsym(RTLD_DEFAULT, mangled_name.c_str()));
+}
+
+}  // namespace memsim
