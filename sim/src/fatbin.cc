@@ -115,19 +115,12 @@ ImageFormat DetectImageFormat(const void* image) {
 }
 
 uint64_t FatbinExtent(ImageReader read, void* ctx) {
-  uint64_t pos = 0;
-  for (;;) {
-    unsigned char h[kContainerHeaderBytes];
-    if (!read(ctx, pos, h, sizeof(h)) || LoadField<uint32_t>(h) != kFatbinContainerMagic) break;
-    const uint64_t header = LoadField<uint16_t>(h + 6);
-    const uint64_t payload = LoadField<uint64_t>(h + 8);
-    if (header < kContainerHeaderBytes || payload > kMaxImageBytes ||
-        pos + header + payload > kMaxImageBytes) {
-      break;
-    }
-    pos += header + payload;
-  }
-  return pos;
+  unsigned char h[kContainerHeaderBytes];
+  if (!read(ctx, 0, h, sizeof(h)) || LoadField<uint32_t>(h) != kFatbinContainerMagic) return 0;
+  const uint64_t header = LoadField<uint16_t>(h + 6);
+  const uint64_t payload = LoadField<uint64_t>(h + 8);
+  if (header < kContainerHeaderBytes || payload > kMaxImageBytes) return 0;
+  return header + payload;
 }
 
 CUresult SelectCubin(const unsigned char* data, size_t size, std::vector<unsigned char>* cubin) {

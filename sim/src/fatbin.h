@@ -39,9 +39,10 @@ enum class ImageFormat { kUnknown, kFatbinWrapper, kFatbinContainer, kCubin };
 // it never reads past the terminator of a NUL-terminated string (the legacy path form).
 ImageFormat DetectImageFormat(const void* image);
 
-// Bytes spanned by the container(s) starting at offset 0 of an image, read through `read`
-// (images given by pointer carry no size). Stops at the first bytes that are not (or cannot be
-// read as) another container. 0 when the first container's header is implausible.
+// Bytes spanned by the container at offset 0 of an image, from its header read through `read`
+// (images given by pointer carry no size). Only the first container is measured: nothing tells
+// whether bytes after it belong to the image (each wrapper nvcc emits points at one container),
+// so reading on could run past the caller's buffer. 0 when the header is implausible.
 uint64_t FatbinExtent(ImageReader read, void* ctx);
 
 // The cubin for the sim's architecture (Note [arch choice]) from container(s) or a bare cubin

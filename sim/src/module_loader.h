@@ -7,7 +7,8 @@
 // read of caller memory runs under the fault guard (fault_guard.h), so a header that points
 // outside readable memory gives CUDA_ERROR_INVALID_IMAGE instead of a crash. Headers that stay
 // within readable memory but describe bytes beyond the caller's buffer cannot be told apart from
-// a valid image; the file forms (cuModuleLoad, cuLibraryLoadFromFile) know the exact size.
+// a valid image. Only the first fatbin container of an in-memory image is used (FatbinExtent in
+// fatbin.h); the file forms (cuModuleLoad, cuLibraryLoadFromFile) know the exact size.
 //
 // REQUIRES: cuInit succeeded (the fault handler is installed).
 // Thread safety: thread-safe.
