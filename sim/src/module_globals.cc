@@ -34,6 +34,10 @@ CUresult ModuleGlobals::Get(const std::shared_ptr<Context>& ctx, const std::stri
   while (index < variables_.size() && variables_[index].name != name) ++index;
   if (index == variables_.size()) return CUDA_ERROR_NOT_FOUND;
   std::lock_guard<std::mutex> lock(mu_);
+  // Copies of destroyed contexts went with their memory.
+  copies_.erase(
+      std::remove_if(copies_.begin(), copies_.end(), [](const Copy& c) { return c.ctx.expired(); }),
+      copies_.end());
   uint64_t base = 0;
   for (const Copy& c : copies_) {
     if (SameContext(c.ctx, ctx)) base = c.base;

@@ -289,6 +289,14 @@ TEST_F(SimImageTest, DeviceVariablesAreInitializedPerContext) {
   ASSERT_CU(cuCtxSetCurrent(ctx_));
   ASSERT_CU(cuMemcpyDtoH(&counter, p, 4));
   EXPECT_EQ(counter, 7);
+
+  // Unloading frees the copy: the device memory comes back.
+  size_t free_with_copy = 0, free_after = 0, total = 0;
+  ASSERT_CU(cuMemGetInfo(&free_with_copy, &total));
+  ASSERT_CU(cuLibraryUnload(lib_));
+  lib_ = nullptr;
+  ASSERT_CU(cuMemGetInfo(&free_after, &total));
+  EXPECT_GT(free_after, free_with_copy);
 }
 
 TEST_F(SimImageTest, EveryImageFormatLoads) {
@@ -364,6 +372,23 @@ TEST_F(SimImageTest, CapturedLaunchOfTheKernelReplays) {
   ASSERT_CU(cuGraphDestroy(graph));
   ASSERT_CU(cuMemFree(d));
   ASSERT_CU(cuStreamDestroy(s));
+}
+
+// Bytes that are not an nvcc image are still the path of a shared object of sim kernels.
+TEST_F(SimImageTest, DataFormsStillTakeSharedObjectPaths) {
+  CUlibrary lib = nullptr;
+  ASSERT_CU(cuLibraryLoadData(&lib, MEMSIM_TEST_KERNELS, nullptr, nullptr, 0, nullptr, nullptr, 0));
+  CUkernel k = nullptr;
+  ASSERT_CU(cuLibraryGetKernel(&k, lib, "fill_u32"));
+  size_t offset = 0;
+  ASSERT_CU(cuKernelGetParamInfo(k, 2, &offset, nullptr));
+  EXPECT_EQ(offset, 16u);
+  ASSERT_CU(cuLibraryUnload(lib));
+  CreateContext();
+  CUmodule mod = nullptr;
+  ASSERT_CU(cuModuleLoadData(&mod, MEMSIM_TEST_KERNELS));
+  ASSERT_CU(cuModuleUnload(mod));
+  EXPECT_EQ(cuModuleLoadData(&mod, "/nonexistent/kernels.so"), CUDA_ERROR_FILE_NOT_FOUND);
 }
 
 // Files cut short or with a corrupted byte load cleanly or fail with an image error.
