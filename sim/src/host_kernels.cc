@@ -39,11 +39,21 @@ const std::vector<void*>& KernelObjects() {
 
 }  // namespace
 
-KernelEntry FindHostKernel(const std::string& mangled_name) {
+KernelEntry FindHostKernel(const std::string& mangled_name, const void* image_object) {
   for (void* dl : KernelObjects()) {
     if (void* sym = dlsym(dl, mangled_name.c_str())) return reinterpret_cast<KernelEntry>(sym);
   }
-  return reinterpret_cast<KernelEntry>(dlsym(RTLD_DEFAULT, mangled_name.c_str()));
+  void* sym = dlsym(RTLD_DEFAULT, mangled_name.c_str());
+  if (sym == nullptr || (image_object != nullptr && ObjectContaining(sym) == image_object)) {
+    return nullptr;  // not found, or nvcc's launch stub (Note [launch stubs])
+  }
+  return reinterpret_cast<KernelEntry>(sym);
+}
+
+const void* ObjectContaining(const void* address) {
+  Dl_info info;
+  if (dladdr(address, &info) == 0) return nullptr;
+  return info.dli_fbase;
 }
 
 }  // namespace memsim

@@ -8,6 +8,13 @@
 // process itself (RTLD_DEFAULT: the executable's exported symbols and RTLD_GLOBAL libraries).
 // The objects stay open for the life of the process.
 //
+// Note [launch stubs]: nvcc compiles, for each kernel, a host launch stub with the kernel's own
+// (mangled) name into the object that also holds the fatbin. Where that object exports it (a
+// shared library, an executable linked with -rdynamic), RTLD_DEFAULT finds the stub, whose
+// signature is the kernel's and which would re-enter the runtime's launch path. So a process
+// symbol defined in the object that holds the image (the one cudart registered) is not taken as
+// a host implementation; such kernels need their implementations in MEMSIM_KERNELS.
+//
 // Thread safety: thread-safe.
 #ifndef MEMSIM_SRC_HOST_KERNELS_H_
 #define MEMSIM_SRC_HOST_KERNELS_H_
@@ -18,8 +25,13 @@ namespace memsim {
 
 using KernelEntry = void (*)(void** params);
 
-// nullptr when no host implementation of `mangled_name` exists.
-KernelEntry FindHostKernel(const std::string& mangled_name);
+// nullptr when no host implementation of `mangled_name` exists. `image_object`: load address of
+// the loaded object holding the image (ObjectContaining), whose symbols are nvcc's launch stubs
+// (Note [launch stubs]); nullptr when the image lies outside any loaded object.
+KernelEntry FindHostKernel(const std::string& mangled_name, const void* image_object);
+
+// Load address (dli_fbase) of the loaded object whose mapping contains `address`, or nullptr.
+const void* ObjectContaining(const void* address);
 
 }  // namespace memsim
 

@@ -39,7 +39,7 @@ ParamLayout MakeParamLayout(const CubinKernel& kernel) {
 KernelEntry Function::entry() const {
   KernelEntry entry = entry_.load(std::memory_order_acquire);
   if (entry != nullptr) return entry;
-  entry = FindHostKernel(name_);
+  entry = FindHostKernel(name_, module_->image_object());
   if (entry != nullptr) {
     entry_.store(entry, std::memory_order_release);
     return entry;
@@ -63,8 +63,8 @@ std::shared_ptr<Module> Module::Load(const std::string& path, CUresult* error) {
   return std::shared_ptr<Module>(new Module(dl, path));
 }
 
-std::shared_ptr<Module> Module::FromCubin(Cubin cubin) {
-  std::shared_ptr<Module> m(new Module(std::move(cubin.variables)));
+std::shared_ptr<Module> Module::FromCubin(Cubin cubin, const void* image_object) {
+  std::shared_ptr<Module> m(new Module(std::move(cubin.variables), image_object));
   for (const CubinKernel& k : cubin.kernels) {
     auto fn = std::make_unique<Function>(m.get(), k.name, nullptr, MakeParamLayout(k));
     if (m->functions_.count(k.name) != 0) continue;

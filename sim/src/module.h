@@ -79,7 +79,8 @@ class Module {
   // dlopen()s `path`. nullptr and *error set when it cannot be loaded.
   static std::shared_ptr<Module> Load(const std::string& path, CUresult* error);
   // A module of the kernels and variables of a parsed cubin.
-  static std::shared_ptr<Module> FromCubin(Cubin cubin);
+  // `image_object`: see FindHostKernel.
+  static std::shared_ptr<Module> FromCubin(Cubin cubin, const void* image_object);
   ~Module();
 
   // CUDA_ERROR_NOT_FOUND when the kernel (or, for a shared object, its layout) is missing.
@@ -97,14 +98,18 @@ class Module {
 
   CUmodule handle() { return reinterpret_cast<CUmodule>(this); }
   const std::string& path() const { return path_; }
+  const void* image_object() const { return image_object_; }
 
  private:
   Module(void* dl, std::string path) : dl_(dl), path_(std::move(path)) {}
-  explicit Module(std::vector<CubinVariable> variables)
-      : dl_(nullptr), globals_(std::make_unique<ModuleGlobals>(std::move(variables))) {}
+  Module(std::vector<CubinVariable> variables, const void* image_object)
+      : dl_(nullptr),
+        image_object_(image_object),
+        globals_(std::make_unique<ModuleGlobals>(std::move(variables))) {}
 
   void* const dl_;  // nullptr for an image
   const std::string path_;
+  const void* const image_object_ = nullptr;      // images only
   const std::unique_ptr<ModuleGlobals> globals_;  // images only
   std::mutex mu_;
   std::map<std::string, std::unique_ptr<Function>> functions_;

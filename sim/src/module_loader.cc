@@ -8,6 +8,7 @@
 #include "cubin.h"
 #include "fatbin.h"
 #include "fault_guard.h"
+#include "host_kernels.h"
 
 namespace memsim {
 
@@ -29,7 +30,7 @@ CUresult CopyImage(const unsigned char* start, uint64_t extent, std::shared_ptr<
   if (extent == 0) return CUDA_ERROR_INVALID_IMAGE;
   std::vector<unsigned char> bytes(extent);
   if (!GuardedCopy(start, bytes.data(), bytes.size())) return CUDA_ERROR_INVALID_IMAGE;
-  return LoadModuleFromBytes(bytes.data(), bytes.size(), out);
+  return LoadModuleFromBytes(bytes.data(), bytes.size(), out, ObjectContaining(start));
 }
 
 bool IsImageFile(const unsigned char* head, size_t n) {
@@ -40,13 +41,14 @@ bool IsImageFile(const unsigned char* head, size_t n) {
 
 }  // namespace
 
-CUresult LoadModuleFromBytes(const unsigned char* data, size_t size, std::shared_ptr<Module>* out) {
+CUresult LoadModuleFromBytes(const unsigned char* data, size_t size, std::shared_ptr<Module>* out,
+                             const void* image_object) {
   std::vector<unsigned char> bytes;
   if (CUresult r = SelectCubin(data, size, &bytes)) return r;
   Cubin cubin;
   if (CUresult r = ParseCubin(bytes.data(), bytes.size(), &cubin)) return r;
   if (cubin.sm != kSimCubinArch) return CUDA_ERROR_NO_BINARY_FOR_GPU;
-  *out = Module::FromCubin(std::move(cubin));
+  *out = Module::FromCubin(std::move(cubin), image_object);
   return CUDA_SUCCESS;
 }
 

@@ -32,7 +32,9 @@ CUresult LoadModuleFromFile(const char* path, std::shared_ptr<Module>* out);
 
 // Fatbin container(s) or a cubin of known size. CUDA_ERROR_INVALID_IMAGE when malformed,
 // CUDA_ERROR_NO_BINARY_FOR_GPU without an sm_90 cubin (Note [arch choice] in fatbin.h).
-CUresult LoadModuleFromBytes(const unsigned char* data, size_t size, std::shared_ptr<Module>* out);
+// `image_object`: the loaded object the caller's image lies in (Note [launch stubs]), if any.
+CUresult LoadModuleFromBytes(const unsigned char* data, size_t size, std::shared_ptr<Module>* out,
+                             const void* image_object = nullptr);
 
 }  // namespace memsim
 
