@@ -7,6 +7,7 @@
 
 using memsim::Context;
 using memsim::Device;
+using memsim::Driver;
 using memsim::Function;
 using namespace memsim::api;
 
@@ -29,14 +30,20 @@ CUresult CUDAAPI cuCtxSetSharedMemConfig(CUsharedconfig config) {
 
 CUresult CUDAAPI cuFuncSetSharedMemConfig(CUfunction hfunc, CUsharedconfig config) {
   Function* fn;
-  if (CUresult r = ResolveFunction(hfunc, &fn, nullptr)) return r;
+  if (CUresult r =
+          ResolveFunctionOfKind(hfunc, Driver::FunctionHandleKind::kFunction, &fn, nullptr)) {
+    return r;
+  }
   return config <= CU_SHARED_MEM_CONFIG_EIGHT_BYTE_BANK_SIZE ? CUDA_SUCCESS
                                                              : CUDA_ERROR_INVALID_VALUE;
 }
 
 CUresult CUDAAPI cuKernelSetCacheConfig(CUkernel kernel, CUfunc_cache config, CUdevice dev) {
   Function* fn;
-  if (CUresult r = ResolveFunction(kernel, &fn, nullptr)) return r;
+  if (CUresult r =
+          ResolveFunctionOfKind(kernel, Driver::FunctionHandleKind::kKernel, &fn, nullptr)) {
+    return r;
+  }
   Device* device;
   if (CUresult r = ResolveDevice(dev, &device)) return r;
   return config <= CU_FUNC_CACHE_PREFER_EQUAL ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;

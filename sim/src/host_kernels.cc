@@ -11,9 +11,21 @@ namespace memsim {
 
 namespace {
 
+// Makes the driver's symbols global. A kernel object linked without the driver (only
+// memsim::kernel_headers) leaves memsim_current_launch to the global scope, but the driver may
+// have been opened with RTLD_LOCAL (cudart dlopen()s libcuda.so.1).
+void PromoteDriverSymbols() {
+  Dl_info self;
+  if (dladdr(reinterpret_cast<const void*>(&FindHostKernel), &self) != 0 &&
+      self.dli_fname != nullptr) {
+    dlopen(self.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_GLOBAL);  // kept open, like the driver
+  }
+}
+
 // Handles of the MEMSIM_KERNELS objects, opened on first use (Note [never destroyed]).
 const std::vector<void*>& KernelObjects() {
   static const std::vector<void*>* objects = [] {
+    PromoteDriverSymbols();
     auto* handles = new std::vector<void*>;
     const char* list = std::getenv("MEMSIM_KERNELS");
     std::string paths = list != nullptr ? list : "";

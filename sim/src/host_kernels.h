@@ -6,7 +6,9 @@
 // object listed in MEMSIM_KERNELS (colon-separated paths, read and dlopen()ed once, on the first
 // look-up; a path that fails to open is reported once on stderr and skipped), then in the
 // process itself (RTLD_DEFAULT: the executable's exported symbols and RTLD_GLOBAL libraries).
-// The objects stay open for the life of the process.
+// The objects stay open for the life of the process. Before opening them the driver's own
+// symbols are made global, so an object may leave memsim_current_launch undefined (linked with
+// memsim::kernel_headers only) even when the driver was opened with RTLD_LOCAL, as cudart does.
 //
 // Note [launch stubs]: nvcc compiles, for each kernel, a host launch stub with the kernel's own
 // (mangled) name into the object that also holds the fatbin. Where that object exports it (a

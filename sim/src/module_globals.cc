@@ -3,7 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "driver.h"
+#include "context.h"
+#include "device.h"
 #include "memory_ops.h"
 
 namespace memsim {
@@ -11,10 +12,6 @@ namespace memsim {
 namespace {
 
 constexpr uint64_t kVariableAlignment = 256;
-
-bool SameContext(const std::weak_ptr<Context>& a, const std::shared_ptr<Context>& b) {
-  return !a.owner_before(b) && !b.owner_before(a);
-}
 
 }  // namespace
 
@@ -28,29 +25,37 @@ ModuleGlobals::ModuleGlobals(std::vector<CubinVariable> variables)
 
 ModuleGlobals::~ModuleGlobals() { Release(); }
 
+bool ModuleGlobals::Live(const Copy& copy, const Context* ctx) {
+  const std::shared_ptr<Context> owner = copy.ctx.lock();
+  if (owner == nullptr || (ctx != nullptr && owner.get() != ctx)) return false;
+  const auto range = owner->device()->va().Lookup(copy.base);
+  return range && range->kind == RangeInfo::Kind::kClassic && range->base == copy.base &&
+         range->buffer_id == copy.buffer_id && range->owner == owner.get();
+}
+
 CUresult ModuleGlobals::Get(const std::shared_ptr<Context>& ctx, const std::string& name,
                             uint64_t* address, size_t* size) {
   size_t index = 0;
   while (index < variables_.size() && variables_[index].name != name) ++index;
   if (index == variables_.size()) return CUDA_ERROR_NOT_FOUND;
   std::lock_guard<std::mutex> lock(mu_);
-  // Copies of destroyed contexts went with their memory.
-  copies_.erase(
-      std::remove_if(copies_.begin(), copies_.end(), [](const Copy& c) { return c.ctx.expired(); }),
-      copies_.end());
+  // Copies whose memory went with their context (destroyed, or a primary context reset).
+  copies_.erase(std::remove_if(copies_.begin(), copies_.end(),
+                               [](const Copy& c) { return !Live(c, nullptr); }),
+                copies_.end());
   uint64_t base = 0;
   for (const Copy& c : copies_) {
-    if (SameContext(c.ctx, ctx)) base = c.base;
+    if (Live(c, ctx.get())) base = c.base;
   }
   if (base == 0) {
-    if (CUresult r =
-            AllocateDeviceMemory(ctx.get(), std::max(bytes_, kVariableAlignment), nullptr, &base))
-      return r;
+    const uint64_t bytes = std::max(bytes_, kVariableAlignment);
+    if (CUresult r = AllocateDeviceMemory(ctx.get(), bytes, nullptr, &base)) return r;
     for (size_t i = 0; i < variables_.size(); ++i) {
       const CubinVariable& v = variables_[i];
       std::memcpy(reinterpret_cast<void*>(base + offsets_[i]), v.init.data(), v.init.size());
     }
-    copies_.push_back(Copy{ctx, base});
+    const auto range = ctx->device()->va().Lookup(base);
+    copies_.push_back(Copy{ctx, base, range ? range->buffer_id : 0});
   }
   *address = base + offsets_[index];
   *size = variables_[index].size;
@@ -60,9 +65,7 @@ CUresult ModuleGlobals::Get(const std::shared_ptr<Context>& ctx, const std::stri
 void ModuleGlobals::Release() {
   std::lock_guard<std::mutex> lock(mu_);
   for (const Copy& c : copies_) {
-    // A destroyed context freed its memory already (and the range may have been reused).
-    std::shared_ptr<Context> ctx = c.ctx.lock();
-    if (ctx != nullptr && Driver::Get().contexts.Get(ctx.get()) == ctx) FreeDeviceMemory(c.base);
+    if (Live(c, nullptr)) FreeDeviceMemory(c.base);
   }
   copies_.clear();
 }

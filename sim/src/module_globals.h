@@ -5,7 +5,7 @@
 // allocation owned by that context (each variable 256-byte aligned) and copies the image's
 // initial bytes into it; later look-ups in that context return the same addresses. The copies
 // are freed when the module is unloaded, or with the context's other memory when the context is
-// destroyed first.
+// destroyed or (a primary context) reset first; the next look-up then makes a fresh copy.
 //
 // Thread safety: thread-safe.
 #ifndef MEMSIM_SRC_MODULE_GLOBALS_H_
@@ -41,7 +41,12 @@ class ModuleGlobals {
   struct Copy {
     std::weak_ptr<Context> ctx;
     uint64_t base = 0;
+    uint64_t buffer_id = 0;  // of the allocation, to tell it from a later one at `base`
   };
+
+  // The copy's allocation still exists (its context may have freed it: destroyed, or a primary
+  // context reset); with `ctx`, it also belongs to ctx.
+  static bool Live(const Copy& copy, const Context* ctx);
 
   const std::vector<CubinVariable> variables_;
   std::vector<uint64_t> offsets_;  // of each variable within a copy

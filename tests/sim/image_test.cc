@@ -299,6 +299,34 @@ TEST_F(SimImageTest, DeviceVariablesAreInitializedPerContext) {
   EXPECT_GT(free_after, free_with_copy);
 }
 
+// A primary context reset frees the context's memory; the next look-up makes a fresh copy.
+TEST_F(SimImageTest, PrimaryContextResetGivesFreshVariables) {
+  LoadWrapper();
+  CUcontext primary = nullptr;
+  ASSERT_CU(cuDevicePrimaryCtxRetain(&primary, dev_));
+  ASSERT_CU(cuCtxSetCurrent(primary));
+  CUdeviceptr p = 0;
+  size_t bytes = 0;
+  ASSERT_CU(cuLibraryGetGlobal(&p, &bytes, lib_, "g_counter"));
+  const int changed = 7;
+  ASSERT_CU(cuMemcpyHtoD(p, &changed, sizeof(changed)));
+  ASSERT_CU(cuDevicePrimaryCtxReset(dev_));
+  ASSERT_CU(cuDevicePrimaryCtxRetain(&primary, dev_));
+  ASSERT_CU(cuCtxSetCurrent(primary));
+  // An allocation that may take the old copy's place must not be mistaken for it.
+  CUdeviceptr other = 0;
+  ASSERT_CU(cuMemAlloc(&other, 256));
+  ASSERT_CU(cuMemsetD32(other, 0, 64));
+  ASSERT_CU(cuLibraryGetGlobal(&p, &bytes, lib_, "g_counter"));
+  EXPECT_NE(p, other);
+  int counter = 0;
+  ASSERT_CU(cuMemcpyDtoH(&counter, p, sizeof(counter)));
+  EXPECT_EQ(counter, 42);
+  ASSERT_CU(cuMemFree(other));
+  ASSERT_CU(cuDevicePrimaryCtxRelease(dev_));
+  ASSERT_CU(cuCtxSetCurrent(nullptr));
+}
+
 TEST_F(SimImageTest, EveryImageFormatLoads) {
   CreateContext();
   const struct {
