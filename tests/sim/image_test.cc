@@ -4,6 +4,7 @@
 // per-context `__device__` variables, the strict CUkernel/CUfunction distinction, host
 // implementations from MEMSIM_KERNELS and from the process, and clean errors for bad images.
 #include <dlfcn.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -449,11 +450,15 @@ TEST_F(SimImageTest, MalformedImageFilesGiveCleanErrors) {
     }
   }
   std::remove(path.c_str());
-  // An in-memory wrapper whose fatbin pointer leads nowhere.
-  FatbinWrapper bad{0x466243B1, 1, reinterpret_cast<const void*>(0x10), nullptr};
+  // An in-memory wrapper whose fatbin pointer leads to an inaccessible page (a mapping, so
+  // that sanitizers see ordinary application memory).
+  void* page = mmap(nullptr, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(page, MAP_FAILED);
+  FatbinWrapper bad{0x466243B1, 1, page, nullptr};
   CUlibrary lib = nullptr;
   EXPECT_EQ(cuLibraryLoadData(&lib, &bad, nullptr, nullptr, 0, nullptr, nullptr, 0),
             CUDA_ERROR_INVALID_IMAGE);
+  munmap(page, 4096);
 }
 
 }  // namespace
