@@ -125,32 +125,40 @@ CUresult ShimCore::Create(const Driver* driver, const CoreOptions& options, Cont
     numa = 0;
   }
 
-  MutexLock lock(&core->mu_);
-  const uint32_t num_chunks = static_cast<uint32_t>(va >> kChunkShift);
-  core->table_ = ChunkTable(core->base_, num_chunks);
-  core->pool_ = std::make_unique<PhysicalPool>(driver, core->device_, numa);
-  (void)core->pool_->Init(device_chunks, host_chunks);  // a failure leaves no host tier (logged)
-  core->device_budget_chunks_ = device_chunks;
-  core->InitSpill(spill);
-  const uint64_t spill_chunks = core->spill_ != nullptr ? spill_bytes >> kChunkShift : 0;
-  const uint32_t capacity = static_cast<uint32_t>(std::min<uint64_t>(
-      num_chunks, static_cast<uint64_t>(device_chunks) + core->pool_->host_limit() + spill_chunks));
-  core->allocator_ = std::make_unique<BlockAllocator>(&core->table_, capacity);
-  core->tracker_ = std::make_unique<StreamTracker>(driver, options.event_batch, options.event_pace);
-  core->copy_index_ = core->tracker_->Adopt(core->copy_stream_);
-  core->policy_ = MakeResidencyPolicy(options.policy, num_chunks);
-  core->policy_->OnBudgetChange(device_budget);
-  MEMSHIM_LOG(kInfo,
-              "virtual device memory: %llu MiB device budget, %llu MiB host tier, %llu MiB "
-              "spill tier, %llu MiB address space, policy %s",
-              static_cast<unsigned long long>(device_budget >> 20),
-              static_cast<unsigned long long>(host_budget >> 20),
-              static_cast<unsigned long long>(spill_chunks << kChunkShift >> 20),
-              static_cast<unsigned long long>(va >> 20), core->policy_->name());
+  bool has_spill = false;
+  {
+    MutexLock lock(&core->mu_);
+    const uint32_t num_chunks = static_cast<uint32_t>(va >> kChunkShift);
+    core->table_ = ChunkTable(core->base_, num_chunks);
+    core->pool_ = std::make_unique<PhysicalPool>(driver, core->device_, numa);
+    (void)core->pool_->Init(device_chunks, host_chunks);  // a failure leaves no host tier (logged)
+    core->device_budget_chunks_ = device_chunks;
+    core->InitSpill(spill);
+    has_spill = core->spill_ != nullptr;
+    const uint64_t spill_chunks = core->spill_ != nullptr ? spill_bytes >> kChunkShift : 0;
+    const uint32_t capacity = static_cast<uint32_t>(std::min<uint64_t>(
+        num_chunks,
+        static_cast<uint64_t>(device_chunks) + core->pool_->host_limit() + spill_chunks));
+    core->allocator_ = std::make_unique<BlockAllocator>(&core->table_, capacity);
+    core->tracker_ =
+        std::make_unique<StreamTracker>(driver, options.event_batch, options.event_pace);
+    core->copy_index_ = core->tracker_->Adopt(core->copy_stream_);
+    core->policy_ = MakeResidencyPolicy(options.policy, num_chunks);
+    core->policy_->OnBudgetChange(device_budget);
+    MEMSHIM_LOG(kInfo,
+                "virtual device memory: %llu MiB device budget, %llu MiB host tier, %llu MiB "
+                "spill tier, %llu MiB address space, policy %s",
+                static_cast<unsigned long long>(device_budget >> 20),
+                static_cast<unsigned long long>(host_budget >> 20),
+                static_cast<unsigned long long>(spill_chunks << kChunkShift >> 20),
+                static_cast<unsigned long long>(va >> 20), core->policy_->name());
+  }
+  // Lock order (shim_core.h): the control plane may deliver a directive from
+  // its own thread, holding its own locks, as soon as a callback is set.
   ShimCore* raw = core.get();
   control->OnBudgetChange([raw](uint64_t bytes) { raw->SetDeviceBudget(bytes); });
   control->SetUsageSource([raw] { return raw->TakeUsage(); });
-  if (raw->spill_ != nullptr) {
+  if (has_spill) {
     control->OnHostTierControl({[raw](uint64_t bytes) { raw->SetHostBudget(bytes); },
                                 [raw](uint64_t bytes) { return raw->DemoteHostBytes(bytes); }});
   }
