@@ -588,6 +588,14 @@ void ShimCore::TouchRange(const MemRange& range) {
   }
 }
 
+bool ShimCore::WithinOneBlock(const MemRange& range) {
+  if (range.bytes == 0 || !table_.Contains(range.ptr)) return true;
+  uint64_t block = 0, bytes = 0;
+  const uint64_t offset = range.ptr - base_;
+  if (!allocator_->Lookup(offset, &block, &bytes)) return false;
+  return range.bytes <= bytes - (offset - block);  // no overflow: offset < block + bytes
+}
+
 void ShimCore::ScanBytes(const void* data, size_t bytes) {
   const char* p = static_cast<const char*>(data);
   for (size_t off = 0; off + sizeof(uint64_t) <= bytes; off += sizeof(uint64_t)) {
@@ -1239,6 +1247,9 @@ CUresult ShimCore::BeforeOpaque(CUstream stream, bool per_thread, Ticket* ticket
 CUresult ShimCore::BeforeAccess(const MemRange* ranges, int count, CUstream stream, bool per_thread,
                                 bool synchronous, Ticket* ticket) {
   MutexLock lock(&mu_);
+  for (int i = 0; i < count; ++i) {
+    if (!WithinOneBlock(ranges[i])) return CUDA_ERROR_INVALID_VALUE;  // as the driver answers
+  }
   ProcessDeferred();
   ++stamp_;
   touched_.clear();

@@ -221,6 +221,19 @@ class ShimCore {
                         bool per_thread, Ticket* ticket) MEMSHIM_EXCLUDES(mu_);
   // Before copies and memsets. `synchronous`: the operation blocks the host
   // (cuMemcpy, cuMemsetD8, ...), so fills are awaited on the host.
+  // CUDA_ERROR_INVALID_VALUE, with nothing done, if a range that starts in
+  // the reservation does not lie within one live block (Note [copy ranges]).
+  //
+  // Note [copy ranges]
+  //   The driver refuses (CUDA_ERROR_INVALID_VALUE) a copy or memset whose
+  //   device range runs past the end of the cuMemAlloc allocation it starts
+  //   in. Under the shim every allocation lives in one reservation whose
+  //   neighbouring chunks are mapped, so the driver would see one valid range
+  //   and overwrite the next allocation (or, for a range that wraps the
+  //   address space, fault and poison the context). The shim therefore checks
+  //   each decoded range against its allocator and answers as the driver
+  //   does. A range the hooks cannot express (a length or 2D/3D extent that
+  //   overflows) arrives with bytes = UINT64_MAX and is refused the same way.
   CUresult BeforeAccess(const MemRange* ranges, int count, CUstream stream, bool per_thread,
                         bool synchronous, Ticket* ticket) MEMSHIM_EXCLUDES(mu_);
   // Before work whose reach is unknown (graph launches the shim cannot decode):
@@ -330,6 +343,9 @@ class ShimCore {
   void ScanArgs(const ParamLayout& layout, void** params) MEMSHIM_REQUIRES(mu_);
   bool AllResident() MEMSHIM_REQUIRES(mu_);
   void TouchRange(const MemRange& range) MEMSHIM_REQUIRES(mu_);
+  // Note [copy ranges]: false if `range` starts in the reservation but does
+  // not lie within one live block.
+  bool WithinOneBlock(const MemRange& range) MEMSHIM_REQUIRES(mu_);
   void ScanBytes(const void* data, size_t bytes) MEMSHIM_REQUIRES(mu_);
 
   // Residency mechanism.

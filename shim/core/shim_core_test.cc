@@ -488,6 +488,38 @@ TEST_F(ShimCoreTest, CopiesAndMemsetsMakeTheirRangesResident) {
   EXPECT_EQ(Checksum(reinterpret_cast<void*>(blocks[0]), 2 * kMiB), PatternChecksum(2 * kMiB, 40));
 }
 
+// Note [copy ranges]: a range starting in the reservation must lie within
+// one live block; anything else is refused before any paging.
+TEST_F(ShimCoreTest, CopyRangesOutsideOneLiveBlockAreRefused) {
+  CUstream s = fake_.CreateStream();
+  CUdeviceptr large, small, freed;
+  ASSERT_EQ(core_->Alloc(&large, 2 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(core_->Alloc(&small, 4096), CUDA_SUCCESS);
+  ASSERT_EQ(core_->Alloc(&freed, 2 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(core_->Free(freed), CUDA_SUCCESS);
+  auto check = [&](MemRange range) {
+    ShimCore::Ticket ticket;
+    const CUresult r = core_->BeforeAccess(&range, 1, s, false, /*synchronous=*/true, &ticket);
+    ShimCore::AfterEnqueue(ticket);
+    return r;
+  };
+  EXPECT_EQ(check({large, 2 * kMiB}), CUDA_SUCCESS);
+  EXPECT_EQ(check({large + kMiB, kMiB}), CUDA_SUCCESS);
+  EXPECT_EQ(check({small, 4096}), CUDA_SUCCESS);
+  EXPECT_EQ(check({large + 2 * kMiB - 4096, 8192}), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(check({small + 2048, 4096}), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(check({large, ~uint64_t{0}}), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(check({large, ~uint64_t{0} - large + 4097}), CUDA_ERROR_INVALID_VALUE);  // wraps
+  EXPECT_EQ(check({freed, 4096}), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(check({core_->base() + core_->va_bytes() - 4096, 4096}), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(check({large, 0}), CUDA_SUCCESS);  // nothing to touch
+  // Both ranges of a copy are checked.
+  MemRange pair[2] = {{large, 4096}, {small + 4000, 4096}};
+  ShimCore::Ticket ticket;
+  EXPECT_EQ(core_->BeforeAccess(pair, 2, s, false, true, &ticket), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(fake_.faults(), 0u);
+}
+
 TEST_F(ShimCoreTest, ExtraBufferArgumentsAreDecoded) {
   CUstream s = fake_.CreateStream();
   CUdeviceptr blocks[6];
