@@ -85,16 +85,7 @@ class ShimCoreFaultTest : public ShimCoreTest {
     EXPECT_EQ(fake_.faults(), 0u);
   }
 
-  void Disarm() {
-    faults_->FailMemMap(0);
-    faults_->FailMemUnmap(0);
-    faults_->FailSetAccess(0);
-    faults_->FailCopy(0);
-    faults_->FailHostCopy(0);
-    faults_->FailEventRecord(0);
-    faults_->FailEventSynchronize(0);
-    faults_->FailStreamWaitEvent(0);
-  }
+  void Disarm() { faults_->ClearFaults(); }
 
   CUstream CopyStream() { return fake_.created_streams().at(0); }
 

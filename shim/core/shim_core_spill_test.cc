@@ -360,11 +360,7 @@ class ShimCoreSpillFaultTest : public ShimCoreSpillTest {
   }
 
   void Disarm() {
-    faults_->FailMemMap(0);
-    faults_->FailMemUnmap(0);
-    faults_->FailSetAccess(0);
-    faults_->FailHostCopy(0);
-    faults_->FailEventRecord(0);
+    faults_->ClearFaults();
     tier_.no_space = false;
     tier_.fail_loads = false;
   }

@@ -166,6 +166,11 @@ class FaultInjector {
   // cuEventSynchronize fails without running the stream.
   void FailEventSynchronize(int times) { fail_event_sync_ = times; }
   void FailStreamWaitEvent(int times) { fail_stream_wait_ = times; }
+  // Every switch off.
+  void ClearFaults() {
+    fail_create_ = fail_map_ = fail_unmap_ = fail_set_access_ = fail_copy_ = fail_host_copy_ =
+        fail_event_record_ = fail_event_sync_ = fail_stream_wait_ = 0;
+  }
 
  private:
   friend struct FaultEntryPoints;
