@@ -17,7 +17,9 @@ void AppendStats(std::string* out, const IterationStats& s) {
                   ",\"ssd_write_bytes\":", s.ssd_write_bytes,
                   ",\"demand_fetches\":", s.demand_fetches, ",\"prefetches\":", s.prefetches,
                   ",\"evictions\":", s.evictions, ",\"evict_ahead\":", s.evict_ahead,
-                  ",\"dead_drops\":", s.dead_drops, ",\"staged\":", s.staged);
+                  ",\"dead_drops\":", s.dead_drops, ",\"staged\":", s.staged,
+                  ",\"write_back_unread_bytes\":", s.write_back_unread_bytes,
+                  ",\"write_back_carried_bytes\":", s.write_back_carried_bytes);
 }
 
 }  // namespace
@@ -33,11 +35,14 @@ std::string FormatResultJson(const SimResult& r, const SimConfig& c) {
       ",\"ssd_gbps\":", absl::StrFormat("%.3f", c.ssd_gbps), ",\"ideal_us\":", Us(r.ideal_us),
       ",\"slowdown\":", absl::StrFormat("%.6f", r.slowdown), ",");
   AppendStats(&out, r.reported);
-  absl::StrAppend(&out, ",\"traffic_bytes\":", r.reported.h2d_bytes + r.reported.d2h_bytes,
-                  ",\"peak_live_bytes\":", r.peak_live_bytes,
-                  ",\"peak_device_bytes\":", r.peak_device_bytes,
-                  ",\"max_kernel_bytes\":", r.max_kernel_bytes, ",\"blocks\":", r.blocks,
-                  ",\"kernels\":", r.kernels, ",\"per_iteration\":[");
+  absl::StrAppend(
+      &out, ",\"traffic_bytes\":", r.reported.h2d_bytes + r.reported.d2h_bytes,
+      ",\"peak_live_bytes\":", r.peak_live_bytes, ",\"peak_device_bytes\":", r.peak_device_bytes,
+      ",\"max_kernel_bytes\":", r.max_kernel_bytes, ",\"blocks\":", r.blocks,
+      ",\"kernels\":", r.kernels, ",\"time_lower_bound_us\":", Us(r.time_lower_bound_us),
+      ",\"slowdown_lower_bound\":",
+      absl::StrFormat("%.6f", r.ideal_us > 0 ? r.time_lower_bound_us / r.ideal_us : 1.0),
+      ",\"per_iteration\":[");
   for (size_t i = 0; i < r.per_iteration.size(); ++i) {
     absl::StrAppend(&out, i ? "," : "", "{");
     AppendStats(&out, r.per_iteration[i]);

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "memvirt/policy/block_layout.h"
 #include "memvirt/policy/policy.h"
+#include "memvirt/policy/time_bound.h"
 
 namespace memvirt::policy {
 
@@ -168,6 +169,10 @@ class Simulation {
     uint64_t host_key = 0;
     bool in_ssd_set = false;
     bool in_dup_set = false;
+    // Note [unread write backs]: written back, not read back since; the
+    // iteration whose stats count the write back.
+    bool unread_write_back = false;
+    uint32_t write_back_iteration = 0;
     uint64_t dup_key = 0;
     uint64_t ssd_key = 0;
   };
@@ -184,6 +189,8 @@ class Simulation {
   void UpdateDupSet(BlockId id);
   void Stage(double now);
   void Fetch(BlockId id, double now, double memory_ready, bool overwrites);
+  // The block's written-back data is read back (read) or destroyed unread.
+  void SettleWriteBack(BlockId id, bool read);
   void Prefetch(double now, uint64_t step);
   uint64_t HostKey(BlockId id) const;
   void SetHostKey(BlockId id);
@@ -204,6 +211,7 @@ class Simulation {
   std::set<std::pair<uint64_t, BlockId>> ssd_set_;   // SSD-only blocks, stage smallest first
   std::set<std::pair<uint64_t, BlockId>> dup_set_;   // resident blocks with a host copy
   IterationStats* stats_ = nullptr;
+  uint32_t iteration_ = 0;
   uint64_t now_step_ = 0;
   SimResult result_;
   double stage_horizon_us_ = 0;
@@ -400,9 +408,27 @@ bool Simulation::MakeHostRoom(BlockId id, uint64_t bytes, double now) {
   return true;
 }
 
+// Note [unread write backs]
+//   A write back is waste when the data is overwritten, freed or dropped as
+//   dead before it is read back: IterationStats::write_back_unread_bytes
+//   counts those (against the iteration of the write back), and
+//   write_back_carried_bytes those still unread when the simulation ends
+//   (read in a later iteration, or never).
+void Simulation::SettleWriteBack(BlockId id, bool read) {
+  Block& b = blocks_[id];
+  if (!b.unread_write_back) return;
+  b.unread_write_back = false;
+  if (!read) {
+    result_.per_iteration[b.write_back_iteration].write_back_unread_bytes +=
+        layout_.blocks[id].data_bytes;
+  }
+}
+
 double Simulation::WriteBack(BlockId id, double earliest) {
   Block& b = blocks_[id];
   const uint64_t data = layout_.blocks[id].data_bytes;
+  b.unread_write_back = true;
+  b.write_back_iteration = iteration_;
   const bool to_host = MakeHostRoom(id, data, earliest);
   const double d2h_end = d2h_.Run(earliest, data);
   stats_->d2h_bytes += data;
@@ -429,6 +455,7 @@ void Simulation::Evict(BlockId id, double now) {
   const bool dead = policy_->IsDead(id);
   if (b.has_data && dead) {
     if (b.dirty) ++stats_->dead_drops;
+    SettleWriteBack(id, /*read=*/false);
     DropBacking(id);
     b.has_data = false;
   } else if (b.has_data && b.dirty) {
@@ -460,6 +487,7 @@ void Simulation::Fetch(BlockId id, double now, double memory_ready, bool overwri
   Block& b = blocks_[id];
   const uint64_t data = layout_.blocks[id].data_bytes;
   double ready = std::max(now, memory_ready);
+  if (b.has_data) SettleWriteBack(id, /*read=*/!overwrites);
   if (b.has_data && !overwrites) {
     if (b.backing == Backing::kHost) {
       ready = h2d_.Run(std::max(ready, b.backing_ready), data);
@@ -516,6 +544,7 @@ void Simulation::Death(uint32_t tensor, double when) {
     const BlockId id = layout_.first[tensor] + c;
     Block& b = blocks_[id];
     if (b.resident) pool_.Release(std::max(when, b.ready), layout_.blocks[id].device_bytes);
+    SettleWriteBack(id, /*read=*/false);
     DropBacking(id);
     policy_->OnFree(id);
     b = Block{};
@@ -531,6 +560,8 @@ absl::StatusOr<SimResult> Simulation::Run() {
   if (config_.lookahead_slack >= 0) options.lookahead_slack = config_.lookahead_slack;
   if (config_.plan_fraction >= 0) options.plan_fraction = config_.plan_fraction;
   if (config_.evict_ahead_slack >= 0) options.evict_ahead_slack = config_.evict_ahead_slack;
+  options.plan_residency = config_.plan_residency;
+  options.prefetch_beside_resident = true;  // every candidate is issued
   switch (config_.policy) {
     case PolicyKind::kLru:
       policy_ = MakeLruPolicy();
@@ -586,6 +617,7 @@ absl::StatusOr<SimResult> Simulation::Run() {
   double now = 0;
   for (uint64_t it = 0; it < iterations; ++it) {
     stats_ = &result_.per_iteration[it];
+    iteration_ = static_cast<uint32_t>(it);
     const double iteration_start = now;
     for (uint64_t k = 0; k < num_kernels; ++k) {
       const uint64_t step = it * num_kernels + k;
@@ -643,6 +675,13 @@ absl::StatusOr<SimResult> Simulation::Run() {
     for (const auto& [key, id] : ssd_set_) ssd_blocks.push_back(id);
     for (BlockId id : ssd_blocks) UpdateSsdSet(id);
   }
+  for (BlockId id = 0; id < blocks_.size(); ++id) {
+    const Block& b = blocks_[id];
+    if (b.unread_write_back) {
+      result_.per_iteration[b.write_back_iteration].write_back_carried_bytes +=
+          layout_.blocks[id].data_bytes;
+    }
+  }
   result_.reported = result_.per_iteration.back();
   result_.slowdown = result_.ideal_us > 0 ? result_.reported.time_us / result_.ideal_us : 1.0;
   return std::move(result_);
@@ -671,7 +710,12 @@ absl::StatusOr<SimResult> Simulate(const trace::Trace& trace, const SimConfig& c
     return absl::InvalidArgumentError("chunk and granularity must be > 0");
   if (config.device_bytes == 0) return absl::InvalidArgumentError("device memory must be > 0");
   Simulation sim(trace, config);
-  return sim.Run();
+  absl::StatusOr<SimResult> result = sim.Run();
+  if (result.ok()) {
+    result->time_lower_bound_us = TimeLowerBoundUs(trace, config.device_bytes, config.host_bytes,
+                                                   config.pcie_gbps, config.ssd_gbps);
+  }
+  return result;
 }
 
 }  // namespace memvirt::policy

@@ -127,7 +127,10 @@ TEST(SimulatorTest, DeadDataIsDroppedNotWrittenBack) {
   auto belady = Simulate(t, Config(PolicyKind::kBelady, kMiB));
   ASSERT_TRUE(lru.ok() && belady.ok());
   EXPECT_EQ(lru->reported.d2h_bytes, kMiB);
+  // LRU's write back of X is overwritten unread: waste, and counted as such.
+  EXPECT_EQ(lru->reported.write_back_unread_bytes, kMiB);
   EXPECT_EQ(belady->reported.d2h_bytes, 0u);
+  EXPECT_EQ(belady->reported.write_back_unread_bytes, 0u);
   EXPECT_EQ(belady->reported.dead_drops, 1u);
   EXPECT_EQ(belady->reported.h2d_bytes, 0u);  // the overwrite needs no fetch
 }
@@ -186,6 +189,34 @@ TEST(SimulatorTest, LifetimeBeatsLruAndStaysCloseToBelady) {
   // Belady here is the demand-only bound: it never beats lifetime on time.
   EXPECT_LE(lifetime->reported.time_us, belady->reported.time_us);
   EXPECT_LE(static_cast<double>(traffic(*lifetime)), 1.2 * static_cast<double>(traffic(*belady)));
+}
+
+// Near the limit the lifetime policy writes back only what it reads back
+// (Note [residency plan]): no write back is overwritten, freed or dropped
+// unread, and once the first (LRU-managed) iteration's state is gone the
+// traffic is the demand MIN bound's, in less time.
+TEST(SimulatorTest, LifetimeWritesBackOnlyWhatIsReadBack) {
+  trace::Trace t = TrainingLoop();
+  SimConfig c = Config(PolicyKind::kLifetime, 20 * kMiB, 4);
+  c.pcie_gbps = 4;
+  auto lifetime = Simulate(t, c);
+  c.policy = PolicyKind::kBelady;
+  auto belady = Simulate(t, c);
+  ASSERT_TRUE(lifetime.ok() && belady.ok());
+  for (const IterationStats& s : lifetime->per_iteration) EXPECT_EQ(s.write_back_unread_bytes, 0u);
+  const IterationStats& steady = lifetime->per_iteration.back();
+  EXPECT_GT(steady.d2h_bytes, 0u);
+  EXPECT_EQ(steady.d2h_bytes, belady->reported.d2h_bytes);
+  EXPECT_EQ(steady.h2d_bytes, belady->reported.h2d_bytes);
+  EXPECT_LT(steady.time_us, belady->reported.time_us);
+  // Without the plan the same run evicts ahead by farthest next use at
+  // decision time and moves more.
+  c.policy = PolicyKind::kLifetime;
+  c.plan_residency = false;
+  auto unplanned = Simulate(t, c);
+  ASSERT_TRUE(unplanned.ok());
+  EXPECT_GT(unplanned->reported.h2d_bytes + unplanned->reported.d2h_bytes,
+            steady.h2d_bytes + steady.d2h_bytes);
 }
 
 TEST(SimulatorTest, DeterministicOutput) {

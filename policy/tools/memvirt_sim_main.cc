@@ -23,7 +23,8 @@ constexpr char kUsage[] =
     "                   --device-memory BYTES --host-memory BYTES --pcie-gbps X --ssd-gbps Y\n"
     "                   [--chunk BYTES (default 2M)] [--small-granularity BYTES (default 4K)]\n"
     "                   [--iterations N (default 2)] [--no-prefetch] [--belady-lookahead]\n"
-    "                   [--lookahead-slack X] [--evict-ahead-slack X] [--plan-fraction X] --json\n"
+    "                   [--lookahead-slack X] [--evict-ahead-slack X] [--plan-fraction X]\n"
+    "                   [--no-residency-plan] --json\n"
     "belady is demand-only (the traffic lower bound) unless --belady-lookahead.\n"
     "BYTES: K/M/G/T and Ki/Mi/Gi/Ti are binary, KB/MB/GB/TB decimal. GB/s are decimal.\n";
 
@@ -40,6 +41,7 @@ int main(int argc, char** argv) {
   bool json = false;
   bool no_prefetch = false;
   bool belady_lookahead = false;
+  bool no_residency_plan = false;
   static const char* kValueFlags[] = {
       "--trace",           "--policy",        "--device-memory",
       "--host-memory",     "--pcie-gbps",     "--ssd-gbps",
@@ -61,6 +63,10 @@ int main(int argc, char** argv) {
     }
     if (arg == "--belady-lookahead") {
       belady_lookahead = true;
+      continue;
+    }
+    if (arg == "--no-residency-plan") {
+      no_residency_plan = true;
       continue;
     }
     std::string name = arg, value;
@@ -88,6 +94,7 @@ int main(int argc, char** argv) {
   memvirt::policy::SimConfig config;
   config.prefetch = !no_prefetch;
   config.belady_lookahead = belady_lookahead;
+  config.plan_residency = !no_residency_plan;
   auto policy = memvirt::policy::ParsePolicyKind(values["--policy"]);
   if (!policy.ok()) return Usage(std::string(policy.status().message()));
   config.policy = *policy;
