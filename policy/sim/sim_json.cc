@@ -11,15 +11,15 @@ namespace {
 std::string Us(double v) { return absl::StrFormat("%.3f", v); }
 
 void AppendStats(std::string* out, const IterationStats& s) {
-  absl::StrAppend(out, "\"time_us\":", Us(s.time_us), ",\"stall_us\":", Us(s.stall_us),
-                  ",\"h2d_bytes\":", s.h2d_bytes, ",\"d2h_bytes\":", s.d2h_bytes,
-                  ",\"ssd_read_bytes\":", s.ssd_read_bytes,
-                  ",\"ssd_write_bytes\":", s.ssd_write_bytes,
-                  ",\"demand_fetches\":", s.demand_fetches, ",\"prefetches\":", s.prefetches,
-                  ",\"evictions\":", s.evictions, ",\"evict_ahead\":", s.evict_ahead,
-                  ",\"dead_drops\":", s.dead_drops, ",\"staged\":", s.staged,
-                  ",\"write_back_unread_bytes\":", s.write_back_unread_bytes,
-                  ",\"write_back_carried_bytes\":", s.write_back_carried_bytes);
+  absl::StrAppend(
+      out, "\"time_us\":", Us(s.time_us), ",\"stall_us\":", Us(s.stall_us),
+      ",\"h2d_bytes\":", s.h2d_bytes, ",\"d2h_bytes\":", s.d2h_bytes,
+      ",\"ssd_read_bytes\":", s.ssd_read_bytes, ",\"ssd_write_bytes\":", s.ssd_write_bytes,
+      ",\"demand_fetches\":", s.demand_fetches, ",\"prefetches\":", s.prefetches,
+      ",\"evictions\":", s.evictions, ",\"evict_ahead\":", s.evict_ahead,
+      ",\"dead_drops\":", s.dead_drops, ",\"staged\":", s.staged, ",\"faults\":", s.faults,
+      ",\"write_back_unread_bytes\":", s.write_back_unread_bytes,
+      ",\"write_back_carried_bytes\":", s.write_back_carried_bytes);
 }
 
 }  // namespace

@@ -18,8 +18,9 @@ absl::StatusOr<PolicyKind> ParsePolicyKind(std::string_view name) {
   if (name == "lru") return PolicyKind::kLru;
   if (name == "lifetime") return PolicyKind::kLifetime;
   if (name == "belady") return PolicyKind::kBelady;
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown policy '", std::string(name), "' (expected lru, lifetime or belady)"));
+  if (name == "uvm") return PolicyKind::kUvm;
+  return absl::InvalidArgumentError(absl::StrCat("unknown policy '", std::string(name),
+                                                 "' (expected lru, lifetime, belady or uvm)"));
 }
 
 std::string_view PolicyKindName(PolicyKind kind) {
@@ -30,6 +31,8 @@ std::string_view PolicyKindName(PolicyKind kind) {
       return "lifetime";
     case PolicyKind::kBelady:
       return "belady";
+    case PolicyKind::kUvm:
+      return "uvm";
   }
   return "?";
 }
@@ -143,7 +146,8 @@ class Simulation {
       : trace_(trace),
         config_(config),
         layout_(LayoutBlocks(trace, config.chunk_bytes, config.small_granularity)),
-        pool_(config.device_bytes) {
+        pool_(config.device_bytes),
+        uvm_(config.policy == PolicyKind::kUvm) {
     h2d_.bytes_per_us = d2h_.bytes_per_us = config.pcie_gbps * 1e3;
     ssd_read_.bytes_per_us = ssd_write_.bytes_per_us = config.ssd_gbps * 1e3;
     // Note [host staging]: stage no further ahead than the device lookahead.
@@ -215,6 +219,8 @@ class Simulation {
   uint64_t now_step_ = 0;
   SimResult result_;
   double stage_horizon_us_ = 0;
+  // Note [uvm model]
+  const bool uvm_;
 };
 
 absl::Status Simulation::Prepare() {
@@ -458,7 +464,7 @@ void Simulation::Evict(BlockId id, double now) {
     SettleWriteBack(id, /*read=*/false);
     DropBacking(id);
     b.has_data = false;
-  } else if (b.has_data && b.dirty) {
+  } else if (b.has_data && (b.dirty || b.backing == Backing::kNone)) {
     usable = WriteBack(id, earliest);
   }
   b.resident = false;
@@ -498,6 +504,8 @@ void Simulation::Fetch(BlockId id, double now, double memory_ready, bool overwri
     }
     stats_->h2d_bytes += data;
   }
+  // Note [uvm model]: migration, not duplication: the host copy goes.
+  if (uvm_) DropBacking(id);
   b.resident = true;
   b.dirty = false;
   UpdateSsdSet(id);
@@ -533,6 +541,16 @@ void Simulation::Birth(uint32_t tensor) {
   const trace::TraceTensor& t = trace_.tensors[tensor];
   for (uint32_t c = 0; c < layout_.count[tensor]; ++c) {
     const BlockId id = layout_.first[tensor] + c;
+    if (uvm_ && blocks_[id].live) {
+      // Note [uvm model]: born again; what is not on the device is a fresh
+      // allocation, with no data to fetch.
+      if (!blocks_[id].resident) {
+        SettleWriteBack(id, /*read=*/false);
+        DropBacking(id);
+        blocks_[id].has_data = false;
+      }
+      continue;
+    }
     blocks_[id] = Block{};
     blocks_[id].live = true;
     policy_->OnAlloc(id, BlockInfo{layout_.blocks[id].device_bytes, KindOf(t.kind), t.persistent});
@@ -540,6 +558,7 @@ void Simulation::Birth(uint32_t tensor) {
 }
 
 void Simulation::Death(uint32_t tensor, double when) {
+  if (uvm_) return;  // Note [uvm model]: the memory stays mapped
   for (uint32_t c = 0; c < layout_.count[tensor]; ++c) {
     const BlockId id = layout_.first[tensor] + c;
     Block& b = blocks_[id];
@@ -564,6 +583,7 @@ absl::StatusOr<SimResult> Simulation::Run() {
   options.prefetch_beside_resident = true;  // every candidate is issued
   switch (config_.policy) {
     case PolicyKind::kLru:
+    case PolicyKind::kUvm:
       policy_ = MakeLruPolicy();
       break;
     case PolicyKind::kLifetime:
@@ -587,7 +607,7 @@ absl::StatusOr<SimResult> Simulation::Run() {
       break;
     }
   }
-  result_.policy = std::string(policy_->name());
+  result_.policy = std::string(PolicyKindName(config_.policy));
   const bool lookahead = UsesLookahead(config_);
   policy_->OnBudgetChange(config_.device_bytes);
   result_.per_iteration.resize(iterations);
@@ -632,16 +652,26 @@ absl::StatusOr<SimResult> Simulation::Run() {
       policy_->OnStepDuration(step, trace_.kernels[k].us);
       for (const BlockAccess& a : acc) blocks_[a.block].pinned = step;
       // Demand: every block of the kernel resident before it starts.
+      uint64_t faulted_pages = 0;
       for (const BlockAccess& a : acc) {
         if (blocks_[a.block].resident) continue;
         const uint64_t need = layout_.blocks[a.block].device_bytes;
         if (absl::Status st = EnsureSpace(need, now, step); !st.ok()) return st;
         const double memory_ready = pool_.Take(need);
-        Fetch(a.block, now, memory_ready, a.mode == AccessMode::kWrite);
+        Fetch(a.block, now, memory_ready, !uvm_ && a.mode == AccessMode::kWrite);
         ++stats_->demand_fetches;
+        const uint64_t page = config_.uvm_page_bytes;
+        faulted_pages += (layout_.blocks[a.block].data_bytes + page - 1) / page;
       }
       double start = now;
       for (const BlockAccess& a : acc) start = std::max(start, blocks_[a.block].ready);
+      if (uvm_ && faulted_pages > 0) {
+        // Note [uvm model]: the fault handler takes the faults in batches.
+        const uint64_t batches =
+            (faulted_pages + config_.uvm_fault_batch_pages - 1) / config_.uvm_fault_batch_pages;
+        start += static_cast<double>(batches) * config_.uvm_fault_latency_us;
+        stats_->faults += faulted_pages;
+      }
       stats_->stall_us += start - now;
       const double end = start + trace_.kernels[k].us;
       for (const BlockAccess& a : acc) {
@@ -689,6 +719,24 @@ absl::StatusOr<SimResult> Simulation::Run() {
 
 }  // namespace
 
+// Note [uvm model]
+//   What G10 calls Base UVM (its simulator, platformxlab/G10, policy lru),
+//   on this simulator's blocks: demand paging only, LRU victims, and the
+//   CUDA unified-memory semantics G10 models: pages migrate (a fetch frees
+//   the host copy, so every eviction is a write back, clean or not); the
+//   driver knows neither whole overwrites (a kernel's outputs are migrated
+//   in like its inputs) nor dead data (a tensor's memory stays mapped after
+//   its last use, until LRU evicts and writes it back; when the tensor is
+//   born again, in the next iteration, the part no longer on the device is a
+//   fresh allocation, with nothing to fetch); and a kernel's missing pages
+//   are page faults, handled in batches of uvm_fault_batch_pages 4 KiB pages
+//   (uvm_page_bytes), each batch taking uvm_fault_latency_us before the
+//   kernel can run, on top of its transfers (no overlap with compute).
+//   First-touch pages fault too (no transfer). Defaults: G10's
+//   PCIe_latency_us (5) per batch of 256 faults (the NVIDIA driver's
+//   uvm_perf_fault_batch_count). G10 itself times a faulting kernel from
+//   profiled page-fault kernel times, which the traces do not carry.
+
 // Note [Belady bound]
 //   By default the belady policy runs demand-only: victims by farthest next
 //   use (dead data first, dropped without write back), no prefetch, no
@@ -709,6 +757,10 @@ absl::StatusOr<SimResult> Simulate(const trace::Trace& trace, const SimConfig& c
   if (config.chunk_bytes == 0 || config.small_granularity == 0)
     return absl::InvalidArgumentError("chunk and granularity must be > 0");
   if (config.device_bytes == 0) return absl::InvalidArgumentError("device memory must be > 0");
+  if (config.uvm_page_bytes == 0 || config.uvm_fault_batch_pages == 0 ||
+      !(config.uvm_fault_latency_us >= 0)) {
+    return absl::InvalidArgumentError("uvm page and fault batch must be > 0, latency >= 0");
+  }
   Simulation sim(trace, config);
   absl::StatusOr<SimResult> result = sim.Run();
   if (result.ok()) {

@@ -219,6 +219,43 @@ TEST(SimulatorTest, LifetimeWritesBackOnlyWhatIsReadBack) {
             steady.h2d_bytes + steady.d2h_bytes);
 }
 
+// Note [uvm model]: faults cost a latency per batch; pages migrate (a clean
+// block is written back when evicted); dead data stays mapped until evicted.
+TEST(SimulatorTest, UvmFaultsMigrateAndKeepDeadDataMapped) {
+  // TwoReads with room for both: A faults in (256 pages: one batch, 5 us)
+  // and k0 runs 1053.576..3053.576; B the same: k1 ends 6107.152.
+  auto r = Simulate(TwoReads(), Config(PolicyKind::kUvm, 2 * kMiB));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->policy, "uvm");
+  EXPECT_NEAR(r->reported.time_us, 4000 + 2 * (kBlockUs + 5), 1e-6);
+  EXPECT_EQ(r->reported.faults, 512u);
+  // Room for one block: k1 evicts A. LRU drops it (its host copy is valid);
+  // UVM moved it, so it writes it back.
+  auto lru = Simulate(TwoReads(), Config(PolicyKind::kLru, kMiB));
+  auto uvm = Simulate(TwoReads(), Config(PolicyKind::kUvm, kMiB));
+  ASSERT_TRUE(lru.ok() && uvm.ok());
+  EXPECT_EQ(lru->reported.d2h_bytes, 0u);
+  EXPECT_EQ(uvm->reported.d2h_bytes, kMiB);
+  // X is written (k0) and read (k1), then dies; Y (k2) needs its room. LRU
+  // frees X; UVM keeps it mapped and writes it back to make room, and in
+  // the next iteration X's rebirth needs no fetch.
+  trace::Trace t = MakeTrace({{0, kMiB, "activation", false}, {1, kMiB, "activation", false}},
+                             {{0, "k0", 1000, {}, {0}},
+                              {1, "k1", 1000, {0}, {}},
+                              {2, "k2", 1000, {}, {1}},
+                              {3, "k3", 1000, {1}, {}}});
+  auto lru_dead = Simulate(t, Config(PolicyKind::kLru, kMiB, 2));
+  auto uvm_dead = Simulate(t, Config(PolicyKind::kUvm, kMiB, 2));
+  ASSERT_TRUE(lru_dead.ok() && uvm_dead.ok());
+  EXPECT_EQ(lru_dead->reported.d2h_bytes, 0u);
+  EXPECT_EQ(uvm_dead->reported.d2h_bytes, 2 * kMiB);  // X at k2, Y at k0
+  EXPECT_EQ(uvm_dead->reported.h2d_bytes, 0u);
+  // Neither write back is ever read: Y's is dropped at its rebirth (k2),
+  // X's at its rebirth in the next iteration (carried).
+  EXPECT_EQ(uvm_dead->reported.write_back_unread_bytes, kMiB);
+  EXPECT_EQ(uvm_dead->reported.write_back_carried_bytes, kMiB);
+}
+
 TEST(SimulatorTest, DeterministicOutput) {
   trace::Trace t = TrainingLoop();
   SimConfig c = Config(PolicyKind::kLifetime, 20 * kMiB, 2);
@@ -239,6 +276,10 @@ TEST(SimulatorTest, RejectsKernelLargerThanDeviceAndBadConfig) {
   c.pcie_gbps = 0;
   EXPECT_EQ(Simulate(TwoReads(), c).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_FALSE(ParsePolicyKind("fifo").ok());
+  EXPECT_EQ(*ParsePolicyKind("uvm"), PolicyKind::kUvm);
+  c = Config(PolicyKind::kUvm, kMiB);
+  c.uvm_fault_batch_pages = 0;
+  EXPECT_EQ(Simulate(TwoReads(), c).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(*ParsePolicyKind("lifetime"), PolicyKind::kLifetime);
 }
 

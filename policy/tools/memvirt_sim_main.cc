@@ -19,12 +19,13 @@
 namespace {
 
 constexpr char kUsage[] =
-    "usage: memvirt-sim --trace FILE.jsonl[.gz] --policy lru|lifetime|belady\n"
+    "usage: memvirt-sim --trace FILE.jsonl[.gz] --policy lru|lifetime|belady|uvm\n"
     "                   --device-memory BYTES --host-memory BYTES --pcie-gbps X --ssd-gbps Y\n"
     "                   [--chunk BYTES (default 2M)] [--small-granularity BYTES (default 4K)]\n"
     "                   [--iterations N (default 2)] [--no-prefetch] [--belady-lookahead]\n"
     "                   [--lookahead-slack X] [--evict-ahead-slack X] [--plan-fraction X]\n"
-    "                   [--no-residency-plan] --json\n"
+    "                   [--no-residency-plan] [--uvm-fault-latency-us X (default 5)]\n"
+    "                   [--uvm-fault-batch PAGES (default 256)] --json\n"
     "belady is demand-only (the traffic lower bound) unless --belady-lookahead.\n"
     "BYTES: K/M/G/T and Ki/Mi/Gi/Ti are binary, KB/MB/GB/TB decimal. GB/s are decimal.\n";
 
@@ -42,11 +43,20 @@ int main(int argc, char** argv) {
   bool no_prefetch = false;
   bool belady_lookahead = false;
   bool no_residency_plan = false;
-  static const char* kValueFlags[] = {
-      "--trace",           "--policy",        "--device-memory",
-      "--host-memory",     "--pcie-gbps",     "--ssd-gbps",
-      "--chunk",           "--iterations",    "--small-granularity",
-      "--lookahead-slack", "--plan-fraction", "--evict-ahead-slack"};
+  static const char* kValueFlags[] = {"--trace",
+                                      "--policy",
+                                      "--device-memory",
+                                      "--host-memory",
+                                      "--pcie-gbps",
+                                      "--ssd-gbps",
+                                      "--chunk",
+                                      "--iterations",
+                                      "--small-granularity",
+                                      "--lookahead-slack",
+                                      "--plan-fraction",
+                                      "--evict-ahead-slack",
+                                      "--uvm-fault-latency-us",
+                                      "--uvm-fault-batch"};
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
@@ -139,6 +149,16 @@ int main(int argc, char** argv) {
     auto v = memvirt::policy::ParsePositiveNumber(values["--plan-fraction"]);
     if (!v.ok() || *v > 1) return Usage("--plan-fraction: a number in (0, 1]");
     config.plan_fraction = *v;
+  }
+  if (values.count("--uvm-fault-latency-us")) {
+    auto v = memvirt::policy::ParsePositiveNumber(values["--uvm-fault-latency-us"]);
+    if (!v.ok()) return Usage("--uvm-fault-latency-us: " + std::string(v.status().message()));
+    config.uvm_fault_latency_us = *v;
+  }
+  if (values.count("--uvm-fault-batch")) {
+    auto n = memvirt::policy::ParsePositiveInt(values["--uvm-fault-batch"]);
+    if (!n.ok()) return Usage("--uvm-fault-batch: " + std::string(n.status().message()));
+    config.uvm_fault_batch_pages = static_cast<uint64_t>(*n);
   }
   auto trace = memvirt::trace::ReadTrace(values["--trace"]);
   if (!trace.ok()) {
