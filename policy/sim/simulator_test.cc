@@ -171,15 +171,25 @@ trace::Trace TrainingLoop() {
   return t;
 }
 
-TEST(SimulatorTest, LifetimeBeatsLruAndStaysCloseToBelady) {
-  trace::Trace t = TrainingLoop();
-  SimConfig c = Config(PolicyKind::kLru, 20 * kMiB, 3);
+// TrainingLoop() (60 MiB of tensors) on a 20 MiB device with a 4 GB/s
+// link: paging on the critical path.
+SimConfig PressuredLoop(PolicyKind policy, int iterations) {
+  SimConfig c = Config(policy, 20 * kMiB, iterations);
   c.pcie_gbps = 4;
+  return c;
+}
+
+absl::StatusOr<SimResult> SimulateAs(const trace::Trace& t, SimConfig c, PolicyKind policy) {
+  c.policy = policy;
+  return Simulate(t, c);
+}
+
+TEST(SimulatorTest, LifetimeBeatsLruAndStaysCloseToBelady) {
+  const trace::Trace t = TrainingLoop();
+  const SimConfig c = PressuredLoop(PolicyKind::kLru, 3);
   auto lru = Simulate(t, c);
-  c.policy = PolicyKind::kLifetime;
-  auto lifetime = Simulate(t, c);
-  c.policy = PolicyKind::kBelady;
-  auto belady = Simulate(t, c);
+  auto lifetime = SimulateAs(t, c, PolicyKind::kLifetime);
+  auto belady = SimulateAs(t, c, PolicyKind::kBelady);
   ASSERT_TRUE(lru.ok() && lifetime.ok() && belady.ok());
   EXPECT_LT(lifetime->reported.time_us, lru->reported.time_us);
   const auto traffic = [](const SimResult& r) {
@@ -196,12 +206,10 @@ TEST(SimulatorTest, LifetimeBeatsLruAndStaysCloseToBelady) {
 // unread, and once the first (LRU-managed) iteration's state is gone the
 // traffic is the demand MIN bound's, in less time.
 TEST(SimulatorTest, LifetimeWritesBackOnlyWhatIsReadBack) {
-  trace::Trace t = TrainingLoop();
-  SimConfig c = Config(PolicyKind::kLifetime, 20 * kMiB, 4);
-  c.pcie_gbps = 4;
+  const trace::Trace t = TrainingLoop();
+  SimConfig c = PressuredLoop(PolicyKind::kLifetime, 4);
   auto lifetime = Simulate(t, c);
-  c.policy = PolicyKind::kBelady;
-  auto belady = Simulate(t, c);
+  auto belady = SimulateAs(t, c, PolicyKind::kBelady);
   ASSERT_TRUE(lifetime.ok() && belady.ok());
   for (const IterationStats& s : lifetime->per_iteration) EXPECT_EQ(s.write_back_unread_bytes, 0u);
   const IterationStats& steady = lifetime->per_iteration.back();
@@ -211,7 +219,6 @@ TEST(SimulatorTest, LifetimeWritesBackOnlyWhatIsReadBack) {
   EXPECT_LT(steady.time_us, belady->reported.time_us);
   // Without the plan the same run evicts ahead by farthest next use at
   // decision time and moves more.
-  c.policy = PolicyKind::kLifetime;
   c.plan_residency = false;
   auto unplanned = Simulate(t, c);
   ASSERT_TRUE(unplanned.ok());
