@@ -265,12 +265,14 @@ TEST(SimulatorTest, UvmFaultsMigrateAndKeepDeadDataMapped) {
 
 TEST(SimulatorTest, DeterministicOutput) {
   trace::Trace t = TrainingLoop();
-  SimConfig c = Config(PolicyKind::kLifetime, 20 * kMiB, 2);
-  auto a = Simulate(t, c);
-  auto b = Simulate(t, c);
-  ASSERT_TRUE(a.ok() && b.ok());
-  EXPECT_EQ(FormatResultJson(*a, c), FormatResultJson(*b, c));
-  EXPECT_NE(FormatResultJson(*a, c).find("\"slowdown\":"), std::string::npos);
+  for (PolicyKind p : {PolicyKind::kLifetime, PolicyKind::kUvm}) {
+    SimConfig c = Config(p, 20 * kMiB, 2);
+    auto a = Simulate(t, c);
+    auto b = Simulate(t, c);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(FormatResultJson(*a, c), FormatResultJson(*b, c));
+    EXPECT_NE(FormatResultJson(*a, c).find("\"slowdown\":"), std::string::npos);
+  }
 }
 
 TEST(SimulatorTest, RejectsKernelLargerThanDeviceAndBadConfig) {

@@ -18,7 +18,9 @@
 //   prefetches them back within its lookahead window. The traffic is MIN's;
 //   the timing is the planner's. Gaps are those of the steady state: MIN
 //   runs over kCycles iterations from an empty device and the last one is
-//   recorded.
+//   recorded. Cost: O(kCycles x accesses of the iteration x log(blocks)) time
+//   and one byte per access, paid when an iteration is learned and at every
+//   budget change (Planner::SetBudget re-plans and re-ranks every block).
 
 #ifndef MEMVIRT_POLICY_SRC_RESIDENCY_PLAN_H_
 #define MEMVIRT_POLICY_SRC_RESIDENCY_PLAN_H_
