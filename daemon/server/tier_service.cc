@@ -1,5 +1,6 @@
 #include "daemon/server/tier_service.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
@@ -83,6 +84,16 @@ bool ReceiveHello(int fd, tier::Hello* hello, int* memfd) {
     }
   }
   return r == static_cast<ssize_t>(sizeof(*hello));
+}
+
+// Note [sealed staging]
+// The staging memfd is shared memory the client controls. Had the client shrunk it after the
+// handshake, the daemon's next access through its mapping would fault (SIGBUS) and kill the
+// daemon. So the daemon maps it only if the size is sealed: F_SEAL_SHRINK and F_SEAL_GROW set
+// (seals can never be removed), checked with F_GET_SEALS; any other descriptor is refused.
+bool StagingIsSealed(int memfd) {
+  const int seals = fcntl(memfd, F_GET_SEALS);
+  return seals >= 0 && (seals & tier::kRequiredStagingSeals) == tier::kRequiredStagingSeals;
 }
 
 }  // namespace
@@ -225,7 +236,7 @@ void TierService::Serve(Connection* c) {
   if (!got_hello || hello.magic != tier::kTierMagic || hello.version != tier::kTierVersion ||
       memfd < 0 || hello.staging_slots == 0 || hello.staging_slots > tier::kMaxStagingSlots ||
       fstat(memfd, &st) != 0 || !S_ISREG(st.st_mode) ||
-      static_cast<uint64_t>(st.st_size) < staging_bytes) {
+      static_cast<uint64_t>(st.st_size) < staging_bytes || !StagingIsSealed(memfd)) {
     reply.status = Status::kInvalid;
   } else if (!tenant.has_value()) {
     reply.status = Status::kDenied;

@@ -71,9 +71,8 @@ std::unique_ptr<TierChannel> TierChannel::Connect(const std::string& socket_path
     return nullptr;
   }
   const uint64_t bytes = uint64_t{staging_slots} * tier::kStagingSlotBytes;
-  const int memfd = memfd_create("memvirt-staging", MFD_CLOEXEC);
-  if (memfd < 0 || ftruncate(memfd, static_cast<off_t>(bytes)) != 0) {
-    if (memfd >= 0) close(memfd);
+  const int memfd = tier::CreateStagingMemfd(staging_slots);
+  if (memfd < 0) {
     close(fd);
     *error = "cannot create the staging memfd";
     return nullptr;

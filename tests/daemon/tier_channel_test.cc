@@ -3,6 +3,7 @@
 // real Unix socket with a real staging memfd.
 #include "shim/daemon_link/tier_channel.h"
 
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -198,6 +199,45 @@ TEST_F(TierChannelTest, MalformedRequestsGetInvalidAndTheConnectionGoesOn) {
   const tier::Reply stored = raw.Call(1, 0, 0);
   EXPECT_EQ(stored.status, tier::Status::kOk);
   EXPECT_EQ(raw.Call(2, 0, stored.id).status, tier::Status::kOk);
+}
+
+// Issue 14, item 1: a client that shrinks its staging memfd after the handshake must not be
+// able to make the daemon fault (SIGBUS) on its mapping.
+TEST_F(TierChannelTest, AClientThatTruncatesItsStagingCannotCrashTheDaemon) {
+  const int unsealed = memfd_create("staging", MFD_CLOEXEC);
+  ASSERT_GE(unsealed, 0);
+  ASSERT_EQ(ftruncate(unsealed, kSlot), 0);
+  const int fd = tier::ConnectUnixSocket(dir_.path() + "/tier.sock");
+  ASSERT_GE(fd, 0);
+  tier::HelloReply reply;
+  ASSERT_TRUE(testing::SendHelloWith(fd, 1, unsealed, &reply));
+  EXPECT_EQ(reply.status, tier::Status::kInvalid);
+  // Truncate, then ask for a store from (and a load into) the vanished pages.
+  ASSERT_EQ(ftruncate(unsealed, 0), 0);
+  const tier::Request requests[2] = {{tier::Op::kStore, 0, 0}, {tier::Op::kLoad, 0, 1}};
+  (void)send(fd, requests, sizeof(requests), MSG_NOSIGNAL);
+  tier::Reply out;
+  EXPECT_LE(recv(fd, &out, sizeof(out), MSG_WAITALL), 0);  // closed: nothing was served
+  close(fd);
+  close(unsealed);
+
+  // A sealed staging area cannot shrink, so the same trick fails in the client.
+  const int sealed = tier::CreateStagingMemfd(1);
+  ASSERT_GE(sealed, 0);
+  EXPECT_NE(ftruncate(sealed, 0), 0);
+  EXPECT_EQ(errno, EPERM);
+  close(sealed);
+
+  // The service is alive and serves a well-behaved client.
+  auto c = Connect(1);
+  ASSERT_NE(c, nullptr);
+  Fill(c->staging(0), 31);
+  uint64_t id = 0;
+  ASSERT_EQ(c->Store(0, &id), SpillResult::kOk);
+  std::memset(c->staging(0), 0, kSlot);
+  ASSERT_EQ(c->StartLoad(id, 0), SpillResult::kOk);
+  ASSERT_EQ(c->FinishLoad(0, true), SpillResult::kOk);
+  EXPECT_TRUE(Matches(c->staging(0), 31));
 }
 
 TEST_F(TierChannelTest, APeerThatSendsNoHelloIsDropped) {
