@@ -119,6 +119,8 @@ absl::StatusOr<ClientId> NodeState::Register(const PeerCredentials& peer, const 
   if (FindByPid(peer.pid) != nullptr) {
     return absl::AlreadyExistsError(absl::StrCat("pid ", peer.pid, " is already registered"));
   }
+  std::vector<GpuClaim> claims = reg.gpus;
+  if (absl::Status s = AdmitClaims(peer, claims); !s.ok()) return s;
   auto owned = std::make_unique<Client>();
   Client& c = *owned;
   c.id = next_client_id_++;
@@ -126,17 +128,13 @@ absl::StatusOr<ClientId> NodeState::Register(const PeerCredentials& peer, const 
   c.name = reg.process_name;
   c.since = clock_->Now();
   c.host_demand = reg.host_demand_bytes;
-  for (const GpuClaim& claim : reg.gpus) {
+  for (const GpuClaim& claim : claims) {
     auto [it, inserted] = gpus_.try_emplace(claim.gpu_uuid);
     Gpu& gpu = it->second;
     if (inserted) {
       gpu.device_memory_bytes = claim.device_memory_bytes;
       LOG(INFO) << "learned GPU " << claim.gpu_uuid << " with " << claim.device_memory_bytes
-                << " bytes from pid " << peer.pid;
-    } else if (gpu.device_memory_bytes != claim.device_memory_bytes) {
-      LOG(WARNING) << "pid " << peer.pid << " reports " << claim.device_memory_bytes
-                   << " bytes for GPU " << claim.gpu_uuid << "; keeping "
-                   << gpu.device_memory_bytes;
+                << " bytes from pid " << peer.pid << " uid " << peer.uid;
     }
     ClientGpu& g = c.gpus[claim.gpu_uuid];
     g.claim = claim;
@@ -153,14 +151,14 @@ absl::StatusOr<ClientId> NodeState::Register(const PeerCredentials& peer, const 
   clients_.emplace(c.id, std::move(owned));
   ++totals_.clients_registered;
 
-  for (const GpuClaim& claim : reg.gpus) Rebalance(claim.gpu_uuid, c.id);
+  for (const GpuClaim& claim : claims) Rebalance(claim.gpu_uuid, c.id);
   RebalanceHost(c.id);
 
   RegisterResult result;
   result.client_id = c.id;
   result.pid = peer.pid;
   result.host_budget_bytes = c.host_budget;
-  for (const GpuClaim& claim : reg.gpus) {
+  for (const GpuClaim& claim : claims) {
     result.budgets.push_back({claim.gpu_uuid, c.gpus[claim.gpu_uuid].granted});
   }
   c.sink = sink;
@@ -185,9 +183,60 @@ void NodeState::Unregister(ClientId id) {
     Gpu& gpu = gpus_[uuid];
     gpu.clients.erase(std::remove(gpu.clients.begin(), gpu.clients.end(), id), gpu.clients.end());
   }
-  for (const auto& [uuid, g] : c->gpus) Rebalance(uuid, 0);
+  for (const auto& [uuid, g] : c->gpus) {
+    Rebalance(uuid, 0);
+    ForgetIfUnused(uuid);
+  }
   RebalanceHost(0);
   LOG(INFO) << "reclaimed client " << id << " pid " << c->creds.pid;
+}
+
+bool NodeState::MayDeclareGpuSize(const PeerCredentials& peer) const {
+  if (authorizer_.IsOperator(peer)) return true;
+  const std::vector<uid_t>& trusted = options_.gpu_size_trusted_uids;
+  return std::find(trusted.begin(), trusted.end(), peer.uid) != trusted.end();
+}
+
+absl::Status NodeState::AdmitClaims(const PeerCredentials& peer,
+                                    std::vector<GpuClaim>& claims) const {
+  size_t learned = 0;
+  for (const auto& [uuid, gpu] : gpus_) learned += gpu.configured ? 0 : 1;
+  for (GpuClaim& claim : claims) {
+    auto it = gpus_.find(claim.gpu_uuid);
+    if (it == gpus_.end()) {
+      if (!MayDeclareGpuSize(peer)) {
+        return absl::FailedPreconditionError(absl::StrCat("GPU ", claim.gpu_uuid,
+                                                          " is not configured (--gpu) and uid ",
+                                                          peer.uid, " may not declare its size"));
+      }
+      if (++learned > kMaxLearnedGpus) {
+        return absl::ResourceExhaustedError(absl::StrCat("too many GPUs learned from clients (",
+                                                         kMaxLearnedGpus,
+                                                         "); configure them with --gpu"));
+      }
+      continue;
+    }
+    const uint64_t known = it->second.device_memory_bytes;
+    if (claim.device_memory_bytes != known) {
+      LOG_EVERY_N(WARNING, 64) << "pid " << peer.pid << " uid " << peer.uid << " reports "
+                               << claim.device_memory_bytes << " bytes for GPU " << claim.gpu_uuid
+                               << "; using the known " << known
+                               << " (reported once per 64 occurrences)";
+      claim.device_memory_bytes = known;
+      claim.min_bytes = std::min(claim.min_bytes, known);
+    }
+  }
+  return absl::OkStatus();
+}
+
+void NodeState::ForgetIfUnused(const std::string& uuid) {
+  auto it = gpus_.find(uuid);
+  if (it == gpus_.end() || it->second.configured || it->second.draining ||
+      !it->second.clients.empty()) {
+    return;
+  }
+  gpus_.erase(it);
+  VLOG(1) << "forgot learned GPU " << uuid << " (no clients)";
 }
 
 uint32_t NodeState::Rebalance(const std::string& uuid, ClientId quiet) {
@@ -544,7 +593,9 @@ absl::StatusOr<uint32_t> NodeState::Drain(const PeerCredentials& caller,
   if (it == gpus_.end()) return absl::NotFoundError("unknown GPU " + gpu_uuid);
   it->second.draining = !undrain;
   LOG(INFO) << (undrain ? "undraining " : "draining ") << gpu_uuid << " by uid " << caller.uid;
-  return Rebalance(gpu_uuid, 0);
+  const uint32_t notified = Rebalance(gpu_uuid, 0);
+  ForgetIfUnused(gpu_uuid);
+  return notified;
 }
 
 size_t NodeState::client_count() const {

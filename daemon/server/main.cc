@@ -125,6 +125,7 @@ absl::StatusOr<NodeOptions> OptionsFromFlags() {
   o.shrink_deadline = absl::Milliseconds(FLAGS_shrink_deadline_ms);
   o.restart_grace = absl::Milliseconds(FLAGS_restart_grace_ms);
   o.hint_interval_ms = static_cast<uint32_t>(FLAGS_hint_interval_ms);
+  o.gpu_size_trusted_uids = {geteuid()};
   return o;
 }
 
