@@ -3,6 +3,7 @@
 #include <errno.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <utility>
 
 #include "shim/core/log.h"
@@ -17,6 +18,22 @@ unsigned long long MiB(uint64_t bytes) { return static_cast<unsigned long long>(
 
 }  // namespace
 
+std::chrono::milliseconds TierDeadlineFromEnvironment() {
+  constexpr std::chrono::milliseconds kDefault{60000};
+  const char* v = std::getenv("MEMSHIM_TIER_DEADLINE_MS");
+  if (v == nullptr || *v == '\0') return kDefault;
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long ms = std::strtoull(v, &end, 10);
+  if (errno != 0 || *end != '\0' || ms == 0 || ms > 86400000ull) {
+    MEMSHIM_LOG(kWarn, "ignoring MEMSHIM_TIER_DEADLINE_MS=%s (want 1..86400000)", v);
+    return kDefault;
+  }
+  return std::chrono::milliseconds(ms);
+}
+
+namespace {}  // namespace
+
 DaemonControlPlane::DaemonControlPlane(const DaemonLinkOptions& options, ClientFactory factory)
     : socket_path_(options.socket_path != nullptr ? options.socket_path : ""),
       connect_timeout_(options.connect_timeout_ms),
@@ -25,6 +42,7 @@ DaemonControlPlane::DaemonControlPlane(const DaemonLinkOptions& options, ClientF
       min_device_bytes_(options.min_device_bytes),
       demand_host_bytes_(options.demand_host_bytes),
       staging_slots_(options.staging_slots),
+      tier_deadline_(TierDeadlineFromEnvironment()),
       factory_(std::move(factory)) {}
 
 DaemonControlPlane::~DaemonControlPlane() { Close(); }
@@ -84,7 +102,7 @@ SpillTier* DaemonControlPlane::spill_tier() {
   if (client_->state() != client::State::kConnected) return nullptr;
   const char* error = nullptr;
   tier_ = TierChannel::Connect(socket_path_ + tier::kTierSocketSuffix, staging_slots_,
-                               connect_timeout_, &error);
+                               {.connect = connect_timeout_, .request = tier_deadline_}, &error);
   if (tier_ == nullptr) {
     MEMSHIM_LOG(kInfo, "no NVMe tier: %s", error);
   } else {

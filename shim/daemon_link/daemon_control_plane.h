@@ -34,6 +34,11 @@
 
 namespace memvirt::shim {
 
+// MEMSHIM_TIER_DEADLINE_MS (default 60000): how long a tier request waits for
+// a daemon that is still connected but slow (Note [slow or gone] in
+// tier_channel.cc). Invalid values are logged and the default is used.
+std::chrono::milliseconds TierDeadlineFromEnvironment();
+
 class DaemonControlPlane final : public ControlPlane {
  public:
   using ClientFactory = std::function<std::unique_ptr<client::Client>(client::Options)>;
@@ -80,6 +85,7 @@ class DaemonControlPlane final : public ControlPlane {
   const uint64_t min_device_bytes_;
   const uint64_t demand_host_bytes_;
   const uint32_t staging_slots_;
+  const std::chrono::milliseconds tier_deadline_;
   const ClientFactory factory_;
 
   std::unique_ptr<client::Client> client_;  // set once by InitialDeviceBudget

@@ -3,13 +3,17 @@
 // real Unix socket with a real staging memfd.
 #include "shim/daemon_link/tier_channel.h"
 
+#include <dirent.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstring>
 #include <random>
+#include <thread>
 
 #include "daemon/server/tier_service.h"
 #include "gtest/gtest.h"
@@ -44,15 +48,23 @@ class TierChannelTest : public ::testing::Test {
     auto store = nvme::SwapStore::Create(&faults_, {});
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = *std::move(store);
-    auto service = TierService::Start(
-        {.socket_path = dir_.path() + "/tier.sock",
-         .group = std::nullopt,
-         .tenant_of = [this](const PeerCredentials& peer) -> std::optional<uint64_t> {
-           if (peer.pid != getpid() || refuse_) return std::nullopt;
-           return next_tenant_++;  // every connection is another tenant here
-         },
-         .hello_timeout = absl::Milliseconds(300)},
-        store_.get());
+    StartService([](TierServiceOptions&) {});
+  }
+
+  // (Re)starts the service with the fixture's options as changed by `tweak`.
+  void StartService(const std::function<void(TierServiceOptions&)>& tweak) {
+    service_.reset();
+    TierServiceOptions options{
+        .socket_path = dir_.path() + "/tier.sock",
+        .group = std::nullopt,
+        .tenant_of = [this](const PeerCredentials& peer) -> std::optional<uint64_t> {
+          if (tenant_by_pid_) return static_cast<uint64_t>(peer.pid);
+          if (peer.pid != getpid() || refuse_) return std::nullopt;
+          return next_tenant_++;  // every connection is another tenant here
+        },
+        .hello_timeout = absl::Milliseconds(300)};
+    tweak(options);
+    auto service = TierService::Start(options, store_.get());
     ASSERT_TRUE(service.ok()) << service.status();
     service_ = *std::move(service);
   }
@@ -60,7 +72,8 @@ class TierChannelTest : public ::testing::Test {
   std::unique_ptr<TierChannel> Connect(uint32_t slots = 2) {
     const char* error = nullptr;
     auto c =
-        TierChannel::Connect(dir_.path() + "/tier.sock", slots, std::chrono::seconds(5), &error);
+        TierChannel::Connect(dir_.path() + "/tier.sock", slots,
+                             {.connect = std::chrono::seconds(5), .request = deadline_}, &error);
     EXPECT_NE(c, nullptr) << error;
     return c;
   }
@@ -72,6 +85,8 @@ class TierChannelTest : public ::testing::Test {
   std::unique_ptr<TierService> service_;
   std::atomic<uint64_t> next_tenant_{1};
   std::atomic<bool> refuse_{false};
+  std::atomic<bool> tenant_by_pid_{false};  // a registered client per process, not per connection
+  std::chrono::milliseconds deadline_{5000};
 };
 
 TEST_F(TierChannelTest, StoredChunksComeBackByteForByte) {
@@ -131,8 +146,7 @@ TEST_F(TierChannelTest, ClosingTheChannelFreesItsSwap) {
 TEST_F(TierChannelTest, UnregisteredProcessesAreRefused) {
   refuse_ = true;
   const char* error = nullptr;
-  EXPECT_EQ(TierChannel::Connect(dir_.path() + "/tier.sock", 2, std::chrono::seconds(5), &error),
-            nullptr);
+  EXPECT_EQ(TierChannel::Connect(dir_.path() + "/tier.sock", 2, {}, &error), nullptr);
   EXPECT_STREQ(error, "the daemon refused the tier connection");
 }
 
@@ -261,6 +275,118 @@ TEST_F(TierChannelTest, ADaemonThatGoesAwayBreaksTheChannelWithoutHanging) {
   service_->Stop();
   EXPECT_EQ(c->Store(0, &id), SpillResult::kBroken);
   EXPECT_EQ(c->StartLoad(id, 0), SpillResult::kBroken);
+}
+
+// Issue 14, item 4: the tier socket cannot be locked out.
+size_t OpenDescriptors() {
+  size_t n = 0;
+  DIR* d = opendir("/proc/self/fd");
+  while (readdir(d) != nullptr) ++n;
+  closedir(d);
+  return n;
+}
+
+TEST_F(TierChannelTest, ConnectionsHeldBeforeTheHelloByAnotherUserDoNotLockOutOthers) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to run the other user's process";
+  constexpr gid_t kNobody = 65534;
+  StartService([&](TierServiceOptions& o) {
+    o.group = kNobody;
+    o.max_connections = 64;
+    o.max_pending_per_uid = 8;
+    o.hello_timeout = absl::Seconds(30);  // held for the whole test
+  });
+  ASSERT_EQ(chmod(dir_.path().c_str(), 0755), 0);
+  int ready[2], release[2];
+  ASSERT_EQ(pipe(ready), 0);
+  ASSERT_EQ(pipe(release), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {  // the other user: connects 64 times, sends nothing, holds them
+    close(ready[0]);
+    close(release[1]);
+    if (setgid(kNobody) != 0 || setuid(kNobody) != 0) _exit(2);
+    char connected = 0;
+    for (int i = 0; i < 64; ++i)
+      connected += tier::ConnectUnixSocket(dir_.path() + "/tier.sock") >= 0;
+    (void)!write(ready[1], &connected, 1);
+    char byte;
+    (void)!read(release[0], &byte, 1);
+    _exit(0);
+  }
+  close(ready[1]);
+  close(release[0]);
+  char connected = 0;
+  ASSERT_EQ(read(ready[0], &connected, 1), 1);
+  EXPECT_GT(connected, 8);
+  ASSERT_TRUE(
+      testing::WaitUntil([&] { return service_->stats().refused >= 40; }, std::chrono::seconds(5)))
+      << service_->stats().refused;
+  auto c = Connect(1);  // another user (root) still gets its tier
+  ASSERT_NE(c, nullptr);
+  uint64_t id = 0;
+  EXPECT_EQ(c->Store(0, &id), SpillResult::kOk);
+  close(release[1]);
+  close(ready[0]);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
+
+TEST_F(TierChannelTest, ARegisteredProcessGetsOneConnectionAndItsSlotBackAtOnce) {
+  tenant_by_pid_ = true;
+  auto first = std::make_unique<RawClient>(dir_.path() + "/tier.sock");
+  ASSERT_EQ(first->hello_reply.status, tier::Status::kOk);
+  for (int i = 0; i < 8; ++i) {
+    RawClient more(dir_.path() + "/tier.sock");
+    EXPECT_EQ(more.hello_reply.status, tier::Status::kDenied);
+  }
+  EXPECT_GE(service_->stats().refused, 8u);
+  first.reset();
+  // The slot is free as soon as the daemon has seen the close.
+  ASSERT_TRUE(testing::WaitUntil([&] { return service_->stats().connections == 0; },
+                                 std::chrono::seconds(2)));
+  RawClient again(dir_.path() + "/tier.sock");
+  EXPECT_EQ(again.hello_reply.status, tier::Status::kOk);
+}
+
+TEST_F(TierChannelTest, ClosedConnectionsReleaseTheirDescriptorsAtOnce) {
+  const size_t before = OpenDescriptors();
+  {
+    std::vector<std::unique_ptr<RawClient>> clients;
+    for (int i = 0; i < 16; ++i) {
+      clients.push_back(std::make_unique<RawClient>(dir_.path() + "/tier.sock"));
+      ASSERT_EQ(clients.back()->hello_reply.status, tier::Status::kOk);
+    }
+    EXPECT_GE(OpenDescriptors(), before + 32);  // both ends of each
+  }
+  // No further connection arrives: the service must release them by itself.
+  EXPECT_TRUE(
+      testing::WaitUntil([&] { return OpenDescriptors() <= before; }, std::chrono::seconds(2)))
+      << OpenDescriptors() << " open, " << before << " before";
+}
+
+TEST_F(TierChannelTest, AnIdleConnectionIsClosedOnlyWhenItStoresNothingAndReopensOnUse) {
+  StartService([](TierServiceOptions& o) { o.idle_timeout = absl::Milliseconds(200); });
+  auto c = Connect(1);
+  ASSERT_NE(c, nullptr);
+  Fill(c->staging(0), 41);
+  uint64_t id = 0;
+  ASSERT_EQ(c->Store(0, &id), SpillResult::kOk);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // idle, but holds a slab
+  std::memset(c->staging(0), 0, kSlot);
+  ASSERT_EQ(c->StartLoad(id, 0), SpillResult::kOk);
+  ASSERT_EQ(c->FinishLoad(0, true), SpillResult::kOk);
+  EXPECT_TRUE(Matches(c->staging(0), 41));
+  c->Discard(id);
+  ASSERT_TRUE(testing::WaitUntil([&] { return service_->stats().connections == 0; },
+                                 std::chrono::seconds(3)));
+  // The next store reopens the channel with the same staging area.
+  Fill(c->staging(0), 42);
+  ASSERT_EQ(c->Store(0, &id), SpillResult::kOk);
+  std::memset(c->staging(0), 0, kSlot);
+  ASSERT_EQ(c->StartLoad(id, 0), SpillResult::kOk);
+  ASSERT_EQ(c->FinishLoad(0, true), SpillResult::kOk);
+  EXPECT_TRUE(Matches(c->staging(0), 42));
 }
 
 }  // namespace
