@@ -2,14 +2,22 @@
 // INVALID_ARGUMENT (or another clean status), never a crash; metrics over loopback.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <random>
+#include <sstream>
 #include <string>
+#include <thread>
 
 #include "gmock/gmock.h"
 #include "grpcpp/create_channel.h"
@@ -290,6 +298,128 @@ TEST_F(ProtocolTest, MetricsEndpointServesPrometheusText) {
       },
       seconds(5)))
       << body;
+}
+
+// Issue 14, item 5: the gRPC socket is bounded.
+int ConnectRaw(const std::string& path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path.c_str());
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// True if the peer closes `fd` within `timeout` (whatever it sends before).
+bool ClosedWithin(int fd, std::chrono::milliseconds timeout) {
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  char buf[4096];
+  while (std::chrono::steady_clock::now() < end) {
+    pollfd p = {fd, POLLIN, 0};
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        end - std::chrono::steady_clock::now());
+    if (poll(&p, 1, static_cast<int>(std::clamp<int64_t>(left.count(), 0, 50))) <= 0) continue;
+    const ssize_t r = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+    if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) return true;
+  }
+  return false;
+}
+
+// CPU seconds (user + system) the process has used.
+double CpuSeconds(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::istringstream rest(stat.substr(stat.rfind(')') + 2));
+  std::string field;
+  unsigned long long utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && rest >> field; ++i) {
+    if (i == 14) utime = std::stoull(field);
+    if (i == 15) stime = std::stoull(field);
+  }
+  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+TEST_F(ProtocolTest, IdleConnectionsAreClosedAndOneUserCannotHoldThemAll) {
+  TempDir dir;
+  Daemon d(dir.path(), {"--reserve=0", "--restart_grace_ms=0", "--socket_group=65534",
+                        "--connection_idle_timeout_ms=300", "--max_connections_per_uid=4"});
+  ASSERT_TRUE(d.Start()) << d.process().Stderr();
+  const int idle = ConnectRaw(d.socket());
+  ASSERT_GE(idle, 0);
+  EXPECT_TRUE(ClosedWithin(idle, std::chrono::seconds(3)));
+  close(idle);
+
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to connect as another user";
+  int ready[2], release[2];
+  ASSERT_EQ(pipe(ready), 0);
+  ASSERT_EQ(pipe(release), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {  // nobody: opens 16 connections, counts those closed at once
+    close(ready[0]);
+    close(release[1]);
+    if (setgid(65534) != 0 || setuid(65534) != 0) _exit(2);
+    std::vector<int> fds;
+    for (int i = 0; i < 16; ++i) fds.push_back(ConnectRaw(d.socket()));
+    // Well within the idle timeout: only the limit closes connections this early.
+    std::vector<bool> is_closed(fds.size(), false);
+    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(150);
+    while (std::chrono::steady_clock::now() < end) {
+      for (size_t i = 0; i < fds.size(); ++i) {
+        if (!is_closed[i])
+          is_closed[i] = fds[i] < 0 || ClosedWithin(fds[i], std::chrono::milliseconds(1));
+      }
+    }
+    char closed = 0;
+    for (bool c : is_closed) closed += c ? 1 : 0;
+    (void)!write(ready[1], &closed, 1);
+    char byte;
+    (void)!read(release[0], &byte, 1);
+    _exit(0);
+  }
+  close(ready[1]);
+  close(release[0]);
+  char closed = 0;
+  ASSERT_EQ(read(ready[0], &closed, 1), 1);
+  EXPECT_EQ(closed, 12);                         // all beyond the 4 allowed
+  EXPECT_EQ(d.Memctl({"status"}).exit_code, 0);  // others are served meanwhile
+  close(release[1]);
+  close(ready[0]);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+}
+
+TEST_F(ProtocolTest, RunningOutOfDescriptorsDoesNotSpinOrFloodTheLog) {
+  TempDir dir;
+  Daemon d(dir.path(), {"--reserve=0", "--restart_grace_ms=0"});
+  rlimit saved;
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
+  rlimit low = saved;
+  low.rlim_cur = 64;  // inherited by the daemon
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  const bool started = d.Start();
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
+  ASSERT_TRUE(started) << d.process().Stderr();
+  std::vector<int> fds;
+  for (int i = 0; i < 100; ++i) {
+    const int fd = ConnectRaw(d.socket());
+    if (fd >= 0) fds.push_back(fd);
+  }
+  ASSERT_TRUE(WaitUntil(
+      [&] { return d.process().Stderr().find("Too many open files") != std::string::npos; },
+      seconds(5)))
+      << d.process().Stderr();
+  const double cpu_before = CpuSeconds(d.process().pid());
+  const size_t log_before = d.process().Stderr().size();
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  EXPECT_LT(CpuSeconds(d.process().pid()) - cpu_before, 0.3);
+  EXPECT_LT(d.process().Stderr().size() - log_before, 2000u);
+  for (int fd : fds) close(fd);
+  // Once descriptors are free again, the daemon serves.
+  EXPECT_TRUE(WaitUntil([&] { return d.Memctl({"status"}).exit_code == 0; }, seconds(5)));
 }
 
 }  // namespace
