@@ -14,8 +14,28 @@ namespace {
 
 uint64_t SatSub(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
 
-// Delta of a cumulative counter; a decrease means the reporter restarted its count.
-uint64_t CounterDelta(uint64_t before, uint64_t now) { return now >= before ? now - before : now; }
+// Note [reported counters]
+// Paging counters are cumulative values a client reports; the node totals (and the metrics'
+// *_total counters) add their deltas. A client can send anything, so a delta counts only if it
+// is plausible: the counter did not go back (a registration starts at the value it reports)
+// and it grew by at most kMaxPagingBytesPerSecond over the time since the previous report
+// (plus kPagingSlackBytes). An implausible report moves the client's baseline without adding
+// to the totals, which saturate instead of wrapping: a total never goes down.
+constexpr double kMaxPagingBytesPerSecond = 1e12;  // far above any host link
+constexpr uint64_t kPagingSlackBytes = uint64_t{1} << 32;
+
+uint64_t PlausibleDelta(uint64_t before, uint64_t now, absl::Duration elapsed) {
+  if (now < before) return 0;
+  const double limit =
+      absl::ToDoubleSeconds(std::max(elapsed, absl::ZeroDuration())) * kMaxPagingBytesPerSecond +
+      static_cast<double>(kPagingSlackBytes);
+  const uint64_t delta = now - before;
+  return static_cast<double>(delta) <= limit ? delta : 0;
+}
+
+void SaturatingAdd(uint64_t& total, uint64_t delta) {
+  total = delta > UINT64_MAX - total ? UINT64_MAX : total + delta;
+}
 
 absl::Status ValidateUsage(const GpuUsage& u) {
   for (uint64_t v : {u.resident_bytes, u.host_bytes, u.nvme_bytes}) {
@@ -139,6 +159,7 @@ absl::StatusOr<ClientId> NodeState::Register(const PeerCredentials& peer, const 
     ClientGpu& g = c.gpus[claim.gpu_uuid];
     g.claim = claim;
     g.usage.gpu_uuid = claim.gpu_uuid;
+    g.counted_since = c.since;
     gpu.clients.push_back(c.id);
   }
   for (const GpuUsage& u : reg.usage) {
@@ -345,12 +366,23 @@ void NodeState::Send(Client& c, Directive d) {
 
 void NodeState::UpdateUsage(ClientGpu& g, const GpuUsage& u) {
   const absl::Time now = clock_->Now();
-  const uint64_t in = CounterDelta(g.usage.paged_in_bytes, u.paged_in_bytes);
-  const uint64_t out = CounterDelta(g.usage.paged_out_bytes, u.paged_out_bytes);
-  totals_.paged_in_bytes += in;
-  totals_.paged_out_bytes += out;
-  totals_.nvme_read_bytes += CounterDelta(g.usage.nvme_read_bytes, u.nvme_read_bytes);
-  totals_.nvme_write_bytes += CounterDelta(g.usage.nvme_write_bytes, u.nvme_write_bytes);
+  const absl::Duration elapsed = now - g.counted_since;
+  const uint64_t in = PlausibleDelta(g.usage.paged_in_bytes, u.paged_in_bytes, elapsed);
+  const uint64_t out = PlausibleDelta(g.usage.paged_out_bytes, u.paged_out_bytes, elapsed);
+  const uint64_t nvme_in = PlausibleDelta(g.usage.nvme_read_bytes, u.nvme_read_bytes, elapsed);
+  const uint64_t nvme_out = PlausibleDelta(g.usage.nvme_write_bytes, u.nvme_write_bytes, elapsed);
+  if ((in == 0 && u.paged_in_bytes != g.usage.paged_in_bytes) ||
+      (out == 0 && u.paged_out_bytes != g.usage.paged_out_bytes) ||
+      (nvme_in == 0 && u.nvme_read_bytes != g.usage.nvme_read_bytes) ||
+      (nvme_out == 0 && u.nvme_write_bytes != g.usage.nvme_write_bytes)) {
+    ++totals_.implausible_reports;
+    LOG_EVERY_N(WARNING, 100) << "implausible paging counters reported for " << u.gpu_uuid
+                              << "; not counted (Note [reported counters], 1 line per 100)";
+  }
+  SaturatingAdd(totals_.paged_in_bytes, in);
+  SaturatingAdd(totals_.paged_out_bytes, out);
+  SaturatingAdd(totals_.nvme_read_bytes, nvme_in);
+  SaturatingAdd(totals_.nvme_write_bytes, nvme_out);
   if (g.usage_time != absl::InfinitePast() && now > g.usage_time) {
     const double secs = absl::ToDoubleSeconds(now - g.usage_time);
     g.in_rate = static_cast<double>(in) / secs;
@@ -358,6 +390,7 @@ void NodeState::UpdateUsage(ClientGpu& g, const GpuUsage& u) {
   }
   g.usage = u;
   g.usage_time = now;
+  g.counted_since = now;
 }
 
 absl::Status NodeState::ReportHints(ClientId id, const HintBatch& batch) {

@@ -151,6 +151,7 @@ class NodeState {
     bool overdue = false;
     GpuUsage usage;
     absl::Time usage_time = absl::InfinitePast();
+    absl::Time counted_since;  // baseline time of the counters (Note [reported counters])
     double in_rate = 0;
     double out_rate = 0;
   };

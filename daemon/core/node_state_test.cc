@@ -324,6 +324,45 @@ TEST_F(NodeStateTest, LearnedGpusAreForgottenWhenUnusedAndBounded) {
   EXPECT_EQ(node.GetStatus(kRoot)->gpus.size(), kMaxLearnedGpus + 1);
 }
 
+// Issue 14, item 8: reported counters cannot wrap or inflate the node's totals.
+TEST_F(NodeStateTest, ImplausiblePagingCountersAreNotCountedAndTotalsNeverGoDown) {
+  NodeState node(Options(), &clock_);
+  RecordingSink a;
+  auto id = node.Register(Peer(10), OneGpu(1000 * kMiB), &a);
+  ASSERT_TRUE(id.ok());
+  uint64_t iteration = 0;
+  auto report = [&](uint64_t paged_in) {
+    HintBatch h;
+    h.iteration = ++iteration;
+    h.usage = {{.gpu_uuid = kGpu, .paged_in_bytes = paged_in}};
+    EXPECT_TRUE(node.ReportHints(*id, h).ok());
+    return node.GetStatus(kRoot)->totals;
+  };
+  clock_.Advance(absl::Seconds(1));
+  EXPECT_EQ(report(100 * kMiB).paged_in_bytes, 100 * kMiB);
+  clock_.Advance(absl::Seconds(1));
+  NodeTotals t = report(UINT64_MAX);  // the probe's report
+  EXPECT_EQ(t.paged_in_bytes, 100 * kMiB);
+  EXPECT_EQ(t.implausible_reports, 1u);
+  clock_.Advance(absl::Seconds(1));
+  t = report(50 * kMiB);  // back down: not a negative delta either
+  EXPECT_EQ(t.paged_in_bytes, 100 * kMiB);
+  clock_.Advance(absl::Seconds(1));
+  t = report(80 * kMiB);  // plausible again from the new baseline
+  EXPECT_EQ(t.paged_in_bytes, 130 * kMiB);
+  EXPECT_EQ(t.implausible_reports, 2u);
+  // Large plausible deltas (long intervals, counter reset in between) saturate, never wrap.
+  uint64_t last = t.paged_in_bytes;
+  for (int i = 0; i < 3; ++i) {
+    clock_.Advance(absl::Hours(10000));
+    t = report(uint64_t{1} << 63);
+    EXPECT_GE(t.paged_in_bytes, last);
+    last = t.paged_in_bytes;
+    t = report(0);
+  }
+  EXPECT_EQ(t.paged_in_bytes, UINT64_MAX);
+}
+
 TEST_F(NodeStateTest, RejectsMalformedRegistrations) {
   NodeState node(Options(), &clock_);
   RecordingSink sink;

@@ -303,8 +303,11 @@ int Run() {
 
   std::unique_ptr<MetricsEndpoint> metrics;
   if (!FLAGS_metrics_listen.empty()) {
-    absl::StatusOr<std::unique_ptr<MetricsEndpoint>> m =
-        StartMetricsEndpoint(FLAGS_metrics_listen, &node);
+    absl::StatusOr<std::unique_ptr<MetricsEndpoint>> m = StartMetricsEndpoint(
+        FLAGS_metrics_listen, &node,
+        nvme_tier == nullptr
+            ? NvmeMetricsSources{}
+            : NvmeMetricsSources{nvme_tier->service.get(), nvme_tier->store.get()});
     if (!m.ok()) {
       LOG(ERROR) << m.status();
       return 1;
@@ -338,11 +341,11 @@ int Run() {
 
   sd_notify(0, "STOPPING=1");
   health->SetServingStatus(false);
+  metrics.reset();  // it reads the NVMe tier
   nvme_tier.reset();
   listener.Stop();
   server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Milliseconds(FLAGS_shutdown_timeout_ms)));
   server->Wait();
-  metrics.reset();
   LOG(INFO) << "memvirtd stopped (" << node.client_count() << " client(s) were connected)";
   return 0;
 }

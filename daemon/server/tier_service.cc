@@ -360,6 +360,7 @@ void TierService::Serve(Connection* c) {
                                  tier::kStagingSlotBytes);
     };
     absl::Status s;
+    const absl::Time started = absl::Now();
     switch (req.op) {
       case tier::Op::kStore:
         if (!slot_ok) {
@@ -385,8 +386,17 @@ void TierService::Serve(Connection* c) {
     {
       absl::MutexLock lock(&mu_);
       if (!s.ok()) ++stats_.failures;
-      if (req.op == tier::Op::kStore) ++stats_.stores;
-      if (req.op == tier::Op::kLoad) ++stats_.loads;
+      const bool io_error = out.status == Status::kIoError || out.status == Status::kDataLoss;
+      if (req.op == tier::Op::kStore) {
+        ++stats_.stores;
+        stats_.store_io_errors += io_error ? 1 : 0;
+        stats_.store_latency.Add(absl::Now() - started);
+      }
+      if (req.op == tier::Op::kLoad) {
+        ++stats_.loads;
+        stats_.load_io_errors += io_error ? 1 : 0;
+        stats_.load_latency.Add(absl::Now() - started);
+      }
       if (req.op == tier::Op::kDiscard) ++stats_.discards;
     }
     if (!s.ok() && req.op != tier::Op::kDiscard) {

@@ -43,6 +43,7 @@
 #include "absl/time/time.h"
 #include "daemon/core/types.h"
 #include "daemon/server/accept_backoff.h"
+#include "daemon/server/latency_histogram.h"
 #include "memvirt/nvme/swap_store.h"
 #include "memvirt/tier_protocol.h"
 
@@ -66,6 +67,8 @@ struct TierStats {
   uint64_t connections = 0;  // open now
   uint64_t stores = 0, loads = 0, discards = 0, failures = 0;
   uint64_t refused = 0;  // connections closed by a limit (Note [tier connection limits])
+  uint64_t store_io_errors = 0, load_io_errors = 0;  // kIoError or kDataLoss
+  LatencyHistogram store_latency, load_latency;      // served requests
 };
 
 class TierService {

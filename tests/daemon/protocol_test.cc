@@ -249,6 +249,8 @@ std::string HttpGet(int port, const std::string& path) {
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const timeval timeout = {5, 0};  // a scrape that waits longer counts as failed
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
   if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
     close(fd);
     return "";
@@ -263,13 +265,36 @@ std::string HttpGet(int port, const std::string& path) {
   return out;
 }
 
-TEST_F(ProtocolTest, MetricsEndpointServesPrometheusText) {
-  const std::string log = daemon_->process().Stderr();
+int MetricsPort(Daemon& d) {
+  const std::string log = d.process().Stderr();
   const std::string marker = "metrics listening on port ";
   const size_t at = log.find(marker);
-  ASSERT_NE(at, std::string::npos) << log;
-  const int port = std::atoi(log.c_str() + at + marker.size());
-  ASSERT_GT(port, 0);
+  return at == std::string::npos ? 0 : std::atoi(log.c_str() + at + marker.size());
+}
+
+// Issue 14, item 8: idle TCP connections do not block scraping.
+TEST_F(ProtocolTest, IdleConnectionsDoNotBlockScraping) {
+  const int port = MetricsPort(*daemon_);
+  ASSERT_GT(port, 0) << daemon_->process().Stderr();
+  std::vector<int> idle;
+  for (int i = 0; i < 3; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    idle.push_back(fd);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_THAT(HttpGet(port, "/metrics"), HasSubstr("memvirt_build_info"));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, seconds(3));
+  for (int fd : idle) close(fd);
+}
+
+TEST_F(ProtocolTest, MetricsEndpointServesPrometheusText) {
+  const int port = MetricsPort(*daemon_);
+  ASSERT_GT(port, 0) << daemon_->process().Stderr();
   auto client = daemon_->StartClient({"--iterations=100000", "--pages=64"});
   const std::string pid = std::to_string(client->pid());
   std::string body;

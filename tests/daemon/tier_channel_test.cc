@@ -12,9 +12,13 @@
 
 #include <atomic>
 #include <cstring>
+#include <map>
 #include <random>
 #include <thread>
 
+#include "daemon/core/clock.h"
+#include "daemon/core/node_state.h"
+#include "daemon/server/metrics.h"
 #include "daemon/server/tier_service.h"
 #include "gtest/gtest.h"
 #include "memvirt/nvme/fault_injecting_io_engine.h"
@@ -175,6 +179,31 @@ TEST_F(TierChannelTest, DeviceErrorsAreReportedAndNothingWrongIsReturned) {
   for (int i = 0; i < 70 && last == SpillResult::kOk; ++i) last = c->Store(0, &id);
   EXPECT_EQ(last, SpillResult::kNoSpace);
   EXPECT_GT(service_->stats().failures, 0u);
+
+  // Issue 14, item 8: the NVMe tier's metrics.
+  FakeClock clock;
+  NodeState node(NodeOptions{}, &clock);
+  NodeCollector collector(&node, {service_.get(), store_.get()});
+  std::map<std::string, const prometheus::MetricFamily*> by_name;
+  const std::vector<prometheus::MetricFamily> families = collector.Collect();
+  for (const auto& f : families) by_name[f.name] = &f;
+  for (const char* name : {"memvirt_nvme_swap_used_bytes", "memvirt_nvme_swap_free_bytes",
+                           "memvirt_nvme_io_errors_total", "memvirt_nvme_request_seconds"}) {
+    ASSERT_TRUE(by_name.count(name)) << name;
+  }
+  EXPECT_EQ(by_name["memvirt_nvme_swap_used_bytes"]->metric[0].gauge.value,
+            static_cast<double>(store_->stats().used_bytes));
+  EXPECT_EQ(by_name["memvirt_nvme_swap_free_bytes"]->metric[0].gauge.value,
+            static_cast<double>(store_->stats().capacity_bytes - store_->stats().used_bytes));
+  const auto& errors = by_name["memvirt_nvme_io_errors_total"]->metric;
+  ASSERT_EQ(errors.size(), 2u);
+  EXPECT_EQ(errors[0].counter.value, 0);  // store: ENOSPC is not an I/O error
+  EXPECT_EQ(errors[1].counter.value, 1);  // load: the injected EIO
+  const auto& latency = by_name["memvirt_nvme_request_seconds"]->metric;
+  ASSERT_EQ(latency.size(), 2u);
+  EXPECT_EQ(latency[0].histogram.sample_count, service_->stats().stores);
+  EXPECT_EQ(latency[1].histogram.sample_count, service_->stats().loads);
+  EXPECT_EQ(latency[1].histogram.bucket.back().cumulative_count, service_->stats().loads);
 }
 
 // A raw client: Hello with a one-slot memfd, then hand-made requests.
