@@ -75,27 +75,15 @@ void OnSignal(int sig) {
   (void)!write(g_wake_fd, &one, sizeof(one));
 }
 
-const std::vector<std::string> kLayeredFlags = {"socket",
-                                                "socket_group",
-                                                "admin_group",
-                                                "gpu",
-                                                "reserve",
-                                                "host_memory",
-                                                "shrink_deadline_ms",
-                                                "restart_grace_ms",
-                                                "hint_interval_ms",
-                                                "metrics_listen",
-                                                "shutdown_timeout_ms",
-                                                "tick_ms",
-                                                "swap_dir",
-                                                "swap_size",
-                                                "swap_files",
-                                                "swap_queue_depth",
-                                                "swap_verify_crc",
-                                                "tier_max_connections",
-                                                "tier_max_pending_per_uid",
-                                                "tier_max_connections_per_client",
-                                                "tier_idle_timeout_ms"};
+// clang-format off
+const std::vector<std::string> kLayeredFlags = {
+    "socket", "socket_group", "admin_group", "gpu", "reserve", "host_memory",
+    "shrink_deadline_ms", "restart_grace_ms", "hint_interval_ms", "metrics_listen",
+    "shutdown_timeout_ms", "tick_ms", "swap_dir", "swap_size", "swap_files", "swap_queue_depth",
+    "swap_verify_crc", "max_connections", "max_connections_per_uid", "connection_idle_timeout_ms",
+    "tier_max_connections", "tier_max_pending_per_uid", "tier_max_connections_per_client",
+    "tier_idle_timeout_ms"};
+// clang-format on
 
 absl::Status LoadLayers() {
   std::string path = FLAGS_config;
