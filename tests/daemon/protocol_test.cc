@@ -378,43 +378,27 @@ TEST_F(ProtocolTest, IdleConnectionsAreClosedAndOneUserCannotHoldThemAll) {
   close(idle);
 
   if (geteuid() != 0) GTEST_SKIP() << "needs root to connect as another user";
-  int ready[2], release[2];
-  ASSERT_EQ(pipe(ready), 0);
-  ASSERT_EQ(pipe(release), 0);
-  const pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {  // nobody: opens 16 connections, counts those closed at once
-    close(ready[0]);
-    close(release[1]);
-    if (setgid(65534) != 0 || setuid(65534) != 0) _exit(2);
+  // nobody opens 16 connections and counts those closed well within the idle timeout: only
+  // the limit closes connections this early.
+  HeldAsNobody other([&] {
     std::vector<int> fds;
     for (int i = 0; i < 16; ++i) fds.push_back(ConnectRaw(d.socket()));
-    // Well within the idle timeout: only the limit closes connections this early.
     std::vector<bool> is_closed(fds.size(), false);
     const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(150);
     while (std::chrono::steady_clock::now() < end) {
       for (size_t i = 0; i < fds.size(); ++i) {
-        if (!is_closed[i])
+        if (!is_closed[i]) {
           is_closed[i] = fds[i] < 0 || ClosedWithin(fds[i], std::chrono::milliseconds(1));
+        }
       }
     }
     char closed = 0;
     for (bool c : is_closed) closed += c ? 1 : 0;
-    (void)!write(ready[1], &closed, 1);
-    char byte;
-    (void)!read(release[0], &byte, 1);
-    _exit(0);
-  }
-  close(ready[1]);
-  close(release[0]);
-  char closed = 0;
-  ASSERT_EQ(read(ready[0], &closed, 1), 1);
-  EXPECT_EQ(closed, 12);                         // all beyond the 4 allowed
-  EXPECT_EQ(d.Memctl({"status"}).exit_code, 0);  // others are served meanwhile
-  close(release[1]);
-  close(ready[0]);
-  int status = 0;
-  ASSERT_EQ(waitpid(child, &status, 0), child);
+    return closed;
+  });
+  EXPECT_EQ(other.Result(), std::optional<char>(12));  // all beyond the 4 allowed
+  EXPECT_EQ(d.Memctl({"status"}).exit_code, 0);        // others are served meanwhile
+  EXPECT_TRUE(other.Release());
 }
 
 TEST_F(ProtocolTest, RunningOutOfDescriptorsDoesNotSpinOrFloodTheLog) {

@@ -317,36 +317,22 @@ size_t OpenDescriptors() {
 
 TEST_F(TierChannelTest, ConnectionsHeldBeforeTheHelloByAnotherUserDoNotLockOutOthers) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root to run the other user's process";
-  constexpr gid_t kNobody = 65534;
   StartService([&](TierServiceOptions& o) {
-    o.group = kNobody;
+    o.group = testing::HeldAsNobody::kNobody;
     o.max_connections = 64;
     o.max_pending_per_uid = 8;
     o.hello_timeout = absl::Seconds(30);  // held for the whole test
   });
   ASSERT_EQ(chmod(dir_.path().c_str(), 0755), 0);
-  int ready[2], release[2];
-  ASSERT_EQ(pipe(ready), 0);
-  ASSERT_EQ(pipe(release), 0);
-  const pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {  // the other user: connects 64 times, sends nothing, holds them
-    close(ready[0]);
-    close(release[1]);
-    if (setgid(kNobody) != 0 || setuid(kNobody) != 0) _exit(2);
+  // The other user connects 64 times, sends nothing and holds the connections.
+  testing::HeldAsNobody other([&] {
     char connected = 0;
-    for (int i = 0; i < 64; ++i)
-      connected += tier::ConnectUnixSocket(dir_.path() + "/tier.sock") >= 0;
-    (void)!write(ready[1], &connected, 1);
-    char byte;
-    (void)!read(release[0], &byte, 1);
-    _exit(0);
-  }
-  close(ready[1]);
-  close(release[0]);
-  char connected = 0;
-  ASSERT_EQ(read(ready[0], &connected, 1), 1);
-  EXPECT_GT(connected, 8);
+    for (int i = 0; i < 64; ++i) {
+      connected += tier::ConnectUnixSocket(dir_.path() + "/tier.sock") >= 0 ? 1 : 0;
+    }
+    return connected;
+  });
+  EXPECT_GT(other.Result().value_or(0), 8);
   ASSERT_TRUE(
       testing::WaitUntil([&] { return service_->stats().refused >= 40; }, std::chrono::seconds(5)))
       << service_->stats().refused;
@@ -354,11 +340,7 @@ TEST_F(TierChannelTest, ConnectionsHeldBeforeTheHelloByAnotherUserDoNotLockOutOt
   ASSERT_NE(c, nullptr);
   uint64_t id = 0;
   EXPECT_EQ(c->Store(0, &id), SpillResult::kOk);
-  close(release[1]);
-  close(ready[0]);
-  int status = 0;
-  ASSERT_EQ(waitpid(child, &status, 0), child);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_TRUE(other.Release());
 }
 
 TEST_F(TierChannelTest, ARegisteredProcessGetsOneConnectionAndItsSlotBackAtOnce) {
