@@ -73,6 +73,17 @@ class TierChannelTest : public ::testing::Test {
     service_ = *std::move(service);
   }
 
+  // Stores slot 0 filled from `seed`, loads it back into the cleared slot and checks it.
+  static void ExpectRoundTrip(TierChannel* c, uint64_t seed) {
+    Fill(c->staging(0), seed);
+    uint64_t id = 0;
+    ASSERT_EQ(c->Store(0, &id), SpillResult::kOk);
+    std::memset(c->staging(0), 0, kSlot);
+    ASSERT_EQ(c->StartLoad(id, 0), SpillResult::kOk);
+    ASSERT_EQ(c->FinishLoad(0, true), SpillResult::kOk);
+    EXPECT_TRUE(Matches(c->staging(0), seed));
+  }
+
   std::unique_ptr<TierChannel> Connect(uint32_t slots = 2) {
     const char* error = nullptr;
     auto c =
@@ -274,13 +285,7 @@ TEST_F(TierChannelTest, AClientThatTruncatesItsStagingCannotCrashTheDaemon) {
   // The service is alive and serves a well-behaved client.
   auto c = Connect(1);
   ASSERT_NE(c, nullptr);
-  Fill(c->staging(0), 31);
-  uint64_t id = 0;
-  ASSERT_EQ(c->Store(0, &id), SpillResult::kOk);
-  std::memset(c->staging(0), 0, kSlot);
-  ASSERT_EQ(c->StartLoad(id, 0), SpillResult::kOk);
-  ASSERT_EQ(c->FinishLoad(0, true), SpillResult::kOk);
-  EXPECT_TRUE(Matches(c->staging(0), 31));
+  ExpectRoundTrip(c.get(), 31);
 }
 
 TEST_F(TierChannelTest, APeerThatSendsNoHelloIsDropped) {
@@ -392,12 +397,7 @@ TEST_F(TierChannelTest, AnIdleConnectionIsClosedOnlyWhenItStoresNothingAndReopen
   ASSERT_TRUE(testing::WaitUntil([&] { return service_->stats().connections == 0; },
                                  std::chrono::seconds(3)));
   // The next store reopens the channel with the same staging area.
-  Fill(c->staging(0), 42);
-  ASSERT_EQ(c->Store(0, &id), SpillResult::kOk);
-  std::memset(c->staging(0), 0, kSlot);
-  ASSERT_EQ(c->StartLoad(id, 0), SpillResult::kOk);
-  ASSERT_EQ(c->FinishLoad(0, true), SpillResult::kOk);
-  EXPECT_TRUE(Matches(c->staging(0), 42));
+  ExpectRoundTrip(c.get(), 42);
 }
 
 }  // namespace
