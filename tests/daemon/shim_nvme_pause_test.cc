@@ -1,8 +1,8 @@
 // A daemon that stops answering for a while (SIGSTOP, a stall, an overloaded node) while three
 // shim processes hold data on its NVMe tier: the processes wait for it (Note [slow or gone] in
 // shim/daemon_link/tier_channel.cc) and all finish with the checksum of an unlimited run.
-// Built twice: shim_nvme_pause_test pauses 2.5 s with an 8 s client deadline;
-// shim_nvme_long_pause_test (label slow) pauses 10 s with the default deadline.
+// Built twice, the suite named by MEMVIRT_PAUSE_SUITE: shim_nvme_pause_test pauses 2.5 s with an
+// 8 s client deadline; shim_nvme_long_pause_test (label slow) pauses 10 s with the default one.
 #include <signal.h>
 
 #include <chrono>
@@ -30,7 +30,7 @@ std::string Checksum(const std::string& out) {
   return out.substr(at + 9, out.find_first_of(" \n", at + 9) - (at + 9));
 }
 
-TEST(ShimNvmePauseTest, ProcessesWaitForAPausedDaemonAndKeepTheirNvmeData) {
+TEST(MEMVIRT_PAUSE_SUITE, ProcessesWaitForAPausedDaemonAndKeepTheirNvmeData) {
   TempDir dir;
   const std::vector<std::string> workload = {MEMSHIM_TRAIN_WORKLOAD, MEMSHIM_TEST_KERNELS,
                                              std::to_string(kFootprint),
