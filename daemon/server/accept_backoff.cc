@@ -1,5 +1,6 @@
 #include "daemon/server/accept_backoff.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
