@@ -183,10 +183,7 @@ TEST_F(ShimDaemonTest, ThreeShimProcessesAtThreeTimesTheDeviceFinishWithinTheirB
 TEST_F(ShimDaemonTest, NineProcessesStartedTogetherWithAHostBudgetAllFinish) {
   constexpr int kProcesses = 9;
   std::vector<std::string> flags = DaemonFlags();
-  // A host share of 126 MiB: with a device budget of at least the 8 MiB floor the workload
-  // fits (its virtual capacity is device budget + host share); started with a budget of 0 it
-  // does not, which is how processes used to fail at their first allocation or launch.
-  flags.push_back("--host_memory=" + std::to_string(kProcesses * 126 * kMiB));
+  flags.push_back("--host_memory=" + std::to_string(2 * kProcesses * kDeviceBytes));
   // Within the restart grace period every newcomer is granted 0 at first: all must wait.
   std::replace(flags.begin(), flags.end(), std::string("--restart_grace_ms=0"),
                std::string("--restart_grace_ms=1000"));

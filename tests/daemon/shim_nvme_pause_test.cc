@@ -4,6 +4,7 @@
 // Built twice, the suite named by MEMVIRT_PAUSE_SUITE: shim_nvme_pause_test pauses 2.5 s with an
 // 8 s client deadline; shim_nvme_long_pause_test (label slow) pauses 10 s with the default one.
 #include <signal.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <string>
@@ -58,7 +59,11 @@ TEST(MEMVIRT_PAUSE_SUITE, ProcessesWaitForAPausedDaemonAndKeepTheirNvmeData) {
   }
   std::vector<std::unique_ptr<Subprocess>> processes;
   for (int i = 0; i < kProcesses; ++i) {
-    processes.push_back(Subprocess::Spawn(workload, dir.path() + "/shim" + std::to_string(i), env));
+    // A simulated GPU of its own each (another UUID): no process waits for another's shrink.
+    std::vector<std::string> own = env;
+    own.push_back("MEMSIM_NODE=memvirt-pause-" + std::to_string(getpid()) + "-" +
+                  std::to_string(i));
+    processes.push_back(Subprocess::Spawn(workload, dir.path() + "/shim" + std::to_string(i), own));
   }
   // Each process has had data on NVMe, and all still run.
   std::vector<bool> spilled(kProcesses, false);
