@@ -6,7 +6,9 @@
 #   device_check.sh gpt_train.py        the runner and the PyTorch training loop
 #   lib/libmemshim.so                   the shim (no daemon link: the GPU machine has no gRPC)
 #   bin/oversub_workload bin/driver_probe   nvcc programs, sm_90 cubins plus compute_90 PTX
-#   sim/libcuda.so.1 sim/gpu_check_kernels.so   the simulated driver and the host kernels, for
+#   lib/libgpt_kernels.so               the training loop's kernels (nvcc, called by gpt_train.py)
+#   sim/libcuda.so.1 sim/gpu_check_kernels.so sim/gpt_kernels_host.so
+#                                       the simulated driver and the kernels' host versions, for
 #                                       `device_check.sh --sim` (unused on a GPU)
 # Before it leaves, the folder is proven complete: libmemshim.so links with --no-undefined,
 # needs only the allowed system libraries, loads with every symbol resolved, and the folder is
@@ -26,12 +28,14 @@ die() { echo "[build_carry] FAILED: $*" >&2; exit 1; }
 if [[ ! -f $BUILD_DIR/CMakeCache.txt ]]; then
   cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release >/dev/null
 fi
-cmake --build "$BUILD_DIR" -j"$(nproc)" --target memshim memsim_cuda gpu_check_kernels >/dev/null
+cmake --build "$BUILD_DIR" -j"$(nproc)" --target memshim memsim_cuda gpu_check_kernels \
+  gpt_kernels_host >/dev/null
 rm -rf "$OUT_DIR"
 mkdir -p "$OUT_DIR"/{bin,lib,sim}
 cp "$BUILD_DIR/lib/libmemshim.so" "$OUT_DIR/lib/"
 cp -L "$BUILD_DIR/lib/sim/libcuda.so.1" "$OUT_DIR/sim/"
-cp "$BUILD_DIR/tests/bin/gpu_check_kernels.so" "$OUT_DIR/sim/"
+cp "$BUILD_DIR/tests/bin/gpu_check_kernels.so" "$BUILD_DIR/tests/bin/gpt_kernels_host.so" \
+  "$OUT_DIR/sim/"
 cp "$ROOT/tests/gpu/device_check.sh" "$ROOT/tests/gpu/gpt_train.py" "$OUT_DIR/"
 chmod +x "$OUT_DIR/device_check.sh"
 
@@ -43,6 +47,8 @@ nvcc_build() {  # nvcc_build OUTPUT SOURCE [flags...]
 }
 nvcc_build oversub_workload tests/gpu/oversub_workload.cu
 nvcc_build driver_probe tests/gpu/driver_probe.cu -L"$CUDA_ROOT/lib64/stubs" -lcuda -ldl
+"$NVCC" -O2 -std=c++17 "${ARCH[@]}" -shared -Xcompiler -fPIC,-Wall -cudart shared \
+  -o "$OUT_DIR/lib/libgpt_kernels.so" "$ROOT/tests/pytorch/gpt_kernels/gpt_kernels.cu"
 say "built the nvcc programs"
 
 # --- completeness --------------------------------------------------------------------------

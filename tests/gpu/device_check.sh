@@ -29,7 +29,8 @@ export CUBLAS_WORKSPACE_CONFIG=:4096:8  # deterministic cuBLAS for the loss comp
 
 if ((SIM)); then
   export LD_LIBRARY_PATH="$HERE/sim${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  export MEMSIM_KERNELS="$HERE/sim/gpu_check_kernels.so" MEMSIM_DEVICE_MEMORY=256M MEMSIM_NODE=
+  export MEMSIM_KERNELS="$HERE/sim/gpu_check_kernels.so:$HERE/sim/gpt_kernels_host.so"
+  export MEMSIM_DEVICE_MEMORY=256M MEMSIM_NODE=
   FOOTPRINT=$((384 << 20))   # 1.5x the simulated device
   SMOKE_FOOTPRINT=$((32 << 20))
   HOST_BUDGET=$((1 << 30))
@@ -131,8 +132,8 @@ oversub_shim_stage() {
   [[ -n $want && $got == "$want" ]]
 }
 torch_available() {
-  ((SIM)) && [[ ! -f $HERE/lib/libgpt_kernels.so ]] && { echo "note: no kernel library for the sim"; return 1; }
-  "$PY" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)'
+  "$PY" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' ||
+    { echo "note: no PyTorch with CUDA in $PY"; return 1; }
 }
 torch_ref_stage() {
   torch_available || exit 77
