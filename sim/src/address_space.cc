@@ -4,6 +4,8 @@
 
 #include <iterator>
 
+#include "populate.h"
+
 namespace memsim {
 
 namespace {
@@ -109,8 +111,8 @@ CUresult AddressSpace::Map(uint64_t ptr, uint64_t size, uint64_t offset,
     if (p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
   }
   const uint64_t map_id = NextAllocationId();
-  mappings_.emplace(ptr,
-                    Mapping{size, std::move(phys), offset, PROT_NONE, map_id, ptr, size, deferred});
+  mappings_.emplace(
+      ptr, Mapping{size, std::move(phys), offset, PROT_NONE, 0, 0, map_id, ptr, size, deferred});
   return CUDA_SUCCESS;
 }
 
@@ -182,26 +184,32 @@ CUresult AddressSpace::Unmap(uint64_t ptr, uint64_t size,
   return CUDA_SUCCESS;
 }
 
-CUresult AddressSpace::SetAccess(uint64_t ptr, uint64_t size, int prot) {
+CUresult AddressSpace::SetAccess(uint64_t ptr, uint64_t size, const AccessChange& change) {
   if (!IsGranuleRange(ptr, size)) return CUDA_ERROR_INVALID_VALUE;
   std::lock_guard<std::mutex> lock(mu_);
   if (!IsolateMappedRange(ptr, size)) return CUDA_ERROR_INVALID_VALUE;
-  bool all_moved = true;  // every piece already has `prot` (no mprotect needed)
   for (auto it = mappings_.lower_bound(ptr); it != mappings_.end() && it->first < ptr + size;
        ++it) {
-    const Realized how = it->second.deferred && prot != PROT_NONE
-                             ? Realize(it->first, &it->second, prot)
-                             : Realized::kMapped;
-    if (how == Realized::kFailed) {
-      // A partial cuMemSetAccess: the pieces before this one keep the new protection.
-      if (it->first > ptr) mprotect(reinterpret_cast<void*>(ptr), it->first - ptr, prot);
-      return CUDA_ERROR_OUT_OF_MEMORY;
+    Mapping& m = it->second;
+    const uint32_t readers = (m.readers & ~change.devices) | change.readers;
+    const uint32_t writers = (m.writers & ~change.devices) | change.writers;
+    int prot = change.host_prot;
+    if (readers != 0) prot |= PROT_READ;
+    if (writers != 0) prot |= PROT_READ | PROT_WRITE;
+    const Realized how =
+        m.deferred && prot != PROT_NONE ? Realize(it->first, &m, prot) : Realized::kMapped;
+    // A failure leaves the pieces before this one with their new access (a partial call).
+    if (how == Realized::kFailed) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (how == Realized::kMapped) {
+      if (prot != m.prot && mprotect(reinterpret_cast<void*>(it->first), m.size, prot) != 0) {
+        return CUDA_ERROR_UNKNOWN;
+      }
+      // Fresh mappings get their page tables now (Note [committed at allocation]).
+      if (prot != PROT_NONE) PopulateRange(it->first, m.size, /*write=*/false);
     }
-    all_moved = all_moved && how == Realized::kMoved;
-    it->second.prot = prot;
-  }
-  if (!all_moved && mprotect(reinterpret_cast<void*>(ptr), size, prot) != 0) {
-    return CUDA_ERROR_UNKNOWN;
+    m.prot = prot;
+    m.readers = readers;
+    m.writers = writers;
   }
   return CUDA_SUCCESS;
 }
@@ -212,17 +220,21 @@ CUresult AddressSpace::AllocClassic(uint64_t size, void* owner, CUmemoryPool poo
   if (size == 0) return CUDA_ERROR_INVALID_VALUE;
   const uint64_t footprint = ClassicFootprint(size);
   const uint64_t alignment = footprint >= kGranularity ? kGranularity : kPageSize;
-  std::lock_guard<std::mutex> lock(mu_);
-  auto start = ranges_.Allocate(footprint, alignment);
-  if (!start) return CUDA_ERROR_OUT_OF_MEMORY;
-  void* p = mmap(reinterpret_cast<void*>(*start), footprint, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
-  if (p == MAP_FAILED) {
-    ranges_.Free(*start, footprint);
-    return CUDA_ERROR_OUT_OF_MEMORY;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto start = ranges_.Allocate(footprint, alignment);
+    if (!start) return CUDA_ERROR_OUT_OF_MEMORY;
+    void* p = mmap(reinterpret_cast<void*>(*start), footprint, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+    if (p == MAP_FAILED) {
+      ranges_.Free(*start, footprint);
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    classic_.emplace(*start, Classic{size, footprint, owner, pool, NextAllocationId()});
+    *out = *start;
   }
-  classic_.emplace(*start, Classic{size, footprint, owner, pool, NextAllocationId()});
-  *out = *start;
+  // Outside the lock: no other thread knows the range yet (Note [committed at allocation]).
+  PopulateRange(*out, footprint, /*write=*/true);
   return CUDA_SUCCESS;
 }
 
@@ -259,6 +271,21 @@ bool AddressSpace::IsAccessible(uint64_t addr, uint64_t size, bool write) {
   return MappedContiguously(addr, size, write ? (PROT_READ | PROT_WRITE) : PROT_READ);
 }
 
+bool AddressSpace::DeniesDevice(uint64_t addr, uint64_t size, int ordinal, bool write) {
+  const uint32_t bit = 1u << ordinal;
+  const uint64_t end = addr + (size == 0 ? 1 : size);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = mappings_.upper_bound(addr);
+  if (it != mappings_.begin()) --it;
+  for (; it != mappings_.end() && it->first < end; ++it) {
+    const Mapping& m = it->second;
+    if (it->first + m.size <= addr || m.prot == PROT_NONE) continue;
+    if ((write ? m.writers : m.readers | m.writers) & bit) continue;
+    return true;
+  }
+  return false;
+}
+
 std::optional<RangeInfo> AddressSpace::Lookup(uint64_t addr) {
   std::lock_guard<std::mutex> lock(mu_);
   auto c = classic_.upper_bound(addr);
@@ -286,7 +313,14 @@ std::optional<RangeInfo> AddressSpace::Lookup(uint64_t addr) {
       info.size = m->second.map_size;
       info.buffer_id = m->second.map_id;
       info.prot = m->second.prot;
+      info.readers = m->second.readers;
+      info.writers = m->second.writers;
       info.physical = m->second.phys;
+      uint64_t res_start = 0;
+      if (const Reservation* r = ReservationContaining(addr, 1, &res_start)) {
+        info.reservation_base = res_start;
+        info.reservation_size = r->size;
+      }
       return info;
     }
   }

@@ -39,16 +39,34 @@ namespace memsim {
 inline constexpr uint64_t kGranularity = 2ULL << 20;  // VMM minimum and recommended
 inline constexpr uint64_t kPageSize = 4096;
 
+// Note [per-device access]: cuMemSetAccess grants access per location. All simulated devices
+// share this process's memory, so the MMU protection of a mapping is the widest access any
+// device (or the host descriptors of the last call) holds; which devices hold it is recorded per
+// mapping, and device work of a device without access (kernel arguments pointing there, copies
+// and memsets) is refused at execution with the sticky CUDA_ERROR_ILLEGAL_ADDRESS, as the GPU's
+// MMU would fault (device_access.h). Devices not named in a cuMemSetAccess call keep their
+// access. Host access is not tracked separately: it is what the MMU grants.
+struct AccessChange {
+  uint32_t devices = 0;  // bit per device ordinal named by the descriptors
+  uint32_t readers = 0;  // of those, the ones granted read access
+  uint32_t writers = 0;  // ... and read-write access
+  int host_prot = 0;     // PROT_* asked for by host-location descriptors
+};
+
 // What a device address belongs to (for pointer attributes and address-range queries).
 struct RangeInfo {
   enum class Kind { kClassic, kMapped, kReserved };
   Kind kind = Kind::kReserved;
-  uint64_t base = 0;  // classic: allocation start; mapped: start of its cuMemMap range
-  uint64_t size = 0;  // requested allocation size / size of the cuMemMap range
+  uint64_t base = 0;              // classic: allocation start; mapped: start of its cuMemMap range
+  uint64_t size = 0;              // requested allocation size / size of the cuMemMap range
+  uint64_t reservation_base = 0;  // mapped: the cuMemAddressReserve range containing it
+  uint64_t reservation_size = 0;
   uint64_t buffer_id = 0;
   void* owner = nullptr;               // classic: owning context
   CUmemoryPool pool = nullptr;         // classic allocations from a memory pool
-  int prot = 0;                        // PROT_* currently granted
+  int prot = 0;                        // PROT_* currently granted (the MMU's)
+  uint32_t readers = 0;                // mapped: devices with read access (bit per ordinal)
+  uint32_t writers = 0;                // mapped: devices with read-write access
   std::shared_ptr<Physical> physical;  // mapped only
 };
 
@@ -78,8 +96,8 @@ class AddressSpace {
   CUresult Map(uint64_t ptr, uint64_t size, uint64_t offset, std::shared_ptr<Physical> phys);
   // The range must be entirely mapped (it may span several cuMemMap ranges).
   CUresult Unmap(uint64_t ptr, uint64_t size, std::vector<std::shared_ptr<Physical>>* dropped);
-  // The range must be entirely mapped. prot is PROT_NONE, PROT_READ or PROT_READ|PROT_WRITE.
-  CUresult SetAccess(uint64_t ptr, uint64_t size, int prot);
+  // The range must be entirely mapped. Applies `change` (Note [per-device access]).
+  CUresult SetAccess(uint64_t ptr, uint64_t size, const AccessChange& change);
 
   // --- cuMemAlloc / cuMemFree ---------------------------------------------------------------
   // Reserves and backs a read-write range; *charged is set to the bytes the caller must charge
@@ -94,6 +112,9 @@ class AddressSpace {
   // True when every byte of [addr, addr + size) is backed and grants read (and write if
   // `write`) access. size 0 checks addr alone.
   bool IsAccessible(uint64_t addr, uint64_t size, bool write);
+  // True when some mapping in [addr, addr + size) (size 0: addr alone) is accessible to the
+  // MMU but not to device `ordinal` (read access; read-write when `write`).
+  bool DeniesDevice(uint64_t addr, uint64_t size, int ordinal, bool write);
   std::optional<RangeInfo> Lookup(uint64_t addr);
 
  private:
@@ -105,6 +126,8 @@ class AddressSpace {
     std::shared_ptr<Physical> phys;
     uint64_t offset;
     int prot;
+    uint32_t readers;  // Note [per-device access]
+    uint32_t writers;
     uint64_t map_id;
     uint64_t map_base;  // extent of the original cuMemMap call
     uint64_t map_size;

@@ -5,6 +5,7 @@
 
 #include "api_common.h"
 #include "memory_ops.h"
+#include "populate.h"
 
 using memsim::Context;
 using memsim::Device;
@@ -79,6 +80,8 @@ CUresult HostAlloc(void** pp, size_t bytesize, unsigned int flags) {
   const size_t size = (bytesize + memsim::kPageSize - 1) / memsim::kPageSize * memsim::kPageSize;
   void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+  // Page-locked memory is resident (Note [committed at allocation]).
+  memsim::PopulateRange(reinterpret_cast<uint64_t>(p), size, /*write=*/true);
   D().host_memory.Add(MakeHostRange(p, size, flags, ctx.get(), /*registered=*/false));
   *pp = p;
   return CUDA_SUCCESS;
@@ -240,6 +243,10 @@ CUresult CUDAAPI cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) {
 CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* poolProps) {
   if (CUresult r = RequireInit()) return r;
   if (pool == nullptr || poolProps == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  // Documented for cuMemPoolCreate: HOST_NUMA_CURRENT is not a pool location.
+  if (poolProps->location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
   if (poolProps->allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
       poolProps->location.type != CU_MEM_LOCATION_TYPE_DEVICE) {
     return CUDA_ERROR_NOT_SUPPORTED;

@@ -149,6 +149,8 @@ CUresult Record(CUevent hEvent, CUstream h, bool ptds) {
   if (CUresult r = ResolveStream(h, ptds, &ctx, &stream)) return r;
   auto ev = D().events.Get(hEvent);
   if (!ev) return CUDA_ERROR_INVALID_HANDLE;
+  // Documented for cuEventRecord: the event and the stream must be of one context.
+  if (ev->context() != ctx.get()) return CUDA_ERROR_INVALID_HANDLE;
   // Capture events (cross-stream capture) are not simulated.
   if (CUresult r = RefuseDuringCapture(*stream, CUDA_ERROR_NOT_SUPPORTED)) return r;
   if (CUresult r = CheckLegacyUse(*ctx, *stream, /*invalidate=*/true)) return r;

@@ -3,6 +3,9 @@
 //   memsim_probe alloc BYTES  exit 0 if cuMemAlloc(BYTES) succeeds, 2 on OUT_OF_MEMORY
 //   memsim_probe hold BYTES   allocate, print "ok" or "oom", then wait until stdin closes
 //   memsim_probe uuid         print device 0's UUID in hex
+//   memsim_probe hostnuma     print device 0's HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED and
+//                             HOST_NUMA_ID attributes, then the results of cuMemCreate at a
+//                             HOST_NUMA and at a HOST location
 #include <cuda.h>
 #include <unistd.h>
 
@@ -20,6 +23,24 @@ int Fail(const char* what, CUresult r) {
 int Setup(CUcontext* ctx) {
   if (CUresult r = cuInit(0)) return Fail("cuInit", r);
   if (CUresult r = cuCtxCreate(ctx, nullptr, 0, 0)) return Fail("cuCtxCreate", r);
+  return 0;
+}
+
+int HostNuma() {
+  int supported = -5, numa_id = -5;
+  cuDeviceGetAttribute(&supported,
+                       CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 0);
+  cuDeviceGetAttribute(&numa_id, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, 0);
+  CUmemAllocationProp prop = {};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
+  CUmemGenericAllocationHandle h;
+  const CUresult numa = cuMemCreate(&h, 2u << 20, &prop, 0);
+  if (numa == CUDA_SUCCESS) cuMemRelease(h);
+  prop.location.type = CU_MEM_LOCATION_TYPE_HOST;
+  const CUresult host = cuMemCreate(&h, 2u << 20, &prop, 0);
+  if (host == CUDA_SUCCESS) cuMemRelease(h);
+  std::printf("%d %d %d %d\n", supported, numa_id, static_cast<int>(numa), static_cast<int>(host));
   return 0;
 }
 
@@ -46,6 +67,7 @@ int main(int argc, char** argv) {
     std::printf("\n");
     return 0;
   }
+  if (std::strcmp(mode, "hostnuma") == 0) return HostNuma();
   if (argc < 3) return 64;
   const size_t bytes = std::strtoull(argv[2], nullptr, 10);
   CUdeviceptr p;
