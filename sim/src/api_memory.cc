@@ -106,6 +106,7 @@ CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
   std::shared_ptr<Context> ctx;
   if (CUresult r = CurrentContext(&ctx)) return r;
   if (CUresult r = ctx->sticky_error()) return r;
+  if (CUresult r = memsim::CheckUnsafeCall()) return r;  // Note [capture modes]
   if (dptr == nullptr || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
   uint64_t out = 0;
   if (CUresult r = memsim::AllocateDeviceMemory(ctx.get(), bytesize, nullptr, &out)) return r;
@@ -128,6 +129,7 @@ CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, size_t Wi
 CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr) {
   if (CUresult r = RequireInit()) return r;
   if (dptr == 0) return CUDA_SUCCESS;
+  if (CUresult r = memsim::CheckUnsafeCall()) return r;  // Note [capture modes]
   Device* dev = D().DeviceForAddress(dptr);
   if (dev == nullptr) return CUDA_ERROR_INVALID_VALUE;
   auto info = dev->va().Lookup(dptr);

@@ -38,6 +38,7 @@ CUresult Query(CUstream h, bool per_thread) {
   std::shared_ptr<Stream> stream;
   if (CUresult r = ResolveStream(h, per_thread, &ctx, &stream)) return r;
   if (CUresult r = RefuseDuringCapture(*stream, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)) return r;
+  if (CUresult r = memsim::CheckUnsafeCall()) return r;  // Note [capture modes]
   if (CUresult r = CheckLegacyUse(*ctx, *stream, /*invalidate=*/true)) return r;
   if (CUresult r = ctx->sticky_error()) return r;
   return stream->Idle() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
@@ -256,6 +257,7 @@ CUresult CUDAAPI cuEventQuery(CUevent hEvent) {
   if (CUresult r = RequireInit()) return r;
   auto ev = D().events.Get(hEvent);
   if (!ev) return CUDA_ERROR_INVALID_HANDLE;
+  if (CUresult r = memsim::CheckUnsafeCall()) return r;  // Note [capture modes]
   if (CUresult r = EventContextError(ev)) return r;
   return ev->Complete() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }

@@ -2,6 +2,7 @@
 
 #include <atomic>
 
+#include "capture_mode.h"
 #include "context.h"
 #include "cuda_api.h"
 
@@ -34,12 +35,14 @@ std::shared_ptr<Capture> Stream::capture() {
 bool Stream::StartCapture(std::shared_ptr<Capture> capture) {
   std::lock_guard<std::mutex> lock(capture_mu_);
   if (capture_ != nullptr) return false;
+  RegisterCapture(capture);  // Note [capture modes]
   capture_ = std::move(capture);
   return true;
 }
 
 void Stream::EndCapture() {
   std::lock_guard<std::mutex> lock(capture_mu_);
+  if (capture_ != nullptr) UnregisterCapture(capture_.get());
   capture_ = nullptr;
 }
 
