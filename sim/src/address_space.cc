@@ -1,6 +1,8 @@
 #include "address_space.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <iterator>
 
@@ -17,6 +19,18 @@ bool IsGranuleRange(uint64_t ptr, uint64_t size) {
   return size != 0 && ptr % kGranularity == 0 && size % kGranularity == 0;
 }
 
+// The sparse memfd backing classic allocations (Note [ipc backing] in ipc.h); -1 if the system
+// refuses one (classic memory is then anonymous and cannot be exported).
+int CreateClassicFile(uint64_t size) {
+  const int fd = memfd_create("memsim-device-memory", MFD_CLOEXEC);
+  if (fd < 0) return -1;
+  if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 }  // namespace
 
 std::unique_ptr<AddressSpace> AddressSpace::Create(uint64_t va_size) {
@@ -29,15 +43,18 @@ std::unique_ptr<AddressSpace> AddressSpace::Create(uint64_t va_size) {
     if (aligned > raw) munmap(p, aligned - raw);
     const uint64_t tail = raw + size + kGranularity - (aligned + size);
     if (tail > 0) munmap(reinterpret_cast<void*>(aligned + size), tail);
-    return std::unique_ptr<AddressSpace>(new AddressSpace(aligned, size));
+    return std::unique_ptr<AddressSpace>(new AddressSpace(aligned, size, CreateClassicFile(size)));
   }
   return nullptr;
 }
 
-AddressSpace::AddressSpace(uint64_t base, uint64_t size)
-    : base_(base), size_(size), ranges_(base, size) {}
+AddressSpace::AddressSpace(uint64_t base, uint64_t size, int classic_fd)
+    : base_(base), size_(size), classic_fd_(classic_fd), ranges_(base, size) {}
 
-AddressSpace::~AddressSpace() { munmap(reinterpret_cast<void*>(base_), size_); }
+AddressSpace::~AddressSpace() {
+  munmap(reinterpret_cast<void*>(base_), size_);
+  if (classic_fd_ >= 0) close(classic_fd_);
+}
 
 bool AddressSpace::ResetToNone(uint64_t ptr, uint64_t size) {
   void* p = mmap(reinterpret_cast<void*>(ptr), size, PROT_NONE,
@@ -224,13 +241,17 @@ CUresult AddressSpace::AllocClassic(uint64_t size, void* owner, CUmemoryPool poo
     std::lock_guard<std::mutex> lock(mu_);
     auto start = ranges_.Allocate(footprint, alignment);
     if (!start) return CUDA_ERROR_OUT_OF_MEMORY;
-    void* p = mmap(reinterpret_cast<void*>(*start), footprint, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+    void* p = classic_fd_ >= 0
+                  ? mmap(reinterpret_cast<void*>(*start), footprint, PROT_READ | PROT_WRITE,
+                         MAP_SHARED | MAP_FIXED, classic_fd_, static_cast<off_t>(*start - base_))
+                  : mmap(reinterpret_cast<void*>(*start), footprint, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
     if (p == MAP_FAILED) {
+      ResetToNone(*start, footprint);
       ranges_.Free(*start, footprint);
       return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    classic_.emplace(*start, Classic{size, footprint, owner, pool, NextAllocationId()});
+    classic_.emplace(*start, Classic{size, footprint, owner, pool, NextAllocationId(), false});
     *out = *start;
   }
   // Outside the lock: no other thread knows the range yet (Note [committed at allocation]).
@@ -242,11 +263,38 @@ CUresult AddressSpace::FreeClassic(uint64_t ptr, uint64_t* footprint, CUmemoryPo
   std::lock_guard<std::mutex> lock(mu_);
   auto it = classic_.find(ptr);
   if (it == classic_.end()) return CUDA_ERROR_INVALID_VALUE;
-  *footprint = it->second.footprint;
+  const bool imported = it->second.imported;
+  *footprint = imported ? 0 : it->second.footprint;  // imported memory was not charged
   if (pool != nullptr) *pool = it->second.pool;
   ResetToNone(ptr, it->second.footprint);
+  // The pages go back to the system (another process may still map them: undefined, as on
+  // a GPU when the exporter frees before the importer closes).
+  if (!imported && classic_fd_ >= 0) {
+    fallocate(classic_fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+              static_cast<off_t>(ptr - base_), static_cast<off_t>(it->second.footprint));
+  }
   ranges_.Free(ptr, it->second.footprint);
   classic_.erase(it);
+  return CUDA_SUCCESS;
+}
+
+CUresult AddressSpace::MapImported(int fd, uint64_t offset, uint64_t size, void* owner,
+                                   uint64_t* out) {
+  if (size == 0 || offset % kPageSize != 0) return CUDA_ERROR_INVALID_VALUE;
+  const uint64_t footprint = ClassicFootprint(size);
+  const uint64_t alignment = footprint >= kGranularity ? kGranularity : kPageSize;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto start = ranges_.Allocate(footprint, alignment);
+  if (!start) return CUDA_ERROR_OUT_OF_MEMORY;
+  void* p = mmap(reinterpret_cast<void*>(*start), footprint, PROT_READ | PROT_WRITE,
+                 MAP_SHARED | MAP_FIXED, fd, static_cast<off_t>(offset));
+  if (p == MAP_FAILED) {
+    ResetToNone(*start, footprint);
+    ranges_.Free(*start, footprint);
+    return CUDA_ERROR_MAP_FAILED;
+  }
+  classic_.emplace(*start, Classic{size, footprint, owner, nullptr, NextAllocationId(), true});
+  *out = *start;
   return CUDA_SUCCESS;
 }
 
@@ -299,6 +347,7 @@ std::optional<RangeInfo> AddressSpace::Lookup(uint64_t addr) {
       info.buffer_id = c->second.buffer_id;
       info.owner = c->second.owner;
       info.pool = c->second.pool;
+      info.imported = c->second.imported;
       info.prot = PROT_READ | PROT_WRITE;
       return info;
     }

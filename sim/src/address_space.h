@@ -6,8 +6,9 @@
 // ranges out of it; cuMemMap maps a physical allocation's memfd pages at MAP_FIXED but keeps
 // them PROT_NONE until cuMemSetAccess grants access (mprotect); cuMemUnmap puts anonymous
 // PROT_NONE pages back. Access rights are therefore enforced by the MMU: touching unmapped or
-// no-access memory faults (see fault_guard.h). cuMemAlloc ranges are anonymous read-write
-// pages, page-granular.
+// no-access memory faults (see fault_guard.h). cuMemAlloc ranges are read-write pages,
+// page-granular, of one sparse memfd per device at the range's offset in the region (Note [ipc
+// backing] in ipc.h), so that another process can map them (legacy IPC).
 //
 // Note [deferred mappings]: a cuMemMap of a whole physical allocation whose previous mapping
 // is parked (Note [parked mappings] in physical.h) does not mmap at once: the range stays
@@ -64,6 +65,7 @@ struct RangeInfo {
   uint64_t buffer_id = 0;
   void* owner = nullptr;               // classic: owning context
   CUmemoryPool pool = nullptr;         // classic allocations from a memory pool
+  bool imported = false;               // classic: opened with cuIpcOpenMemHandle
   int prot = 0;                        // PROT_* currently granted (the MMU's)
   uint32_t readers = 0;                // mapped: devices with read access (bit per ordinal)
   uint32_t writers = 0;                // mapped: devices with read-write access
@@ -108,6 +110,15 @@ class AddressSpace {
   CUresult FreeClassic(uint64_t ptr, uint64_t* footprint, CUmemoryPool* pool = nullptr);
   std::vector<uint64_t> ClassicOwnedBy(const void* owner);
 
+  // --- legacy IPC (ipc.h) ------------------------------------------------------------------
+  // The memfd backing classic allocations (-1 when none could be created: no IPC) and the
+  // offset of `addr` in it.
+  int classic_fd() const { return classic_fd_; }
+  uint64_t FileOffset(uint64_t addr) const { return addr - base_; }
+  // Maps [offset, offset + size) of `fd` (another process's classic memory) read-write as a
+  // classic range marked imported; it charges nothing. FreeClassic removes it.
+  CUresult MapImported(int fd, uint64_t offset, uint64_t size, void* owner, uint64_t* out);
+
   // --- queries ------------------------------------------------------------------------------
   // True when every byte of [addr, addr + size) is backed and grants read (and write if
   // `write`) access. size 0 checks addr alone.
@@ -139,9 +150,10 @@ class AddressSpace {
     void* owner;
     CUmemoryPool pool;
     uint64_t buffer_id;
+    bool imported;  // footprint is not charged; the file is another process's
   };
 
-  AddressSpace(uint64_t base, uint64_t size);
+  AddressSpace(uint64_t base, uint64_t size, int classic_fd);
 
   // REQUIRES: mu_ held.
   bool MappedContiguously(uint64_t ptr, uint64_t size, int need_prot) const;
@@ -159,6 +171,7 @@ class AddressSpace {
 
   const uint64_t base_;
   const uint64_t size_;
+  const int classic_fd_;
   std::mutex mu_;
   RangeAllocator ranges_;
   std::map<uint64_t, Reservation> reservations_;  // VMM reservations by start

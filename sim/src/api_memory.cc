@@ -47,7 +47,9 @@ CUresult FreeAsync(CUdeviceptr dptr, CUstream hStream, bool per_thread) {
   Device* dev = D().DeviceForAddress(dptr);
   if (dev == nullptr) return CUDA_ERROR_INVALID_VALUE;
   auto info = dev->va().Lookup(dptr);
-  if (!info || info->kind != memsim::RangeInfo::Kind::kClassic || info->base != dptr) {
+  // Memory opened with cuIpcOpenMemHandle is released by cuIpcCloseMemHandle only.
+  if (!info || info->kind != memsim::RangeInfo::Kind::kClassic || info->base != dptr ||
+      info->imported) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   StreamOp op;
@@ -133,7 +135,9 @@ CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr) {
   Device* dev = D().DeviceForAddress(dptr);
   if (dev == nullptr) return CUDA_ERROR_INVALID_VALUE;
   auto info = dev->va().Lookup(dptr);
-  if (!info || info->kind != memsim::RangeInfo::Kind::kClassic || info->base != dptr) {
+  // Memory opened with cuIpcOpenMemHandle is released by cuIpcCloseMemHandle only.
+  if (!info || info->kind != memsim::RangeInfo::Kind::kClassic || info->base != dptr ||
+      info->imported) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   // cuMemFree synchronizes: work still queued in the owning context may use the memory.

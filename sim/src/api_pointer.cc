@@ -73,8 +73,10 @@ CUresult Attribute(const PointerFacts& f, CUdeviceptr ptr, CUpointer_attribute a
       return Put<int>(data, 0);
     case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
       return Put<int>(data, device ? f.device->ordinal() : 0);
-    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
-      return Put<int>(data, 0);
+    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:  // Note [ipc backing] in ipc.h
+      return Put<int>(data, device && f.range.kind == RangeInfo::Kind::kClassic &&
+                                f.range.pool == nullptr && !f.range.imported &&
+                                f.device->va().classic_fd() >= 0);
     // The allocation's range: for VMM mappings the reservation (cuMemAddressReserve) holding
     // the mapping, as documented; MAPPING_BASE_ADDR / MAPPING_SIZE give the cuMemMap range.
     case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:

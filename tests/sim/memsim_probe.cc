@@ -6,12 +6,16 @@
 //   memsim_probe hostnuma     print device 0's HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED and
 //                             HOST_NUMA_ID attributes, then the results of cuMemCreate at a
 //                             HOST_NUMA and at a HOST location
+//   memsim_probe ipc HEX N    open the CUipcMemHandle given as 128 hex digits, print the FNV-1a
+//                             checksum of its first N bytes, overwrite them with their bitwise
+//                             complement, close the handle; or print the open's error code
 #include <cuda.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 namespace {
 
@@ -44,6 +48,34 @@ int HostNuma() {
   return 0;
 }
 
+int OpenIpc(const char* hex, size_t bytes) {
+  CUipcMemHandle handle = {};
+  if (std::strlen(hex) != 2 * sizeof(handle.reserved)) return 64;
+  for (size_t i = 0; i < sizeof(handle.reserved); ++i) {
+    unsigned v = 0;
+    if (std::sscanf(hex + 2 * i, "%2x", &v) != 1) return 64;
+    handle.reserved[i] = static_cast<char>(v);
+  }
+  CUdeviceptr p = 0;
+  const CUresult r = cuIpcOpenMemHandle(&p, handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+  if (r != CUDA_SUCCESS) {
+    std::printf("error %d\n", static_cast<int>(r));
+    return 0;
+  }
+  std::vector<unsigned char> data(bytes);
+  if (CUresult c = cuMemcpyDtoH(data.data(), p, bytes)) return Fail("cuMemcpyDtoH", c);
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char b : data) {
+    h ^= b;
+    h *= 1099511628211ULL;
+  }
+  for (unsigned char& b : data) b = static_cast<unsigned char>(~b);
+  if (CUresult c = cuMemcpyHtoD(p, data.data(), bytes)) return Fail("cuMemcpyHtoD", c);
+  if (CUresult c = cuIpcCloseMemHandle(p)) return Fail("cuIpcCloseMemHandle", c);
+  std::printf("checksum %llu\n", static_cast<unsigned long long>(h));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -68,6 +100,8 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (std::strcmp(mode, "hostnuma") == 0) return HostNuma();
+  if (std::strcmp(mode, "ipc") == 0 && argc == 4)
+    return OpenIpc(argv[2], std::strtoull(argv[3], nullptr, 10));
   if (argc < 3) return 64;
   const size_t bytes = std::strtoull(argv[2], nullptr, 10);
   CUdeviceptr p;
