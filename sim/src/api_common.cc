@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include "ipc.h"
 #include "memory_ops.h"
 
 namespace memsim::api {
@@ -96,6 +97,7 @@ void DestroyContext(const std::shared_ptr<Context>& ctx) {
   for (auto& e : D().events.Snapshot()) {
     if (e->context() == ctx.get()) D().events.Remove(e.get());
   }
+  memsim::ForgetIpcOpenedBy(ctx.get());  // its opened handles are unmapped just below
   for (uint64_t ptr : ctx->device()->va().ClassicOwnedBy(ctx.get())) FreeDeviceMemory(ptr);
   for (const HostRange& r : D().host_memory.OwnedBy(ctx.get())) {
     if (D().host_memory.Remove(r.base, r.registered) && !r.registered) {

@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -123,6 +124,14 @@ CUresult CloseMemHandle(uint64_t dptr) {
     return dev != nullptr ? dev->va().FreeClassic(dptr, &footprint) : CUDA_ERROR_INVALID_VALUE;
   }
   return CUDA_ERROR_INVALID_VALUE;
+}
+
+void ForgetIpcOpenedBy(const Context* ctx) {
+  OpenTable& table = Table();
+  std::lock_guard<std::mutex> lock(table.mu);
+  for (auto it = table.by_key.begin(); it != table.by_key.end();) {
+    it = std::get<0>(it->first) == ctx ? table.by_key.erase(it) : std::next(it);
+  }
 }
 
 }  // namespace memsim

@@ -30,6 +30,8 @@ class Context;
 CUresult ExportMemHandle(uint64_t dptr, CUipcMemHandle* out);
 CUresult OpenMemHandle(Context* ctx, const CUipcMemHandle& handle, uint64_t* out);
 CUresult CloseMemHandle(uint64_t dptr);
+// Drops the opened-handle records of a context being destroyed (which unmaps their memory).
+void ForgetIpcOpenedBy(const Context* ctx);
 
 }  // namespace memsim
 

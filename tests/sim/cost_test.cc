@@ -77,16 +77,10 @@ TEST_F(SimCommitTest, PoolMemoryIsCommittedAtAllocation) {
 
 TEST_F(SimCommitTest, PhysicalMemoryIsCommittedWhenCreatedAndMappedWhenGrantedAccess) {
   CUdeviceptr va;
-  ASSERT_CU(cuMemAddressReserve(&va, kBytes, 0, 0, 0));
-  CUmemAllocationProp prop = {};
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   CUmemGenericAllocationHandle h;
-  ASSERT_CU(cuMemCreate(&h, kBytes, &prop, 0));
+  ASSERT_NO_FATAL_FAILURE(ReserveAndCreate(kBytes, &va, &h));
   ASSERT_CU(cuMemMap(va, kBytes, 0, h, 0));
-  CUmemAccessDesc rw = {};
-  rw.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  rw.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  const CUmemAccessDesc rw = DeviceAccess(0);
   ASSERT_CU(cuMemSetAccess(va, kBytes, &rw, 1));
   EXPECT_LT(FirstCopyFaults(va, "cuMemCreate"), static_cast<long>(kPages / 4));
   EXPECT_CU(cuMemUnmap(va, kBytes));
@@ -104,15 +98,9 @@ double SecondsOf(const std::function<CUresult()>& call) {
 
 TEST_F(SimMapCostTest, MapSetAccessAndUnmapEachTakeAtLeastTheConfiguredCost) {
   CUdeviceptr va;
-  ASSERT_CU(cuMemAddressReserve(&va, kChunk, 0, 0, 0));
-  CUmemAllocationProp prop = {};
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   CUmemGenericAllocationHandle h;
-  ASSERT_CU(cuMemCreate(&h, kChunk, &prop, 0));
-  CUmemAccessDesc rw = {};
-  rw.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  rw.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  ASSERT_NO_FATAL_FAILURE(ReserveAndCreate(kChunk, &va, &h));
+  const CUmemAccessDesc rw = DeviceAccess(0);
   EXPECT_GE(SecondsOf([&] { return cuMemMap(va, kChunk, 0, h, 0); }), 2e-3);
   EXPECT_GE(SecondsOf([&] { return cuMemSetAccess(va, kChunk, &rw, 1); }), 2e-3);
   EXPECT_GE(SecondsOf([&] { return cuMemUnmap(va, kChunk); }), 2e-3);

@@ -81,9 +81,7 @@ TEST_F(SimIpcTest, OnlyCuMemAllocMemoryCanBeExported) {
   CUdeviceptr va;
   const size_t chunk = 2u << 20;
   ASSERT_CU(cuMemAddressReserve(&va, chunk, 0, 0, 0));
-  CUmemAllocationProp prop = {};
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  CUmemAllocationProp prop = PinnedProp();
   CUmemGenericAllocationHandle h;
   ASSERT_CU(cuMemCreate(&h, chunk, &prop, 0));
   ASSERT_CU(cuMemMap(va, chunk, 0, h, 0));

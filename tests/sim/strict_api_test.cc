@@ -59,9 +59,7 @@ TEST_F(SimStrictApiTest, PointerAttributesRejectMalformedRequestsBeforeWritingAn
 TEST_F(SimStrictApiTest, RangeOfAVmmPointerIsItsReservationAndMappingIsTheMappedRange) {
   CUdeviceptr va;
   ASSERT_CU(cuMemAddressReserve(&va, 2 * kChunk, 0, 0, 0));
-  CUmemAllocationProp prop = {};
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  CUmemAllocationProp prop = PinnedProp();
   CUmemGenericAllocationHandle h;
   ASSERT_CU(cuMemCreate(&h, kChunk, &prop, 0));
   const CUdeviceptr mapped = va + kChunk;

@@ -12,22 +12,6 @@ namespace {
 
 constexpr size_t kChunk = 2u << 20;
 
-CUmemAllocationProp PropAt(CUmemLocationType type, int id) {
-  CUmemAllocationProp prop = {};
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location.type = type;
-  prop.location.id = id;
-  return prop;
-}
-
-CUmemAccessDesc Access(int device, CUmemAccess_flags flags) {
-  CUmemAccessDesc desc = {};
-  desc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  desc.location.id = device;
-  desc.flags = flags;
-  return desc;
-}
-
 class SimStrictVmmTest : public SimTest {
  protected:
   void TearDown() override {
@@ -43,10 +27,10 @@ class SimStrictVmmTest : public SimTest {
   // Maps one device-0 chunk, read-write for device 0 only, holding `pattern`.
   void MapForDeviceZero(const std::vector<uint32_t>& pattern) {
     ASSERT_CU(cuMemAddressReserve(&va_, kChunk, 0, 0, 0));
-    CUmemAllocationProp prop = PropAt(CU_MEM_LOCATION_TYPE_DEVICE, 0);
+    CUmemAllocationProp prop = PinnedProp(CU_MEM_LOCATION_TYPE_DEVICE, 0);
     ASSERT_CU(cuMemCreate(&handle_, kChunk, &prop, 0));
     ASSERT_CU(cuMemMap(va_, kChunk, 0, handle_, 0));
-    CUmemAccessDesc rw0 = Access(0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+    CUmemAccessDesc rw0 = DeviceAccess(0);
     ASSERT_CU(cuMemSetAccess(va_, kChunk, &rw0, 1));
     ASSERT_CU(cuMemcpyHtoD(va_, pattern.data(), pattern.size() * 4));
   }
@@ -94,7 +78,7 @@ TEST_F(SimStrictVmmTest, CopyInTheContextOfADeviceWithoutAccessFaultsItsContext)
 
 TEST_F(SimStrictVmmTest, AccessIsPerDeviceAndKeptForDevicesNotNamed) {
   ASSERT_NO_FATAL_FAILURE(MapForDeviceZero(Pattern(1024, 5)));
-  CUmemAccessDesc ro1 = Access(1, CU_MEM_ACCESS_FLAGS_PROT_READ);
+  CUmemAccessDesc ro1 = DeviceAccess(1, CU_MEM_ACCESS_FLAGS_PROT_READ);
   ASSERT_CU(cuMemSetAccess(va_, kChunk, &ro1, 1));  // device 0 keeps read-write
   unsigned long long flags = 0;
   CUmemLocation loc = {CU_MEM_LOCATION_TYPE_DEVICE, 0};
@@ -114,7 +98,7 @@ TEST_F(SimStrictVmmTest, AccessIsPerDeviceAndKeptForDevicesNotNamed) {
 
 TEST_F(SimStrictVmmTest, KernelOfADeviceGrantedAccessRuns) {
   ASSERT_NO_FATAL_FAILURE(MapForDeviceZero(Pattern(1024, 6)));
-  CUmemAccessDesc rw1 = Access(1, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+  CUmemAccessDesc rw1 = DeviceAccess(1);
   ASSERT_CU(cuMemSetAccess(va_, kChunk, &rw1, 1));
   CUfunction write_there;
   ASSERT_NO_FATAL_FAILURE(EnterDeviceOne(&write_there));
@@ -147,7 +131,7 @@ TEST_F(SimStrictVmmTest, UnmapWaitsForWorkEnqueuedBeforeIt) {
 }
 
 TEST_F(SimStrictVmmTest, HostNumaCurrentIsNotAnAllocationLocation) {
-  CUmemAllocationProp prop = PropAt(CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT, 0);
+  CUmemAllocationProp prop = PinnedProp(CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT, 0);
   CUmemGenericAllocationHandle h;
   EXPECT_EQ(cuMemCreate(&h, kChunk, &prop, 0), CUDA_ERROR_INVALID_VALUE);
   CUmemPoolProps pool_props = {};
@@ -158,7 +142,7 @@ TEST_F(SimStrictVmmTest, HostNumaCurrentIsNotAnAllocationLocation) {
 }
 
 TEST_F(SimStrictVmmTest, HostAllocationsAreNotShareable) {
-  CUmemAllocationProp prop = PropAt(CU_MEM_LOCATION_TYPE_HOST, 0);
+  CUmemAllocationProp prop = PinnedProp(CU_MEM_LOCATION_TYPE_HOST, 0);
   prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
   CUmemGenericAllocationHandle h;
   EXPECT_EQ(cuMemCreate(&h, kChunk, &prop, 0), CUDA_ERROR_INVALID_VALUE);
@@ -175,12 +159,12 @@ TEST_F(SimStrictVmmTest, HostNumaIsSupportedOnNodeZeroWithDeviceGranularity) {
   ASSERT_CU(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, 0));
   EXPECT_EQ(v, 0);
   for (CUmemLocationType type : {CU_MEM_LOCATION_TYPE_HOST, CU_MEM_LOCATION_TYPE_HOST_NUMA}) {
-    CUmemAllocationProp prop = PropAt(type, 0);
+    CUmemAllocationProp prop = PinnedProp(type, 0);
     size_t g = 0;
     ASSERT_CU(cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
     EXPECT_EQ(g, kChunk);
   }
-  CUmemAllocationProp other_node = PropAt(CU_MEM_LOCATION_TYPE_HOST_NUMA, 3);
+  CUmemAllocationProp other_node = PinnedProp(CU_MEM_LOCATION_TYPE_HOST_NUMA, 3);
   CUmemGenericAllocationHandle h;
   EXPECT_EQ(cuMemCreate(&h, kChunk, &other_node, 0), CUDA_ERROR_INVALID_VALUE);
 }
