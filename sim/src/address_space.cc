@@ -237,26 +237,47 @@ CUresult AddressSpace::AllocClassic(uint64_t size, void* owner, CUmemoryPool poo
   if (size == 0) return CUDA_ERROR_INVALID_VALUE;
   const uint64_t footprint = ClassicFootprint(size);
   const uint64_t alignment = footprint >= kGranularity ? kGranularity : kPageSize;
+  uint64_t start = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto start = ranges_.Allocate(footprint, alignment);
-    if (!start) return CUDA_ERROR_OUT_OF_MEMORY;
-    void* p = classic_fd_ >= 0
-                  ? mmap(reinterpret_cast<void*>(*start), footprint, PROT_READ | PROT_WRITE,
-                         MAP_SHARED | MAP_FIXED, classic_fd_, static_cast<off_t>(*start - base_))
-                  : mmap(reinterpret_cast<void*>(*start), footprint, PROT_READ | PROT_WRITE,
-                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
-    if (p == MAP_FAILED) {
-      ResetToNone(*start, footprint);
-      ranges_.Free(*start, footprint);
-      return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    classic_.emplace(*start, Classic{size, footprint, owner, pool, NextAllocationId(), false});
-    *out = *start;
+    auto range = ranges_.Allocate(footprint, alignment);
+    if (!range) return CUDA_ERROR_OUT_OF_MEMORY;
+    start = *range;
   }
-  // Outside the lock: no other thread knows the range yet (Note [committed at allocation]).
-  PopulateRange(*out, footprint, /*write=*/true);
+  // Outside the lock: the range is ours and no other thread knows it yet.
+  if (!BackClassic(start, footprint)) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ranges_.Free(start, footprint);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  classic_.emplace(start, Classic{size, footprint, owner, pool, NextAllocationId(), false});
+  *out = start;
   return CUDA_SUCCESS;
+}
+
+bool AddressSpace::BackClassic(uint64_t start, uint64_t footprint) {
+  void* p = MAP_FAILED;
+  if (classic_fd_ < 0) {
+    p = mmap(reinterpret_cast<void*>(start), footprint, PROT_READ | PROT_WRITE,
+             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+  } else if (AllocateFilePages(classic_fd_, start - base_, footprint)) {
+    p = mmap(reinterpret_cast<void*>(start), footprint, PROT_READ | PROT_WRITE,
+             MAP_SHARED | MAP_FIXED, classic_fd_, static_cast<off_t>(start - base_));
+  }
+  if (p == MAP_FAILED) {
+    ResetToNone(start, footprint);
+    ReleaseClassicPages(start, footprint);
+    return false;
+  }
+  PopulateRange(start, footprint, /*write=*/true);  // Note [committed at allocation]
+  return true;
+}
+
+void AddressSpace::ReleaseClassicPages(uint64_t start, uint64_t footprint) {
+  if (classic_fd_ < 0) return;
+  fallocate(classic_fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+            static_cast<off_t>(start - base_), static_cast<off_t>(footprint));
 }
 
 CUresult AddressSpace::FreeClassic(uint64_t ptr, uint64_t* footprint, CUmemoryPool* pool) {
@@ -269,10 +290,7 @@ CUresult AddressSpace::FreeClassic(uint64_t ptr, uint64_t* footprint, CUmemoryPo
   ResetToNone(ptr, it->second.footprint);
   // The pages go back to the system (another process may still map them: undefined, as on
   // a GPU when the exporter frees before the importer closes).
-  if (!imported && classic_fd_ >= 0) {
-    fallocate(classic_fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-              static_cast<off_t>(ptr - base_), static_cast<off_t>(it->second.footprint));
-  }
+  if (!imported) ReleaseClassicPages(ptr, it->second.footprint);
   ranges_.Free(ptr, it->second.footprint);
   classic_.erase(it);
   return CUDA_SUCCESS;

@@ -161,6 +161,11 @@ class AddressSpace {
   // Splits pieces so that [ptr, ptr+size) starts and ends on piece boundaries;
   // false (nothing changed) unless the range is mapped contiguously.
   bool IsolateMappedRange(uint64_t ptr, uint64_t size);
+  // Maps and commits a classic range (REQUIRES: allocated from ranges_, mu_ NOT held); false
+  // (nothing left mapped or allocated) when the memory is not available.
+  bool BackClassic(uint64_t start, uint64_t footprint);
+  // Returns the file pages of a classic range to the system.
+  void ReleaseClassicPages(uint64_t start, uint64_t footprint);
   const Reservation* ReservationContaining(uint64_t ptr, uint64_t size, uint64_t* start) const;
   bool ResetToNone(uint64_t ptr, uint64_t size);
   // Realizes a deferred piece (Note [deferred mappings]): kMoved when its parked page tables

@@ -127,7 +127,7 @@ std::shared_ptr<Physical> Physical::Create(uint64_t size, const CUmemAllocationP
   int fd = memfd_create(name.c_str(), MFD_CLOEXEC);
   if (fd < 0) return nullptr;
   // Physical memory is committed when created (Note [committed at allocation]).
-  if (ftruncate(fd, static_cast<off_t>(size)) != 0 || !AllocateFilePages(fd, size)) {
+  if (ftruncate(fd, static_cast<off_t>(size)) != 0 || !AllocateFilePages(fd, 0, size)) {
     close(fd);
     return nullptr;
   }

@@ -36,8 +36,8 @@ void PopulateRange(uint64_t addr, uint64_t size, bool write) {
   }
 }
 
-bool AllocateFilePages(int fd, uint64_t size) {
-  return size == 0 || fallocate(fd, 0, 0, static_cast<off_t>(size)) == 0;
+bool AllocateFilePages(int fd, uint64_t offset, uint64_t size) {
+  return size == 0 || fallocate(fd, 0, static_cast<off_t>(offset), static_cast<off_t>(size)) == 0;
 }
 
 }  // namespace memsim

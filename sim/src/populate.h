@@ -24,9 +24,9 @@ namespace memsim {
 // stays usable (it is faulted in on first touch) if the kernel refuses.
 void PopulateRange(uint64_t addr, uint64_t size, bool write);
 
-// Allocates the pages of the file `fd` up to `size` bytes. False when the memory is not
-// available (the caller reports CUDA_ERROR_OUT_OF_MEMORY).
-bool AllocateFilePages(int fd, uint64_t size);
+// Allocates the pages of [offset, offset + size) of the file `fd`. False when the memory is not
+// available (the caller reports CUDA_ERROR_OUT_OF_MEMORY instead of a later SIGBUS on touch).
+bool AllocateFilePages(int fd, uint64_t offset, uint64_t size);
 
 }  // namespace memsim
 
