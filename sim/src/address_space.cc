@@ -188,7 +188,13 @@ CUresult AddressSpace::Unmap(uint64_t ptr, uint64_t size,
                              std::vector<std::shared_ptr<Physical>>* dropped) {
   if (!IsGranuleRange(ptr, size)) return CUDA_ERROR_INVALID_VALUE;
   std::lock_guard<std::mutex> lock(mu_);
-  if (!IsolateMappedRange(ptr, size)) return CUDA_ERROR_INVALID_VALUE;
+  if (!MappedContiguously(ptr, size, 0)) return CUDA_ERROR_INVALID_VALUE;
+  // Documented: "cuMemUnmap cannot unmap a sub-range of an address range mapped by cuMemMap".
+  auto first = std::prev(mappings_.upper_bound(ptr));
+  for (auto it = first; it != mappings_.end() && it->first < ptr + size; ++it) {
+    const Mapping& m = it->second;
+    if (m.map_base < ptr || m.map_base + m.map_size > ptr + size) return CUDA_ERROR_INVALID_VALUE;
+  }
   for (auto it = mappings_.lower_bound(ptr); it != mappings_.end() && it->first < ptr + size;) {
     const Mapping& m = it->second;
     // Keeps the page tables of a whole-allocation mapping for its next cuMemMap (Note [parked

@@ -130,6 +130,23 @@ TEST_F(SimStrictVmmTest, UnmapWaitsForWorkEnqueuedBeforeIt) {
   va_ = 0;
 }
 
+TEST_F(SimStrictVmmTest, UnmapTakesWholeMappingsOnly) {
+  CUdeviceptr va;
+  ASSERT_CU(cuMemAddressReserve(&va, 3 * kChunk, 0, 0, 0));
+  CUmemAllocationProp prop = PinnedProp();
+  CUmemGenericAllocationHandle two, one;
+  ASSERT_CU(cuMemCreate(&two, 2 * kChunk, &prop, 0));
+  ASSERT_CU(cuMemCreate(&one, kChunk, &prop, 0));
+  ASSERT_CU(cuMemMap(va, 2 * kChunk, 0, two, 0));
+  ASSERT_CU(cuMemMap(va + 2 * kChunk, kChunk, 0, one, 0));
+  EXPECT_EQ(cuMemUnmap(va, kChunk), CUDA_ERROR_INVALID_VALUE);  // half of a mapping
+  EXPECT_EQ(cuMemUnmap(va + kChunk, 2 * kChunk), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_CU(cuMemUnmap(va, 3 * kChunk));  // two whole mappings at once
+  EXPECT_CU(cuMemRelease(two));
+  EXPECT_CU(cuMemRelease(one));
+  EXPECT_CU(cuMemAddressFree(va, 3 * kChunk));
+}
+
 TEST_F(SimStrictVmmTest, HostNumaCurrentIsNotAnAllocationLocation) {
   CUmemAllocationProp prop = PinnedProp(CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT, 0);
   CUmemGenericAllocationHandle h;
