@@ -160,6 +160,9 @@ CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size) {
   if (CUresult r = RequireInit()) return r;
   Device* dev = D().DeviceForAddress(ptr);
   if (dev == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  // A host function waiting for all work, its own included, would never return; the
+  // documentation allows CUDA_ERROR_NOT_PERMITTED for CUDA calls from host functions.
+  if (memsim::OnStreamWorker()) return CUDA_ERROR_NOT_PERMITTED;
   SynchronizeAllContexts();
   std::vector<std::shared_ptr<Physical>> dropped;
   CUresult r = dev->va().Unmap(ptr, size, &dropped);  // `dropped` is released after the lock

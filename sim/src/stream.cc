@@ -10,7 +10,10 @@ namespace memsim {
 
 namespace {
 std::atomic<uint64_t> g_next_stream_id{1};
+thread_local bool t_stream_worker = false;
 }  // namespace
+
+bool OnStreamWorker() { return t_stream_worker; }
 
 Stream::Stream(Context* ctx, Kind kind, unsigned flags, int priority)
     : ctx_(ctx),
@@ -85,6 +88,7 @@ void Stream::Shutdown() {
 }
 
 void Stream::WorkerLoop() {
+  t_stream_worker = true;
   for (;;) {
     StreamOp op;
     {

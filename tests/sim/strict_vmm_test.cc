@@ -130,6 +130,25 @@ TEST_F(SimStrictVmmTest, UnmapWaitsForWorkEnqueuedBeforeIt) {
   va_ = 0;
 }
 
+// The host function would wait for itself: NOT_PERMITTED, which the cuLaunchHostFunc
+// documentation allows for CUDA calls from host functions.
+TEST_F(SimStrictVmmTest, UnmapFromAHostFunctionIsNotPermitted) {
+  ASSERT_NO_FATAL_FAILURE(MapForDeviceZero(Pattern(1024, 8)));
+  struct Call {
+    CUdeviceptr va;
+    CUresult result = CUDA_ERROR_UNKNOWN;
+  } call{va_};
+  ASSERT_CU(cuLaunchHostFunc(
+      nullptr,
+      [](void* p) {
+        auto* c = static_cast<Call*>(p);
+        c->result = cuMemUnmap(c->va, kChunk);
+      },
+      &call));
+  ASSERT_CU(cuCtxSynchronize());
+  EXPECT_EQ(call.result, CUDA_ERROR_NOT_PERMITTED);
+}
+
 TEST_F(SimStrictVmmTest, UnmapTakesWholeMappingsOnly) {
   CUdeviceptr va;
   ASSERT_CU(cuMemAddressReserve(&va, 3 * kChunk, 0, 0, 0));
