@@ -8,8 +8,8 @@ PACKAGES=(
   libgrpc++-dev libgrpc-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   liburing-dev libgoogle-glog-dev libgflags-dev libsystemd-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  prometheus-cpp-dev libcivetweb-dev zlib1g-dev
-  util-linux fio yamllint systemd python3
+  prometheus-cpp-dev libcivetweb-dev zlib1g-dev libzstd-dev liblz4-dev
+  util-linux fio yamllint systemd python3 python3-venv
 )
 
 SUDO=""

@@ -4,7 +4,7 @@
 //   memvirt-replay --trace FILE --scale S [--iterations N (2)] [--time-scale T (1)]
 //       [--kernels PATH] [--corrupt-after K]
 //       [--predict-device-memory BYTES [--predict-pcie-gbps X (15.754)]
-//        [--predict-policy lru|lifetime|belady (lifetime)] [--predict-host-memory BYTES (1T)]
+//        [--predict-policy lru|lifetime|belady|uvm (lifetime)] [--predict-host-memory BYTES (1T)]
 //        [--predict-ssd-gbps Y (3.2)]]
 //
 // Allocates the trace's tensors (bytes scaled by S) with cuMemAlloc when they

@@ -1,6 +1,6 @@
 // Authorizer: who may do what, decided only from kernel-provided peer credentials.
 //
-// Rules (see docs/operations.md, "Security"):
+// Rules (see docs/operations.md, "Security model"):
 //   - An operator is uid 0 or a member (primary or supplementary group) of the configured
 //     admin group. Only operators may set quotas, drain GPUs or see other users' processes.
 //   - Any local user who can open the socket may register its own process and read the

@@ -14,8 +14,28 @@ namespace {
 
 uint64_t SatSub(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
 
-// Delta of a cumulative counter; a decrease means the reporter restarted its count.
-uint64_t CounterDelta(uint64_t before, uint64_t now) { return now >= before ? now - before : now; }
+// Note [reported counters]
+// Paging counters are cumulative values a client reports; the node totals (and the metrics'
+// *_total counters) add their deltas. A client can send anything, so a delta counts only if it
+// is plausible: the counter did not go back (a registration starts at the value it reports)
+// and it grew by at most kMaxPagingBytesPerSecond over the time since the previous report
+// (plus kPagingSlackBytes). An implausible report moves the client's baseline without adding
+// to the totals, which saturate instead of wrapping: a total never goes down.
+constexpr double kMaxPagingBytesPerSecond = 1e12;  // far above any host link
+constexpr uint64_t kPagingSlackBytes = uint64_t{1} << 32;
+
+uint64_t PlausibleDelta(uint64_t before, uint64_t now, absl::Duration elapsed) {
+  if (now < before) return 0;
+  const double limit =
+      absl::ToDoubleSeconds(std::max(elapsed, absl::ZeroDuration())) * kMaxPagingBytesPerSecond +
+      static_cast<double>(kPagingSlackBytes);
+  const uint64_t delta = now - before;
+  return static_cast<double>(delta) <= limit ? delta : 0;
+}
+
+void SaturatingAdd(uint64_t& total, uint64_t delta) {
+  total = delta > UINT64_MAX - total ? UINT64_MAX : total + delta;
+}
 
 absl::Status ValidateUsage(const GpuUsage& u) {
   for (uint64_t v : {u.resident_bytes, u.host_bytes, u.nvme_bytes}) {
@@ -119,6 +139,8 @@ absl::StatusOr<ClientId> NodeState::Register(const PeerCredentials& peer, const 
   if (FindByPid(peer.pid) != nullptr) {
     return absl::AlreadyExistsError(absl::StrCat("pid ", peer.pid, " is already registered"));
   }
+  std::vector<GpuClaim> claims = reg.gpus;
+  if (absl::Status s = AdmitClaims(peer, claims); !s.ok()) return s;
   auto owned = std::make_unique<Client>();
   Client& c = *owned;
   c.id = next_client_id_++;
@@ -126,21 +148,18 @@ absl::StatusOr<ClientId> NodeState::Register(const PeerCredentials& peer, const 
   c.name = reg.process_name;
   c.since = clock_->Now();
   c.host_demand = reg.host_demand_bytes;
-  for (const GpuClaim& claim : reg.gpus) {
+  for (const GpuClaim& claim : claims) {
     auto [it, inserted] = gpus_.try_emplace(claim.gpu_uuid);
     Gpu& gpu = it->second;
     if (inserted) {
       gpu.device_memory_bytes = claim.device_memory_bytes;
       LOG(INFO) << "learned GPU " << claim.gpu_uuid << " with " << claim.device_memory_bytes
-                << " bytes from pid " << peer.pid;
-    } else if (gpu.device_memory_bytes != claim.device_memory_bytes) {
-      LOG(WARNING) << "pid " << peer.pid << " reports " << claim.device_memory_bytes
-                   << " bytes for GPU " << claim.gpu_uuid << "; keeping "
-                   << gpu.device_memory_bytes;
+                << " bytes from pid " << peer.pid << " uid " << peer.uid;
     }
     ClientGpu& g = c.gpus[claim.gpu_uuid];
     g.claim = claim;
     g.usage.gpu_uuid = claim.gpu_uuid;
+    g.counted_since = c.since;
     gpu.clients.push_back(c.id);
   }
   for (const GpuUsage& u : reg.usage) {
@@ -153,14 +172,14 @@ absl::StatusOr<ClientId> NodeState::Register(const PeerCredentials& peer, const 
   clients_.emplace(c.id, std::move(owned));
   ++totals_.clients_registered;
 
-  for (const GpuClaim& claim : reg.gpus) Rebalance(claim.gpu_uuid, c.id);
+  for (const GpuClaim& claim : claims) Rebalance(claim.gpu_uuid, c.id);
   RebalanceHost(c.id);
 
   RegisterResult result;
   result.client_id = c.id;
   result.pid = peer.pid;
   result.host_budget_bytes = c.host_budget;
-  for (const GpuClaim& claim : reg.gpus) {
+  for (const GpuClaim& claim : claims) {
     result.budgets.push_back({claim.gpu_uuid, c.gpus[claim.gpu_uuid].granted});
   }
   c.sink = sink;
@@ -185,9 +204,60 @@ void NodeState::Unregister(ClientId id) {
     Gpu& gpu = gpus_[uuid];
     gpu.clients.erase(std::remove(gpu.clients.begin(), gpu.clients.end(), id), gpu.clients.end());
   }
-  for (const auto& [uuid, g] : c->gpus) Rebalance(uuid, 0);
+  for (const auto& [uuid, g] : c->gpus) {
+    Rebalance(uuid, 0);
+    ForgetIfUnused(uuid);
+  }
   RebalanceHost(0);
   LOG(INFO) << "reclaimed client " << id << " pid " << c->creds.pid;
+}
+
+bool NodeState::MayDeclareGpuSize(const PeerCredentials& peer) const {
+  if (authorizer_.IsOperator(peer)) return true;
+  const std::vector<uid_t>& trusted = options_.gpu_size_trusted_uids;
+  return std::find(trusted.begin(), trusted.end(), peer.uid) != trusted.end();
+}
+
+absl::Status NodeState::AdmitClaims(const PeerCredentials& peer,
+                                    std::vector<GpuClaim>& claims) const {
+  size_t learned = 0;
+  for (const auto& [uuid, gpu] : gpus_) learned += gpu.configured ? 0 : 1;
+  for (GpuClaim& claim : claims) {
+    auto it = gpus_.find(claim.gpu_uuid);
+    if (it == gpus_.end()) {
+      if (!MayDeclareGpuSize(peer)) {
+        return absl::FailedPreconditionError(absl::StrCat("GPU ", claim.gpu_uuid,
+                                                          " is not configured (--gpu) and uid ",
+                                                          peer.uid, " may not declare its size"));
+      }
+      if (++learned > kMaxLearnedGpus) {
+        return absl::ResourceExhaustedError(absl::StrCat("too many GPUs learned from clients (",
+                                                         kMaxLearnedGpus,
+                                                         "); configure them with --gpu"));
+      }
+      continue;
+    }
+    const uint64_t known = it->second.device_memory_bytes;
+    if (claim.device_memory_bytes != known) {
+      LOG_EVERY_N(WARNING, 64) << "pid " << peer.pid << " uid " << peer.uid << " reports "
+                               << claim.device_memory_bytes << " bytes for GPU " << claim.gpu_uuid
+                               << "; using the known " << known
+                               << " (reported once per 64 occurrences)";
+      claim.device_memory_bytes = known;
+      claim.min_bytes = std::min(claim.min_bytes, known);
+    }
+  }
+  return absl::OkStatus();
+}
+
+void NodeState::ForgetIfUnused(const std::string& uuid) {
+  auto it = gpus_.find(uuid);
+  if (it == gpus_.end() || it->second.configured || it->second.draining ||
+      !it->second.clients.empty()) {
+    return;
+  }
+  gpus_.erase(it);
+  VLOG(1) << "forgot learned GPU " << uuid << " (no clients)";
 }
 
 uint32_t NodeState::Rebalance(const std::string& uuid, ClientId quiet) {
@@ -296,12 +366,23 @@ void NodeState::Send(Client& c, Directive d) {
 
 void NodeState::UpdateUsage(ClientGpu& g, const GpuUsage& u) {
   const absl::Time now = clock_->Now();
-  const uint64_t in = CounterDelta(g.usage.paged_in_bytes, u.paged_in_bytes);
-  const uint64_t out = CounterDelta(g.usage.paged_out_bytes, u.paged_out_bytes);
-  totals_.paged_in_bytes += in;
-  totals_.paged_out_bytes += out;
-  totals_.nvme_read_bytes += CounterDelta(g.usage.nvme_read_bytes, u.nvme_read_bytes);
-  totals_.nvme_write_bytes += CounterDelta(g.usage.nvme_write_bytes, u.nvme_write_bytes);
+  const absl::Duration elapsed = now - g.counted_since;
+  const uint64_t in = PlausibleDelta(g.usage.paged_in_bytes, u.paged_in_bytes, elapsed);
+  const uint64_t out = PlausibleDelta(g.usage.paged_out_bytes, u.paged_out_bytes, elapsed);
+  const uint64_t nvme_in = PlausibleDelta(g.usage.nvme_read_bytes, u.nvme_read_bytes, elapsed);
+  const uint64_t nvme_out = PlausibleDelta(g.usage.nvme_write_bytes, u.nvme_write_bytes, elapsed);
+  if ((in == 0 && u.paged_in_bytes != g.usage.paged_in_bytes) ||
+      (out == 0 && u.paged_out_bytes != g.usage.paged_out_bytes) ||
+      (nvme_in == 0 && u.nvme_read_bytes != g.usage.nvme_read_bytes) ||
+      (nvme_out == 0 && u.nvme_write_bytes != g.usage.nvme_write_bytes)) {
+    ++totals_.implausible_reports;
+    LOG_EVERY_N(WARNING, 100) << "implausible paging counters reported for " << u.gpu_uuid
+                              << "; not counted (Note [reported counters], 1 line per 100)";
+  }
+  SaturatingAdd(totals_.paged_in_bytes, in);
+  SaturatingAdd(totals_.paged_out_bytes, out);
+  SaturatingAdd(totals_.nvme_read_bytes, nvme_in);
+  SaturatingAdd(totals_.nvme_write_bytes, nvme_out);
   if (g.usage_time != absl::InfinitePast() && now > g.usage_time) {
     const double secs = absl::ToDoubleSeconds(now - g.usage_time);
     g.in_rate = static_cast<double>(in) / secs;
@@ -309,6 +390,7 @@ void NodeState::UpdateUsage(ClientGpu& g, const GpuUsage& u) {
   }
   g.usage = u;
   g.usage_time = now;
+  g.counted_since = now;
 }
 
 absl::Status NodeState::ReportHints(ClientId id, const HintBatch& batch) {
@@ -544,7 +626,9 @@ absl::StatusOr<uint32_t> NodeState::Drain(const PeerCredentials& caller,
   if (it == gpus_.end()) return absl::NotFoundError("unknown GPU " + gpu_uuid);
   it->second.draining = !undrain;
   LOG(INFO) << (undrain ? "undraining " : "draining ") << gpu_uuid << " by uid " << caller.uid;
-  return Rebalance(gpu_uuid, 0);
+  const uint32_t notified = Rebalance(gpu_uuid, 0);
+  ForgetIfUnused(gpu_uuid);
+  return notified;
 }
 
 size_t NodeState::client_count() const {

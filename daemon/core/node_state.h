@@ -35,9 +35,16 @@
 // (host -> NVMe), and another only after it acknowledges that one.
 //
 // Note [GPU inventory]
-// GPUs are configured (--gpu uuid:bytes) or learned from the first registration that names
-// them (the shim reports the device's total memory from the driver). The daemon never loads
-// libcuda, so it runs on machines without a GPU; a configured size wins over a reported one.
+// A GPU's size decides every budget on it, so only a trusted source may set it: the
+// configuration (--gpu uuid:bytes), or the registration of a trusted process (an operator, or
+// a uid in NodeOptions::gpu_size_trusted_uids, which the daemon sets to its own) that names a
+// GPU the daemon does not know yet; the shim reports the device's total memory from the driver.
+// The daemon never loads libcuda, so it runs on machines without a GPU. Any other process that
+// names an unknown GPU is refused (FAILED_PRECONDITION; the shim then runs standalone), and a
+// claim that disagrees with the known size is clamped to it (logged): a process can change
+// neither the size nor, through it, what others get. A learned GPU is forgotten when its last
+// client leaves (unless drained), so made-up UUIDs cannot accumulate; at most
+// kMaxLearnedGpus are known beyond the configured ones.
 #ifndef MEMVIRT_DAEMON_CORE_NODE_STATE_H_
 #define MEMVIRT_DAEMON_CORE_NODE_STATE_H_
 
@@ -84,6 +91,9 @@ struct NodeOptions {
   // clients of a previous daemon can re-register first (Note [daemon restart]).
   absl::Duration restart_grace = absl::ZeroDuration();
   uint32_t hint_interval_ms = 100;
+  // Besides operators, the uids whose registrations may declare an unknown GPU's size
+  // (Note [GPU inventory]). The daemon passes its own effective uid.
+  std::vector<uid_t> gpu_size_trusted_uids;
 };
 
 // Input limits (also documented in proto/memvirt/v1/memvirt.proto).
@@ -93,6 +103,7 @@ inline constexpr size_t kMaxProcessNameLength = 256;
 inline constexpr size_t kMaxHintsPerBatch = 65536;
 inline constexpr size_t kMaxLiveAllocationsPerClient = 1 << 20;
 inline constexpr uint64_t kMaxBytes = uint64_t{1} << 50;  // 1 PiB: larger is a bogus value.
+inline constexpr size_t kMaxLearnedGpus = 64;             // Known GPUs beyond the configured ones.
 
 absl::Status ValidateGpuUuid(const std::string& uuid);
 
@@ -140,6 +151,7 @@ class NodeState {
     bool overdue = false;
     GpuUsage usage;
     absl::Time usage_time = absl::InfinitePast();
+    absl::Time counted_since;  // baseline time of the counters (Note [reported counters])
     double in_rate = 0;
     double out_rate = 0;
   };
@@ -171,6 +183,14 @@ class NodeState {
   };
 
   absl::Status ValidateRegistration(const Registration& reg) const;
+  // May `peer` declare the size of a GPU the daemon does not know (Note [GPU inventory])?
+  bool MayDeclareGpuSize(const PeerCredentials& peer) const;
+  // Checks every claim against the inventory and clamps claims to known sizes; OK only if
+  // Register may proceed. Learned GPUs are not created here.
+  absl::Status AdmitClaims(const PeerCredentials& peer, std::vector<GpuClaim>& claims) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Forgets `uuid` if it is learned, unused and not drained (Note [GPU inventory]).
+  void ForgetIfUnused(const std::string& uuid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t CapacityOf(const Gpu& gpu) const;
   // Recomputes targets on `uuid` and issues shrinks and grows. Directives to `quiet` are
   // suppressed (its budget travels in the Registered reply). Returns clients notified.

@@ -52,12 +52,14 @@ class NodeStateTest : public ::testing::Test {
     NodeOptions o;
     o.reserve_bytes = 100 * kMiB;
     o.shrink_deadline = absl::Seconds(1);
+    o.gpu_size_trusted_uids = {1000};
     return o;
   }
   uint64_t HeldSum(NodeState& node) {
     auto s = node.GetStatus(kRoot);
     EXPECT_TRUE(s.ok());
-    return s->gpus.at(0).budget_sum_bytes;
+    // A learned GPU is forgotten with its last client: then nothing is held on it.
+    return s->gpus.empty() ? 0 : s->gpus.at(0).budget_sum_bytes;
   }
   void AckLastShrink(NodeState& node, ClientId id, RecordingSink& sink) {
     for (auto it = sink.directives.rbegin(); it != sink.directives.rend(); ++it) {
@@ -234,6 +236,131 @@ TEST_F(NodeStateTest, UsersSeeOnlyTheirOwnClients) {
   EXPECT_EQ(node.GetStatus(kRoot)->clients.size(), 2u);
   EXPECT_TRUE(node.GetClient(Peer(50, 1000), 10).ok());
   EXPECT_EQ(node.GetClient(Peer(50, 1000), 11).status().code(), absl::StatusCode::kNotFound);
+}
+
+// Issue 14, item 2: a GPU's size comes from a trusted source; no claim changes it.
+TEST_F(NodeStateTest, AnUntrustedProcessCannotDeclareAnUnknownGpusSize) {
+  NodeState node(Options(), &clock_);
+  RecordingSink sink;
+  auto id = node.Register(Peer(10, 2000), OneGpu(1), &sink);
+  EXPECT_EQ(id.status().code(), absl::StatusCode::kFailedPrecondition) << id.status();
+  EXPECT_FALSE(sink.registered);
+  EXPECT_TRUE(node.GetStatus(kRoot)->gpus.empty());
+  // Root may (the shim reports what the driver says).
+  RecordingSink root_sink;
+  ASSERT_TRUE(node.Register({.pid = 11, .uid = 0, .gid = 0}, OneGpu(1000 * kMiB), &root_sink).ok());
+  EXPECT_EQ(node.GetStatus(kRoot)->gpus.at(0).device_memory_bytes, 1000 * kMiB);
+}
+
+TEST_F(NodeStateTest, ClaimsThatDisagreeWithTheKnownSizeChangeNothingForOthers) {
+  NodeOptions o = Options();
+  o.gpus = {{kGpu, 1000 * kMiB}};
+  NodeState node(o, &clock_);
+  RecordingSink tiny, huge, honest;
+  auto a = node.Register(Peer(10, 2000), OneGpu(1), &tiny);  // claims a 1-byte GPU
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(tiny.Budget(), 900 * kMiB);  // the configured size minus the reserve
+  auto b = node.Register(Peer(11, 2001), OneGpu(kMaxBytes), &huge);  // 1 PiB
+  ASSERT_TRUE(b.ok()) << b.status();
+  AckLastShrink(node, *a, tiny);
+  auto c = node.Register(Peer(12, 2002), OneGpu(1000 * kMiB), &honest);
+  ASSERT_TRUE(c.ok()) << c.status();
+  AckLastShrink(node, *a, tiny);
+  AckLastShrink(node, *b, huge);
+  auto status = node.GetStatus(kRoot);
+  ASSERT_TRUE(status.ok());
+  EXPECT_EQ(status->gpus.at(0).device_memory_bytes, 1000 * kMiB);
+  EXPECT_LE(HeldSum(node), 900 * kMiB);
+  EXPECT_EQ(honest.Budget(), 300 * kMiB);  // a fair third, as if everyone had told the truth
+  EXPECT_EQ(tiny.Budget(), 300 * kMiB);
+  EXPECT_EQ(huge.Budget(), 300 * kMiB);
+}
+
+TEST_F(NodeStateTest, ALearnedSizeIsKeptWhateverLaterClaimsSay) {
+  NodeState node(Options(), &clock_);
+  RecordingSink first, liar;
+  auto a = node.Register(Peer(10), OneGpu(1000 * kMiB), &first);  // trusted uid 1000
+  ASSERT_TRUE(a.ok());
+  auto b = node.Register(Peer(11, 2000), OneGpu(1), &liar);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(node.GetStatus(kRoot)->gpus.at(0).device_memory_bytes, 1000 * kMiB);
+  AckLastShrink(node, *a, first);
+  EXPECT_EQ(first.Budget(), 450 * kMiB);
+  EXPECT_EQ(liar.Budget(), 450 * kMiB);
+}
+
+// Issue 14, item 6: made-up UUIDs do not accumulate.
+TEST_F(NodeStateTest, LearnedGpusAreForgottenWhenUnusedAndBounded) {
+  NodeOptions o = Options();
+  o.gpus = {{kGpu, 1000 * kMiB}};
+  NodeState node(o, &clock_);
+  for (int i = 0; i < 200; ++i) {
+    RecordingSink sink;
+    Registration r = OneGpu(1000 * kMiB);
+    r.gpus[0].gpu_uuid = "GPU-made-up-" + std::to_string(i);
+    auto id = node.Register(Peer(100 + i), r, &sink);
+    ASSERT_TRUE(id.ok()) << id.status();
+    node.Unregister(*id);
+  }
+  auto status = node.GetStatus(kRoot);
+  ASSERT_EQ(status->gpus.size(), 1u);  // only the configured one, which is never forgotten
+  EXPECT_EQ(status->gpus[0].gpu_uuid, kGpu);
+
+  // At most kMaxLearnedGpus learned GPUs at once, however many clients hold them.
+  std::vector<std::unique_ptr<RecordingSink>> sinks;
+  for (size_t i = 0; i < kMaxLearnedGpus; ++i) {
+    sinks.push_back(std::make_unique<RecordingSink>());
+    Registration r = OneGpu(1000 * kMiB);
+    r.gpus[0].gpu_uuid = "GPU-held-" + std::to_string(i);
+    ASSERT_TRUE(node.Register(Peer(1000 + static_cast<pid_t>(i)), r, sinks.back().get()).ok());
+  }
+  RecordingSink extra;
+  Registration r = OneGpu(1000 * kMiB);
+  r.gpus[0].gpu_uuid = "GPU-one-too-many";
+  EXPECT_EQ(node.Register(Peer(5000), r, &extra).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  // A configured GPU is still open to everyone.
+  EXPECT_TRUE(node.Register(Peer(5001, 2000), OneGpu(1000 * kMiB), &extra).ok());
+  EXPECT_EQ(node.GetStatus(kRoot)->gpus.size(), kMaxLearnedGpus + 1);
+}
+
+// Issue 14, item 8: reported counters cannot wrap or inflate the node's totals.
+TEST_F(NodeStateTest, ImplausiblePagingCountersAreNotCountedAndTotalsNeverGoDown) {
+  NodeState node(Options(), &clock_);
+  RecordingSink a;
+  auto id = node.Register(Peer(10), OneGpu(1000 * kMiB), &a);
+  ASSERT_TRUE(id.ok());
+  uint64_t iteration = 0;
+  auto report = [&](uint64_t paged_in) {
+    HintBatch h;
+    h.iteration = ++iteration;
+    h.usage = {{.gpu_uuid = kGpu, .paged_in_bytes = paged_in}};
+    EXPECT_TRUE(node.ReportHints(*id, h).ok());
+    return node.GetStatus(kRoot)->totals;
+  };
+  clock_.Advance(absl::Seconds(1));
+  EXPECT_EQ(report(100 * kMiB).paged_in_bytes, 100 * kMiB);
+  clock_.Advance(absl::Seconds(1));
+  NodeTotals t = report(UINT64_MAX);  // the probe's report
+  EXPECT_EQ(t.paged_in_bytes, 100 * kMiB);
+  EXPECT_EQ(t.implausible_reports, 1u);
+  clock_.Advance(absl::Seconds(1));
+  t = report(50 * kMiB);  // back down: not a negative delta either
+  EXPECT_EQ(t.paged_in_bytes, 100 * kMiB);
+  clock_.Advance(absl::Seconds(1));
+  t = report(80 * kMiB);  // plausible again from the new baseline
+  EXPECT_EQ(t.paged_in_bytes, 130 * kMiB);
+  EXPECT_EQ(t.implausible_reports, 2u);
+  // Large plausible deltas (long intervals, counter reset in between) saturate, never wrap.
+  uint64_t last = t.paged_in_bytes;
+  for (int i = 0; i < 3; ++i) {
+    clock_.Advance(absl::Hours(10000));
+    t = report(uint64_t{1} << 63);
+    EXPECT_GE(t.paged_in_bytes, last);
+    last = t.paged_in_bytes;
+    t = report(0);
+  }
+  EXPECT_EQ(t.paged_in_bytes, UINT64_MAX);
 }
 
 TEST_F(NodeStateTest, RejectsMalformedRegistrations) {

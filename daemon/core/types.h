@@ -156,6 +156,7 @@ struct NodeTotals {
   uint64_t shrinks_overdue = 0;
   uint64_t clients_registered = 0;
   uint64_t clients_reclaimed = 0;
+  uint64_t implausible_reports = 0;  // usage reports whose counters were not counted
 };
 
 struct NodeSnapshot {

@@ -51,6 +51,17 @@ DEFINE_string(swap_size, "0", "Total size of the swap files, e.g. 64G (required 
 DEFINE_int32(swap_files, 1, "Number of swap files the size is split over");
 DEFINE_int32(swap_queue_depth, 16, "io_uring queue depth of the NVMe tier");
 DEFINE_bool(swap_verify_crc, true, "CRC32C per 2 MiB extent, verified on every read");
+DEFINE_int32(max_connections, 1024, "Connections to the socket served at once");
+DEFINE_int32(max_connections_per_uid, 128, "Connections to the socket per uid (root: no limit)");
+DEFINE_int32(connection_idle_timeout_ms, 300000,
+             "A connection to the socket with no call in progress is closed after this long");
+DEFINE_int32(tier_max_connections, 1024, "Connections to the tier socket served at once");
+DEFINE_int32(tier_max_pending_per_uid, 16,
+             "Tier connections per uid that have not completed their hello");
+DEFINE_int32(tier_max_connections_per_client, 1, "Tier connections per registered process");
+DEFINE_int32(tier_idle_timeout_ms, 300000,
+             "A tier connection whose process stores nothing is closed after this long idle "
+             "(0: never)");
 
 namespace memvirt::daemon {
 namespace {
@@ -64,12 +75,15 @@ void OnSignal(int sig) {
   (void)!write(g_wake_fd, &one, sizeof(one));
 }
 
+// clang-format off
 const std::vector<std::string> kLayeredFlags = {
-    "socket",           "socket_group",   "admin_group",         "gpu",
-    "reserve",          "host_memory",    "shrink_deadline_ms",  "restart_grace_ms",
-    "hint_interval_ms", "metrics_listen", "shutdown_timeout_ms", "tick_ms",
-    "swap_dir",         "swap_size",      "swap_files",          "swap_queue_depth",
-    "swap_verify_crc"};
+    "socket", "socket_group", "admin_group", "gpu", "reserve", "host_memory",
+    "shrink_deadline_ms", "restart_grace_ms", "hint_interval_ms", "metrics_listen",
+    "shutdown_timeout_ms", "tick_ms", "swap_dir", "swap_size", "swap_files", "swap_queue_depth",
+    "swap_verify_crc", "max_connections", "max_connections_per_uid", "connection_idle_timeout_ms",
+    "tier_max_connections", "tier_max_pending_per_uid", "tier_max_connections_per_client",
+    "tier_idle_timeout_ms"};
+// clang-format on
 
 absl::Status LoadLayers() {
   std::string path = FLAGS_config;
@@ -125,6 +139,7 @@ absl::StatusOr<NodeOptions> OptionsFromFlags() {
   o.shrink_deadline = absl::Milliseconds(FLAGS_shrink_deadline_ms);
   o.restart_grace = absl::Milliseconds(FLAGS_restart_grace_ms);
   o.hint_interval_ms = static_cast<uint32_t>(FLAGS_hint_interval_ms);
+  o.gpu_size_trusted_uids = {geteuid()};
   return o;
 }
 
@@ -144,6 +159,10 @@ absl::StatusOr<std::unique_ptr<NvmeTier>> StartNvmeTier(NodeState* node,
   if (*size == 0) return absl::InvalidArgumentError("--swap_dir needs a non-zero --swap_size");
   if (FLAGS_swap_files <= 0 || FLAGS_swap_queue_depth <= 0) {
     return absl::InvalidArgumentError("--swap_files and --swap_queue_depth must be positive");
+  }
+  if (FLAGS_tier_max_connections <= 0 || FLAGS_tier_max_pending_per_uid <= 0 ||
+      FLAGS_tier_max_connections_per_client <= 0 || FLAGS_tier_idle_timeout_ms < 0) {
+    return absl::InvalidArgumentError("--tier_max_* must be positive, --tier_idle_timeout_ms >= 0");
   }
   auto tier = std::make_unique<NvmeTier>();
   absl::StatusOr<std::unique_ptr<nvme::SwapFileSet>> files =
@@ -168,7 +187,13 @@ absl::StatusOr<std::unique_ptr<NvmeTier>> StartNvmeTier(NodeState* node,
          absl::StatusOr<ClientSnapshot> c = node->GetClient(peer, peer.pid);
          if (!c.ok() || c->creds.uid != peer.uid) return std::nullopt;
          return c->client_id;
-       }},
+       },
+       .max_connections = static_cast<size_t>(FLAGS_tier_max_connections),
+       .max_pending_per_uid = static_cast<size_t>(FLAGS_tier_max_pending_per_uid),
+       .max_connections_per_client = static_cast<size_t>(FLAGS_tier_max_connections_per_client),
+       .idle_timeout = FLAGS_tier_idle_timeout_ms == 0
+                           ? absl::InfiniteDuration()
+                           : absl::Milliseconds(FLAGS_tier_idle_timeout_ms)},
       tier->store.get());
   if (!service.ok()) return service.status();
   tier->service = *std::move(service);
@@ -216,7 +241,16 @@ int Run() {
   signal(SIGPIPE, SIG_IGN);
 
   PeerListener listener;
-  if (absl::Status s = listener.Bind({FLAGS_socket, *socket_group}); !s.ok()) {
+  if (FLAGS_max_connections <= 0 || FLAGS_max_connections_per_uid <= 0 ||
+      FLAGS_connection_idle_timeout_ms <= 0) {
+    LOG(ERROR) << "bad configuration: --max_connections, --max_connections_per_uid and "
+                  "--connection_idle_timeout_ms must be positive";
+    return 2;
+  }
+  const ConnectionLimits limits{
+      .max_connections = static_cast<size_t>(FLAGS_max_connections),
+      .max_connections_per_uid = static_cast<size_t>(FLAGS_max_connections_per_uid)};
+  if (absl::Status s = listener.Bind({FLAGS_socket, *socket_group}, limits); !s.ok()) {
     LOG(ERROR) << "cannot serve on " << FLAGS_socket << ": " << s;
     return 1;
   }
@@ -230,6 +264,8 @@ int Run() {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
+  // Note [gRPC connection limits] in peer_listener.h.
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, FLAGS_connection_idle_timeout_ms);
   builder.RegisterService(&streams);
   builder.RegisterService(&operators);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
@@ -255,8 +291,11 @@ int Run() {
 
   std::unique_ptr<MetricsEndpoint> metrics;
   if (!FLAGS_metrics_listen.empty()) {
-    absl::StatusOr<std::unique_ptr<MetricsEndpoint>> m =
-        StartMetricsEndpoint(FLAGS_metrics_listen, &node);
+    absl::StatusOr<std::unique_ptr<MetricsEndpoint>> m = StartMetricsEndpoint(
+        FLAGS_metrics_listen, &node,
+        nvme_tier == nullptr
+            ? NvmeMetricsSources{}
+            : NvmeMetricsSources{nvme_tier->service.get(), nvme_tier->store.get()});
     if (!m.ok()) {
       LOG(ERROR) << m.status();
       return 1;
@@ -290,11 +329,11 @@ int Run() {
 
   sd_notify(0, "STOPPING=1");
   health->SetServingStatus(false);
+  metrics.reset();  // it reads the NVMe tier
   nvme_tier.reset();
   listener.Stop();
   server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Milliseconds(FLAGS_shutdown_timeout_ms)));
   server->Wait();
-  metrics.reset();
   LOG(INFO) << "memvirtd stopped (" << node.client_count() << " client(s) were connected)";
   return 0;
 }

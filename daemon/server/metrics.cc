@@ -1,6 +1,8 @@
 #include "daemon/server/metrics.h"
 
+#include <algorithm>
 #include <exception>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -32,6 +34,20 @@ class Families {
       m.gauge.value = value;
     }
     Get(name, help, type).metric.push_back(std::move(m));
+  }
+  void AddHistogram(const std::string& name, const std::string& help,
+                    std::vector<ClientMetric::Label> labels, const LatencyHistogram& h) {
+    ClientMetric m;
+    m.label = std::move(labels);
+    m.histogram.sample_count = h.samples;
+    m.histogram.sample_sum = h.sum_seconds;
+    uint64_t cumulative = 0;
+    for (size_t i = 0; i < LatencyHistogram::kBounds.size(); ++i) {
+      cumulative += h.counts[i];
+      m.histogram.bucket.push_back({cumulative, LatencyHistogram::kBounds[i]});
+    }
+    m.histogram.bucket.push_back({h.samples, std::numeric_limits<double>::infinity()});
+    Get(name, help, MetricType::Histogram).metric.push_back(std::move(m));
   }
   std::vector<MetricFamily> Take() { return std::move(families_); }
 
@@ -99,15 +115,45 @@ std::vector<MetricFamily> NodeCollector::Collect() const {
         static_cast<double>(t.clients_registered));
   f.Add("memvirt_clients_reclaimed_total", "Clients whose resources were reclaimed.", kCounter, {},
         static_cast<double>(t.clients_reclaimed));
+  f.Add("memvirt_implausible_reports_total",
+        "Usage reports whose paging counters went back or grew implausibly fast (not counted).",
+        kCounter, {}, static_cast<double>(t.implausible_reports));
+  if (nvme_.store != nullptr) {
+    const nvme::SwapStoreStats s = nvme_.store->stats();
+    f.Add("memvirt_nvme_swap_capacity_bytes", "Swap space of the NVMe tier.", kGauge, {},
+          static_cast<double>(s.capacity_bytes));
+    f.Add("memvirt_nvme_swap_used_bytes", "Swap space in use.", kGauge, {},
+          static_cast<double>(s.used_bytes));
+    f.Add("memvirt_nvme_swap_free_bytes", "Swap space free.", kGauge, {},
+          static_cast<double>(s.capacity_bytes - std::min(s.used_bytes, s.capacity_bytes)));
+  }
+  if (nvme_.service != nullptr) {
+    const TierStats s = nvme_.service->stats();
+    f.Add("memvirt_nvme_connections", "Open tier connections.", kGauge, {},
+          static_cast<double>(s.connections));
+    const char* kErrors = "memvirt_nvme_io_errors_total";
+    const char* kErrorsHelp = "Tier requests failed by an I/O error or a checksum mismatch.";
+    f.Add(kErrors, kErrorsHelp, kCounter, {{"op", "store"}},
+          static_cast<double>(s.store_io_errors));
+    f.Add(kErrors, kErrorsHelp, kCounter, {{"op", "load"}}, static_cast<double>(s.load_io_errors));
+    const char* kLatency = "memvirt_nvme_request_seconds";
+    const char* kLatencyHelp = "Time the daemon took to serve a tier store or load.";
+    f.AddHistogram(kLatency, kLatencyHelp, {{"op", "store"}}, s.store_latency);
+    f.AddHistogram(kLatency, kLatencyHelp, {{"op", "load"}}, s.load_latency);
+  }
   return f.Take();
 }
 
 absl::StatusOr<std::unique_ptr<MetricsEndpoint>> StartMetricsEndpoint(const std::string& listen,
-                                                                      const NodeState* node) {
+                                                                      const NodeState* node,
+                                                                      NvmeMetricsSources nvme) {
   auto endpoint = std::make_unique<MetricsEndpoint>();
-  endpoint->collector = std::make_shared<NodeCollector>(node);
+  endpoint->collector = std::make_shared<NodeCollector>(node, nvme);
   try {  // prometheus-cpp reports bind failures by throwing; nothing escapes this function.
-    endpoint->exposer = std::make_unique<prometheus::Exposer>(listen, /*num_threads=*/1);
+    // Note [metrics endpoint].
+    endpoint->exposer = std::make_unique<prometheus::Exposer>(std::vector<std::string>{
+        "listening_ports", listen, "num_threads", absl::StrCat(kMetricsWorkers),
+        "request_timeout_ms", absl::StrCat(kMetricsRequestTimeoutMs)});
   } catch (const std::exception& e) {
     return absl::UnavailableError(absl::StrCat("metrics endpoint ", listen, ": ", e.what()));
   }

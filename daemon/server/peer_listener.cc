@@ -15,6 +15,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/core/mutex_lock.h"
+#include "daemon/server/accept_backoff.h"
 #include "glog/logging.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_posix.h"
@@ -100,8 +101,9 @@ absl::StatusOr<int> ListenOnUnixSocket(const SocketOptions& options) {
   return fd;
 }
 
-absl::Status PeerListener::Bind(const SocketOptions& options) {
+absl::Status PeerListener::Bind(const SocketOptions& options, const ConnectionLimits& limits) {
   path_ = options.path;
+  limits_ = limits;
   absl::StatusOr<int> fd = ListenOnUnixSocket(options);
   if (!fd.ok()) return fd.status();
   listen_fd_ = *fd;
@@ -132,34 +134,84 @@ void PeerListener::Stop() {
 }
 
 void PeerListener::AcceptLoop(grpc::Server* server) {
-  pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+  AcceptBackoff backoff(path_);
+  absl::Duration wait = absl::ZeroDuration();
   while (true) {
-    if (poll(fds, 2, -1) < 0) {
+    // While backing off (Note [accept backoff]) only the wake fd is polled.
+    pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {listen_fd_, POLLIN, 0}};
+    const bool backing_off = wait > absl::ZeroDuration();
+    const int r = poll(fds, backing_off ? 1 : 2,
+                       backing_off ? static_cast<int>(absl::ToInt64Milliseconds(wait)) : -1);
+    if (r < 0) {
       if (errno == EINTR) continue;
       PLOG(ERROR) << "poll on " << path_;
       return;
     }
-    if (fds[1].revents != 0) return;
+    if (fds[0].revents != 0) return;
+    if (backing_off) {
+      wait = absl::ZeroDuration();
+      continue;
+    }
     const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) {
-      if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) {
-        PLOG(WARNING) << "accept on " << path_;
-      }
+      wait = backoff.OnError(errno, absl::Now());
       continue;
     }
-    absl::StatusOr<PeerCredentials> peer = ReadPeerCredentials(fd);
-    if (!peer.ok()) {
-      LOG(WARNING) << "dropping connection: " << peer.status();
-      close(fd);
-      continue;
-    }
-    {
-      MutexLock lock(&mu_);
-      by_fd_[fd] = *peer;
-    }
-    VLOG(1) << "connection fd " << fd << " from pid " << peer->pid << " uid " << peer->uid;
-    grpc::AddInsecureChannelFromFd(server, fd);  // The server owns the fd from here on.
+    backoff.OnSuccess();
+    AcceptOne(server, fd);
   }
+}
+
+void PeerListener::ForgetClosed() {
+  for (auto it = by_fd_.begin(); it != by_fd_.end();) {
+    struct stat st;
+    const bool same =
+        fstat(it->first, &st) == 0 && S_ISSOCK(st.st_mode) && st.st_ino == it->second.inode;
+    if (same) {
+      ++it;
+    } else {
+      by_fd_.erase(it++);
+    }
+  }
+}
+
+void PeerListener::AcceptOne(grpc::Server* server, int fd) {
+  absl::StatusOr<PeerCredentials> peer = ReadPeerCredentials(fd);
+  struct stat st;
+  if (!peer.ok() || fstat(fd, &st) != 0) {
+    LOG(WARNING) << "dropping connection: " << peer.status();
+    close(fd);
+    return;
+  }
+  {
+    MutexLock lock(&mu_);
+    ForgetClosed();
+    size_t of_uid = 0;
+    for (const auto& [other_fd, c] : by_fd_) of_uid += c.peer.uid == peer->uid ? 1 : 0;
+    const char* limit = by_fd_.size() >= limits_.max_connections ? "connections open"
+                        : peer->uid != 0 && of_uid >= limits_.max_connections_per_uid
+                            ? "connections of this uid"
+                            : nullptr;
+    if (limit != nullptr) {
+      ++refused_;
+      uint64_t suppressed = 0;
+      if (refusal_log_.Allow(absl::Now(), &suppressed)) {
+        LOG(WARNING) << "refusing a connection of pid " << peer->pid << " uid " << peer->uid
+                     << " on " << path_ << " (too many " << limit << "; " << suppressed
+                     << " similar lines left out)";
+      }
+      close(fd);
+      return;
+    }
+    by_fd_[fd] = {*peer, st.st_ino};
+  }
+  VLOG(1) << "connection fd " << fd << " from pid " << peer->pid << " uid " << peer->uid;
+  grpc::AddInsecureChannelFromFd(server, fd);  // The server owns the fd from here on.
+}
+
+uint64_t PeerListener::refused() const {
+  MutexLock lock(&mu_);
+  return refused_;
 }
 
 absl::StatusOr<PeerCredentials> PeerListener::Lookup(const std::string& grpc_peer) const {
@@ -170,7 +222,7 @@ absl::StatusOr<PeerCredentials> PeerListener::Lookup(const std::string& grpc_pee
   MutexLock lock(&mu_);
   auto it = by_fd_.find(fd);
   if (it == by_fd_.end()) return absl::UnauthenticatedError("connection without credentials");
-  return it->second;
+  return it->second.peer;
 }
 
 }  // namespace memvirt::daemon

@@ -1,5 +1,6 @@
 #include "daemon/server/tier_service.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
@@ -11,6 +12,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/server/accept_backoff.h"
 #include "daemon/server/peer_listener.h"
 #include "glog/logging.h"
 
@@ -19,15 +21,15 @@ namespace memvirt::daemon {
 using tier::Status;
 
 struct TierService::Connection {
-  int fd = -1;
+  int fd = -1;  // guarded by mu_ once the connection is listed; -1 after Finish
+  uid_t uid = 0;
+  bool pending = true;             // no Hello handled yet (guarded by mu_)
+  std::optional<uint64_t> tenant;  // set when served (guarded by mu_)
   std::thread thread;
   std::atomic<bool> done{false};
 };
 
 namespace {
-
-// Connections served at once; more are closed at accept (each has a thread).
-constexpr size_t kMaxConnections = 1024;
 
 // Reads exactly `n` bytes. False on EOF, error or shutdown.
 bool ReadFull(int fd, void* buf, size_t n) {
@@ -85,6 +87,16 @@ bool ReceiveHello(int fd, tier::Hello* hello, int* memfd) {
   return r == static_cast<ssize_t>(sizeof(*hello));
 }
 
+// Note [sealed staging]
+// The staging memfd is shared memory the client controls. Had the client shrunk it after the
+// handshake, the daemon's next access through its mapping would fault (SIGBUS) and kill the
+// daemon. So the daemon maps it only if the size is sealed: F_SEAL_SHRINK and F_SEAL_GROW set
+// (seals can never be removed), checked with F_GET_SEALS; any other descriptor is refused.
+bool StagingIsSealed(int memfd) {
+  const int seals = fcntl(memfd, F_GET_SEALS);
+  return seals >= 0 && (seals & tier::kRequiredStagingSeals) == tier::kRequiredStagingSeals;
+}
+
 }  // namespace
 
 tier::Status TierStatusOf(const absl::Status& s) {
@@ -114,7 +126,9 @@ absl::StatusOr<std::unique_ptr<TierService>> TierService::Start(const TierServic
   absl::StatusOr<int> fd = ListenOnUnixSocket({options.socket_path, options.group});
   if (!fd.ok()) return fd.status();
   std::unique_ptr<TierService> service(new TierService(options, store, *fd));
-  if (service->wake_fd_ < 0) return absl::InternalError("eventfd failed");
+  if (service->wake_fd_ < 0 || service->reap_fd_ < 0) {
+    return absl::InternalError("eventfd failed");
+  }
   service->accept_thread_ = std::thread([s = service.get()] { s->AcceptLoop(); });
   return service;
 }
@@ -123,7 +137,8 @@ TierService::TierService(const TierServiceOptions& options, nvme::SwapStore* sto
     : options_(options),
       store_(store),
       listen_fd_(listen_fd),
-      wake_fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
+      wake_fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
+      reap_fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
 
 TierService::~TierService() { Stop(); }
 
@@ -132,7 +147,9 @@ void TierService::Stop() {
     absl::MutexLock lock(&mu_);
     if (stopped_) return;
     stopped_ = true;
-    for (auto& c : connections_) shutdown(c->fd, SHUT_RDWR);  // wakes their blocking reads
+    for (auto& c : connections_) {
+      if (c->fd >= 0) shutdown(c->fd, SHUT_RDWR);  // wakes their blocking reads
+    }
   }
   const uint64_t one = 1;
   (void)!write(wake_fd_, &one, sizeof(one));
@@ -144,10 +161,10 @@ void TierService::Stop() {
   }
   for (auto& c : connections) {
     if (c->thread.joinable()) c->thread.join();
-    close(c->fd);
   }
   close(listen_fd_);
   close(wake_fd_);
+  close(reap_fd_);
   unlink(options_.socket_path.c_str());
 }
 
@@ -160,11 +177,12 @@ TierStats TierService::stats() const {
 }
 
 void TierService::Reap() {
+  uint64_t count;
+  (void)!read(reap_fd_, &count, sizeof(count));
   size_t k = 0;
   for (size_t i = 0; i < connections_.size(); ++i) {
     if (connections_[i]->done.load()) {
       connections_[i]->thread.join();
-      close(connections_[i]->fd);
     } else {
       connections_[k++] = std::move(connections_[i]);
     }
@@ -172,37 +190,113 @@ void TierService::Reap() {
   connections_.resize(k);
 }
 
+void TierService::Finish(Connection* c) {
+  {
+    absl::MutexLock lock(&mu_);
+    close(c->fd);  // the peer sees EOF now
+    c->fd = -1;
+  }
+  c->done.store(true);
+  const uint64_t one = 1;
+  (void)!write(reap_fd_, &one, sizeof(one));  // the accept loop joins this thread at once
+}
+
 void TierService::AcceptLoop() {
+  AcceptBackoff backoff(options_.socket_path);
+  absl::Duration wait = absl::ZeroDuration();
   while (true) {
-    pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
-    if (poll(fds, 2, -1) < 0) {
+    // While backing off (Note [accept backoff]) the listening socket is left out of the poll.
+    pollfd fds[3] = {{wake_fd_, POLLIN, 0}, {reap_fd_, POLLIN, 0}, {listen_fd_, POLLIN, 0}};
+    const bool backing_off = wait > absl::ZeroDuration();
+    const int timeout_ms = backing_off ? static_cast<int>(absl::ToInt64Milliseconds(wait)) : -1;
+    const int r = poll(fds, backing_off ? 2 : 3, timeout_ms);
+    if (r < 0) {
       if (errno == EINTR) continue;
       PLOG(ERROR) << "tier socket poll";
       return;
     }
-    if (fds[1].revents != 0) return;
-    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;  // EAGAIN after a spurious wake-up, or the peer went away
-    absl::MutexLock lock(&mu_);
-    Reap();
-    if (stopped_) {
-      close(fd);
-      return;
+    if (fds[0].revents != 0) return;
+    if (fds[1].revents != 0) {
+      absl::MutexLock lock(&mu_);
+      Reap();
     }
-    if (connections_.size() >= kMaxConnections) {
-      LOG(WARNING) << "tier socket: " << kMaxConnections << " connections open; refusing another";
-      close(fd);
+    if (backing_off && r == 0) wait = absl::ZeroDuration();
+    if (backing_off || fds[2].revents == 0) continue;
+    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) {
+      wait = backoff.OnError(errno, absl::Now());
       continue;
     }
-    auto c = std::make_unique<Connection>();
-    c->fd = fd;
-    Connection* raw = c.get();
-    connections_.push_back(std::move(c));
-    raw->thread = std::thread([this, raw] {
-      Serve(raw);
-      shutdown(raw->fd, SHUT_RDWR);  // the peer sees EOF now; the fd is closed by Reap/Stop
-      raw->done.store(true);
-    });
+    backoff.OnSuccess();
+    AcceptOne(fd);
+  }
+}
+
+void TierService::AcceptOne(int fd) {
+  absl::StatusOr<PeerCredentials> peer = ReadPeerCredentials(fd);
+  absl::MutexLock lock(&mu_);
+  Reap();
+  if (stopped_ || !peer.ok()) {
+    close(fd);
+    return;
+  }
+  size_t pending_of_uid = 0;
+  for (const auto& c : connections_) {
+    if (c->pending && c->uid == peer->uid) ++pending_of_uid;
+  }
+  const char* limit = connections_.size() >= options_.max_connections ? "connections open"
+                      : pending_of_uid >= options_.max_pending_per_uid
+                          ? "connections of this uid waiting for their hello"
+                          : nullptr;
+  if (limit != nullptr) {
+    ++stats_.refused;
+    uint64_t suppressed = 0;
+    if (refusal_log_.Allow(absl::Now(), &suppressed)) {
+      LOG(WARNING) << "tier socket: refusing a connection of uid " << peer->uid << " (too many "
+                   << limit << "; " << suppressed << " similar lines left out)";
+    }
+    close(fd);
+    return;
+  }
+  auto c = std::make_unique<Connection>();
+  c->fd = fd;
+  c->uid = peer->uid;
+  Connection* raw = c.get();
+  connections_.push_back(std::move(c));
+  raw->thread = std::thread([this, raw] {
+    Serve(raw);
+    Finish(raw);
+  });
+}
+
+bool TierService::AdmitTenant(Connection* c, uint64_t tenant) {
+  absl::MutexLock lock(&mu_);
+  c->pending = false;
+  size_t served = 0;
+  for (const auto& other : connections_) {
+    if (other.get() != c && other->fd >= 0 && other->tenant == tenant) ++served;
+  }
+  if (served >= options_.max_connections_per_client) {
+    ++stats_.refused;
+    return false;
+  }
+  c->tenant = tenant;
+  return true;
+}
+
+bool TierService::AwaitRequest(Connection* c, uint64_t tenant) {
+  if (options_.idle_timeout == absl::InfiniteDuration()) return true;
+  const int idle_ms = static_cast<int>(
+      std::min<int64_t>(absl::ToInt64Milliseconds(options_.idle_timeout), INT32_MAX));
+  while (true) {
+    pollfd p = {c->fd, POLLIN, 0};
+    const int r = poll(&p, 1, idle_ms);
+    if (r < 0 && errno == EINTR) continue;
+    if (r != 0) return true;  // a request, EOF or an error: the read tells which
+    if (store_->TenantBytes(tenant) == 0) {
+      VLOG(1) << "tier connection of client " << tenant << " idle with nothing stored; closing";
+      return false;
+    }
   }
 }
 
@@ -225,9 +319,13 @@ void TierService::Serve(Connection* c) {
   if (!got_hello || hello.magic != tier::kTierMagic || hello.version != tier::kTierVersion ||
       memfd < 0 || hello.staging_slots == 0 || hello.staging_slots > tier::kMaxStagingSlots ||
       fstat(memfd, &st) != 0 || !S_ISREG(st.st_mode) ||
-      static_cast<uint64_t>(st.st_size) < staging_bytes) {
+      static_cast<uint64_t>(st.st_size) < staging_bytes || !StagingIsSealed(memfd)) {
     reply.status = Status::kInvalid;
   } else if (!tenant.has_value()) {
+    reply.status = Status::kDenied;
+  } else if (!AdmitTenant(c, *tenant)) {
+    LOG(WARNING) << "tier connection of client " << *tenant << " refused: it has "
+                 << options_.max_connections_per_client << " already";
     reply.status = Status::kDenied;
   }
   void* staging = MAP_FAILED;
@@ -237,6 +335,10 @@ void TierService::Serve(Connection* c) {
   }
   if (memfd >= 0) close(memfd);
   if (reply.status != Status::kOk) {
+    {
+      absl::MutexLock lock(&mu_);
+      c->pending = false;
+    }
     LOG(WARNING) << "tier connection refused (" << tier::StatusName(reply.status) << ", pid "
                  << (peer.ok() ? peer->pid : 0) << ")";
     (void)WriteFull(c->fd, &reply, sizeof(reply));
@@ -248,7 +350,7 @@ void TierService::Serve(Connection* c) {
             << hello.staging_slots << " staging slots)";
   auto* base = static_cast<uint8_t*>(staging);
   bool open = WriteFull(c->fd, &reply, sizeof(reply));
-  while (open) {
+  while (open && AwaitRequest(c, *tenant)) {
     tier::Request req;
     if (!ReadFull(c->fd, &req, sizeof(req))) break;
     tier::Reply out;
@@ -258,6 +360,7 @@ void TierService::Serve(Connection* c) {
                                  tier::kStagingSlotBytes);
     };
     absl::Status s;
+    const absl::Time started = absl::Now();
     switch (req.op) {
       case tier::Op::kStore:
         if (!slot_ok) {
@@ -283,8 +386,17 @@ void TierService::Serve(Connection* c) {
     {
       absl::MutexLock lock(&mu_);
       if (!s.ok()) ++stats_.failures;
-      if (req.op == tier::Op::kStore) ++stats_.stores;
-      if (req.op == tier::Op::kLoad) ++stats_.loads;
+      const bool io_error = out.status == Status::kIoError || out.status == Status::kDataLoss;
+      if (req.op == tier::Op::kStore) {
+        ++stats_.stores;
+        stats_.store_io_errors += io_error ? 1 : 0;
+        stats_.store_latency.Add(absl::Now() - started);
+      }
+      if (req.op == tier::Op::kLoad) {
+        ++stats_.loads;
+        stats_.load_io_errors += io_error ? 1 : 0;
+        stats_.load_latency.Add(absl::Now() - started);
+      }
       if (req.op == tier::Op::kDiscard) ++stats_.discards;
     }
     if (!s.ok() && req.op != tier::Op::kDiscard) {

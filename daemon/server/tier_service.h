@@ -9,8 +9,16 @@
 // client's extents are freed and nothing it stored can be named by anyone else.
 //
 // Robustness: a malformed request gets a kInvalid reply (or the connection is closed if it
-// cannot be framed); a peer that sends no Hello within hello_timeout is dropped; at most 1024
-// connections are served at once; nothing a client sends can crash the daemon.
+// cannot be framed); nothing a client sends can crash the daemon. Note [tier connection limits]:
+// no local user can lock the tier out for others:
+//   - at most max_connections connections at once (each has a thread);
+//   - at most max_pending_per_uid connections per uid that have not finished their Hello, and
+//     a peer that sends no Hello within hello_timeout is dropped;
+//   - at most max_connections_per_client served connections per registered client (the shim
+//     opens one); more are answered kDenied and closed;
+//   - a served connection whose client stores nothing on NVMe is closed after idle_timeout
+//     without a request (nothing is lost; the shim reconnects when it next stores);
+//   - a closed connection's descriptor is closed and its thread joined at once.
 //
 // Thread safety: Start/Stop from one thread; the tenant lookup callback is called from
 // connection threads and must be thread-safe.
@@ -34,6 +42,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/core/types.h"
+#include "daemon/server/accept_backoff.h"
+#include "daemon/server/latency_histogram.h"
 #include "memvirt/nvme/swap_store.h"
 #include "memvirt/tier_protocol.h"
 
@@ -44,13 +54,21 @@ struct TierServiceOptions {
   std::optional<gid_t> group;  // chown the socket to this group
   // Client id registered for these credentials, or nullopt if none.
   std::function<std::optional<uint64_t>(const PeerCredentials&)> tenant_of;
-  // A peer has this long to send its Hello; afterwards requests may be idle for any time.
+  // A peer has this long to send its Hello.
   absl::Duration hello_timeout = absl::Seconds(5);
+  // Note [tier connection limits].
+  size_t max_connections = 1024;
+  size_t max_pending_per_uid = 16;
+  size_t max_connections_per_client = 1;
+  absl::Duration idle_timeout = absl::Minutes(5);  // InfiniteDuration: never
 };
 
 struct TierStats {
   uint64_t connections = 0;  // open now
   uint64_t stores = 0, loads = 0, discards = 0, failures = 0;
+  uint64_t refused = 0;  // connections closed by a limit (Note [tier connection limits])
+  uint64_t store_io_errors = 0, load_io_errors = 0;  // kIoError or kDataLoss
+  LatencyHistogram store_latency, load_latency;      // served requests
 };
 
 class TierService {
@@ -72,18 +90,28 @@ class TierService {
   struct Connection;
   TierService(const TierServiceOptions& options, nvme::SwapStore* store, int listen_fd);
   void AcceptLoop();
+  // Accepts one connection, or refuses it by a limit.
+  void AcceptOne(int fd);
   void Serve(Connection* c);
+  // Waits for the next request; false if the connection should end (closed, or idle while
+  // its client stores nothing).
+  bool AwaitRequest(Connection* c, uint64_t tenant);
+  // Claims a served slot for `tenant` (Note [tier connection limits]); false if at the limit.
+  bool AdmitTenant(Connection* c, uint64_t tenant);
+  void Finish(Connection* c);
   void Reap() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const TierServiceOptions options_;
   nvme::SwapStore* const store_;
   int listen_fd_;
   int wake_fd_;
+  int reap_fd_;  // eventfd: a connection finished
   std::thread accept_thread_;
   mutable absl::Mutex mu_;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::unique_ptr<Connection>> connections_ ABSL_GUARDED_BY(mu_);
   TierStats stats_ ABSL_GUARDED_BY(mu_);
+  LogLimiter refusal_log_ ABSL_GUARDED_BY(mu_){absl::Seconds(10)};
 };
 
 // Maps a SwapStore status to the wire status.

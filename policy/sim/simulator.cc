@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "memvirt/policy/block_layout.h"
 #include "memvirt/policy/policy.h"
+#include "memvirt/policy/time_bound.h"
 
 namespace memvirt::policy {
 
@@ -17,8 +18,9 @@ absl::StatusOr<PolicyKind> ParsePolicyKind(std::string_view name) {
   if (name == "lru") return PolicyKind::kLru;
   if (name == "lifetime") return PolicyKind::kLifetime;
   if (name == "belady") return PolicyKind::kBelady;
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown policy '", std::string(name), "' (expected lru, lifetime or belady)"));
+  if (name == "uvm") return PolicyKind::kUvm;
+  return absl::InvalidArgumentError(absl::StrCat("unknown policy '", std::string(name),
+                                                 "' (expected lru, lifetime, belady or uvm)"));
 }
 
 std::string_view PolicyKindName(PolicyKind kind) {
@@ -29,6 +31,8 @@ std::string_view PolicyKindName(PolicyKind kind) {
       return "lifetime";
     case PolicyKind::kBelady:
       return "belady";
+    case PolicyKind::kUvm:
+      return "uvm";
   }
   return "?";
 }
@@ -142,7 +146,8 @@ class Simulation {
       : trace_(trace),
         config_(config),
         layout_(LayoutBlocks(trace, config.chunk_bytes, config.small_granularity)),
-        pool_(config.device_bytes) {
+        pool_(config.device_bytes),
+        uvm_(config.policy == PolicyKind::kUvm) {
     h2d_.bytes_per_us = d2h_.bytes_per_us = config.pcie_gbps * 1e3;
     ssd_read_.bytes_per_us = ssd_write_.bytes_per_us = config.ssd_gbps * 1e3;
     // Note [host staging]: stage no further ahead than the device lookahead.
@@ -168,6 +173,10 @@ class Simulation {
     uint64_t host_key = 0;
     bool in_ssd_set = false;
     bool in_dup_set = false;
+    // Note [unread write backs]: written back, not read back since; the
+    // iteration whose stats count the write back.
+    bool unread_write_back = false;
+    uint32_t write_back_iteration = 0;
     uint64_t dup_key = 0;
     uint64_t ssd_key = 0;
   };
@@ -184,6 +193,8 @@ class Simulation {
   void UpdateDupSet(BlockId id);
   void Stage(double now);
   void Fetch(BlockId id, double now, double memory_ready, bool overwrites);
+  // The block's written-back data is read back (read) or destroyed unread.
+  void SettleWriteBack(BlockId id, bool read);
   void Prefetch(double now, uint64_t step);
   uint64_t HostKey(BlockId id) const;
   void SetHostKey(BlockId id);
@@ -204,9 +215,12 @@ class Simulation {
   std::set<std::pair<uint64_t, BlockId>> ssd_set_;   // SSD-only blocks, stage smallest first
   std::set<std::pair<uint64_t, BlockId>> dup_set_;   // resident blocks with a host copy
   IterationStats* stats_ = nullptr;
+  uint32_t iteration_ = 0;
   uint64_t now_step_ = 0;
   SimResult result_;
   double stage_horizon_us_ = 0;
+  // Note [uvm model]
+  const bool uvm_;
 };
 
 absl::Status Simulation::Prepare() {
@@ -400,9 +414,27 @@ bool Simulation::MakeHostRoom(BlockId id, uint64_t bytes, double now) {
   return true;
 }
 
+// Note [unread write backs]
+//   A write back is waste when the data is overwritten, freed or dropped as
+//   dead before it is read back: IterationStats::write_back_unread_bytes
+//   counts those (against the iteration of the write back), and
+//   write_back_carried_bytes those still unread when the simulation ends
+//   (read in a later iteration, or never).
+void Simulation::SettleWriteBack(BlockId id, bool read) {
+  Block& b = blocks_[id];
+  if (!b.unread_write_back) return;
+  b.unread_write_back = false;
+  if (!read) {
+    result_.per_iteration[b.write_back_iteration].write_back_unread_bytes +=
+        layout_.blocks[id].data_bytes;
+  }
+}
+
 double Simulation::WriteBack(BlockId id, double earliest) {
   Block& b = blocks_[id];
   const uint64_t data = layout_.blocks[id].data_bytes;
+  b.unread_write_back = true;
+  b.write_back_iteration = iteration_;
   const bool to_host = MakeHostRoom(id, data, earliest);
   const double d2h_end = d2h_.Run(earliest, data);
   stats_->d2h_bytes += data;
@@ -429,9 +461,10 @@ void Simulation::Evict(BlockId id, double now) {
   const bool dead = policy_->IsDead(id);
   if (b.has_data && dead) {
     if (b.dirty) ++stats_->dead_drops;
+    SettleWriteBack(id, /*read=*/false);
     DropBacking(id);
     b.has_data = false;
-  } else if (b.has_data && b.dirty) {
+  } else if (b.has_data && (b.dirty || b.backing == Backing::kNone)) {
     usable = WriteBack(id, earliest);
   }
   b.resident = false;
@@ -460,6 +493,7 @@ void Simulation::Fetch(BlockId id, double now, double memory_ready, bool overwri
   Block& b = blocks_[id];
   const uint64_t data = layout_.blocks[id].data_bytes;
   double ready = std::max(now, memory_ready);
+  if (b.has_data) SettleWriteBack(id, /*read=*/!overwrites);
   if (b.has_data && !overwrites) {
     if (b.backing == Backing::kHost) {
       ready = h2d_.Run(std::max(ready, b.backing_ready), data);
@@ -470,6 +504,8 @@ void Simulation::Fetch(BlockId id, double now, double memory_ready, bool overwri
     }
     stats_->h2d_bytes += data;
   }
+  // Note [uvm model]: migration, not duplication: the host copy goes.
+  if (uvm_) DropBacking(id);
   b.resident = true;
   b.dirty = false;
   UpdateSsdSet(id);
@@ -505,6 +541,16 @@ void Simulation::Birth(uint32_t tensor) {
   const trace::TraceTensor& t = trace_.tensors[tensor];
   for (uint32_t c = 0; c < layout_.count[tensor]; ++c) {
     const BlockId id = layout_.first[tensor] + c;
+    if (uvm_ && blocks_[id].live) {
+      // Note [uvm model]: born again; what is not on the device is a fresh
+      // allocation, with no data to fetch.
+      if (!blocks_[id].resident) {
+        SettleWriteBack(id, /*read=*/false);
+        DropBacking(id);
+        blocks_[id].has_data = false;
+      }
+      continue;
+    }
     blocks_[id] = Block{};
     blocks_[id].live = true;
     policy_->OnAlloc(id, BlockInfo{layout_.blocks[id].device_bytes, KindOf(t.kind), t.persistent});
@@ -512,10 +558,12 @@ void Simulation::Birth(uint32_t tensor) {
 }
 
 void Simulation::Death(uint32_t tensor, double when) {
+  if (uvm_) return;  // Note [uvm model]: the memory stays mapped
   for (uint32_t c = 0; c < layout_.count[tensor]; ++c) {
     const BlockId id = layout_.first[tensor] + c;
     Block& b = blocks_[id];
     if (b.resident) pool_.Release(std::max(when, b.ready), layout_.blocks[id].device_bytes);
+    SettleWriteBack(id, /*read=*/false);
     DropBacking(id);
     policy_->OnFree(id);
     b = Block{};
@@ -531,8 +579,11 @@ absl::StatusOr<SimResult> Simulation::Run() {
   if (config_.lookahead_slack >= 0) options.lookahead_slack = config_.lookahead_slack;
   if (config_.plan_fraction >= 0) options.plan_fraction = config_.plan_fraction;
   if (config_.evict_ahead_slack >= 0) options.evict_ahead_slack = config_.evict_ahead_slack;
+  options.plan_residency = config_.plan_residency;
+  options.prefetch_beside_resident = true;  // every candidate is issued
   switch (config_.policy) {
     case PolicyKind::kLru:
+    case PolicyKind::kUvm:
       policy_ = MakeLruPolicy();
       break;
     case PolicyKind::kLifetime:
@@ -556,7 +607,7 @@ absl::StatusOr<SimResult> Simulation::Run() {
       break;
     }
   }
-  result_.policy = std::string(policy_->name());
+  result_.policy = std::string(PolicyKindName(config_.policy));
   const bool lookahead = UsesLookahead(config_);
   policy_->OnBudgetChange(config_.device_bytes);
   result_.per_iteration.resize(iterations);
@@ -586,6 +637,7 @@ absl::StatusOr<SimResult> Simulation::Run() {
   double now = 0;
   for (uint64_t it = 0; it < iterations; ++it) {
     stats_ = &result_.per_iteration[it];
+    iteration_ = static_cast<uint32_t>(it);
     const double iteration_start = now;
     for (uint64_t k = 0; k < num_kernels; ++k) {
       const uint64_t step = it * num_kernels + k;
@@ -600,16 +652,26 @@ absl::StatusOr<SimResult> Simulation::Run() {
       policy_->OnStepDuration(step, trace_.kernels[k].us);
       for (const BlockAccess& a : acc) blocks_[a.block].pinned = step;
       // Demand: every block of the kernel resident before it starts.
+      uint64_t faulted_pages = 0;
       for (const BlockAccess& a : acc) {
         if (blocks_[a.block].resident) continue;
         const uint64_t need = layout_.blocks[a.block].device_bytes;
         if (absl::Status st = EnsureSpace(need, now, step); !st.ok()) return st;
         const double memory_ready = pool_.Take(need);
-        Fetch(a.block, now, memory_ready, a.mode == AccessMode::kWrite);
+        Fetch(a.block, now, memory_ready, !uvm_ && a.mode == AccessMode::kWrite);
         ++stats_->demand_fetches;
+        const uint64_t page = config_.uvm_page_bytes;
+        faulted_pages += (layout_.blocks[a.block].data_bytes + page - 1) / page;
       }
       double start = now;
       for (const BlockAccess& a : acc) start = std::max(start, blocks_[a.block].ready);
+      if (uvm_ && faulted_pages > 0) {
+        // Note [uvm model]: the fault handler takes the faults in batches.
+        const uint64_t batches =
+            (faulted_pages + config_.uvm_fault_batch_pages - 1) / config_.uvm_fault_batch_pages;
+        start += static_cast<double>(batches) * config_.uvm_fault_latency_us;
+        stats_->faults += faulted_pages;
+      }
       stats_->stall_us += start - now;
       const double end = start + trace_.kernels[k].us;
       for (const BlockAccess& a : acc) {
@@ -643,12 +705,37 @@ absl::StatusOr<SimResult> Simulation::Run() {
     for (const auto& [key, id] : ssd_set_) ssd_blocks.push_back(id);
     for (BlockId id : ssd_blocks) UpdateSsdSet(id);
   }
+  for (BlockId id = 0; id < blocks_.size(); ++id) {
+    const Block& b = blocks_[id];
+    if (b.unread_write_back) {
+      result_.per_iteration[b.write_back_iteration].write_back_carried_bytes +=
+          layout_.blocks[id].data_bytes;
+    }
+  }
   result_.reported = result_.per_iteration.back();
   result_.slowdown = result_.ideal_us > 0 ? result_.reported.time_us / result_.ideal_us : 1.0;
   return std::move(result_);
 }
 
 }  // namespace
+
+// Note [uvm model]
+//   What G10 calls Base UVM (its simulator, platformxlab/G10, policy lru),
+//   on this simulator's blocks: demand paging only, LRU victims, and the
+//   CUDA unified-memory semantics G10 models: pages migrate (a fetch frees
+//   the host copy, so every eviction is a write back, clean or not); the
+//   driver knows neither whole overwrites (a kernel's outputs are migrated
+//   in like its inputs) nor dead data (a tensor's memory stays mapped after
+//   its last use, until LRU evicts and writes it back; when the tensor is
+//   born again, in the next iteration, the part no longer on the device is a
+//   fresh allocation, with nothing to fetch); and a kernel's missing pages
+//   are page faults, handled in batches of uvm_fault_batch_pages 4 KiB pages
+//   (uvm_page_bytes), each batch taking uvm_fault_latency_us before the
+//   kernel can run, on top of its transfers (no overlap with compute).
+//   First-touch pages fault too (no transfer). Defaults: G10's
+//   PCIe_latency_us (5) per batch of 256 faults (the NVIDIA driver's
+//   uvm_perf_fault_batch_count). G10 itself times a faulting kernel from
+//   profiled page-fault kernel times, which the traces do not carry.
 
 // Note [Belady bound]
 //   By default the belady policy runs demand-only: victims by farthest next
@@ -670,8 +757,17 @@ absl::StatusOr<SimResult> Simulate(const trace::Trace& trace, const SimConfig& c
   if (config.chunk_bytes == 0 || config.small_granularity == 0)
     return absl::InvalidArgumentError("chunk and granularity must be > 0");
   if (config.device_bytes == 0) return absl::InvalidArgumentError("device memory must be > 0");
+  if (config.uvm_page_bytes == 0 || config.uvm_fault_batch_pages == 0 ||
+      !(config.uvm_fault_latency_us >= 0)) {
+    return absl::InvalidArgumentError("uvm page and fault batch must be > 0, latency >= 0");
+  }
   Simulation sim(trace, config);
-  return sim.Run();
+  absl::StatusOr<SimResult> result = sim.Run();
+  if (result.ok()) {
+    result->time_lower_bound_us = TimeLowerBoundUs(trace, config.device_bytes, config.host_bytes,
+                                                   config.pcie_gbps, config.ssd_gbps);
+  }
+  return result;
 }
 
 }  // namespace memvirt::policy

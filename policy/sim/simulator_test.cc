@@ -127,7 +127,10 @@ TEST(SimulatorTest, DeadDataIsDroppedNotWrittenBack) {
   auto belady = Simulate(t, Config(PolicyKind::kBelady, kMiB));
   ASSERT_TRUE(lru.ok() && belady.ok());
   EXPECT_EQ(lru->reported.d2h_bytes, kMiB);
+  // LRU's write back of X is overwritten unread: waste, and counted as such.
+  EXPECT_EQ(lru->reported.write_back_unread_bytes, kMiB);
   EXPECT_EQ(belady->reported.d2h_bytes, 0u);
+  EXPECT_EQ(belady->reported.write_back_unread_bytes, 0u);
   EXPECT_EQ(belady->reported.dead_drops, 1u);
   EXPECT_EQ(belady->reported.h2d_bytes, 0u);  // the overwrite needs no fetch
 }
@@ -168,15 +171,25 @@ trace::Trace TrainingLoop() {
   return t;
 }
 
-TEST(SimulatorTest, LifetimeBeatsLruAndStaysCloseToBelady) {
-  trace::Trace t = TrainingLoop();
-  SimConfig c = Config(PolicyKind::kLru, 20 * kMiB, 3);
+// TrainingLoop() (60 MiB of tensors) on a 20 MiB device with a 4 GB/s
+// link: paging on the critical path.
+SimConfig PressuredLoop(PolicyKind policy, int iterations) {
+  SimConfig c = Config(policy, 20 * kMiB, iterations);
   c.pcie_gbps = 4;
+  return c;
+}
+
+absl::StatusOr<SimResult> SimulateAs(const trace::Trace& t, SimConfig c, PolicyKind policy) {
+  c.policy = policy;
+  return Simulate(t, c);
+}
+
+TEST(SimulatorTest, LifetimeBeatsLruAndStaysCloseToBelady) {
+  const trace::Trace t = TrainingLoop();
+  const SimConfig c = PressuredLoop(PolicyKind::kLru, 3);
   auto lru = Simulate(t, c);
-  c.policy = PolicyKind::kLifetime;
-  auto lifetime = Simulate(t, c);
-  c.policy = PolicyKind::kBelady;
-  auto belady = Simulate(t, c);
+  auto lifetime = SimulateAs(t, c, PolicyKind::kLifetime);
+  auto belady = SimulateAs(t, c, PolicyKind::kBelady);
   ASSERT_TRUE(lru.ok() && lifetime.ok() && belady.ok());
   EXPECT_LT(lifetime->reported.time_us, lru->reported.time_us);
   const auto traffic = [](const SimResult& r) {
@@ -188,14 +201,78 @@ TEST(SimulatorTest, LifetimeBeatsLruAndStaysCloseToBelady) {
   EXPECT_LE(static_cast<double>(traffic(*lifetime)), 1.2 * static_cast<double>(traffic(*belady)));
 }
 
+// Near the limit the lifetime policy writes back only what it reads back
+// (Note [residency plan]): no write back is overwritten, freed or dropped
+// unread, and once the first (LRU-managed) iteration's state is gone the
+// traffic is the demand MIN bound's, in less time.
+TEST(SimulatorTest, LifetimeWritesBackOnlyWhatIsReadBack) {
+  const trace::Trace t = TrainingLoop();
+  SimConfig c = PressuredLoop(PolicyKind::kLifetime, 4);
+  auto lifetime = Simulate(t, c);
+  auto belady = SimulateAs(t, c, PolicyKind::kBelady);
+  ASSERT_TRUE(lifetime.ok() && belady.ok());
+  for (const IterationStats& s : lifetime->per_iteration) EXPECT_EQ(s.write_back_unread_bytes, 0u);
+  const IterationStats& steady = lifetime->per_iteration.back();
+  EXPECT_GT(steady.d2h_bytes, 0u);
+  EXPECT_EQ(steady.d2h_bytes, belady->reported.d2h_bytes);
+  EXPECT_EQ(steady.h2d_bytes, belady->reported.h2d_bytes);
+  EXPECT_LT(steady.time_us, belady->reported.time_us);
+  // Without the plan the same run evicts ahead by farthest next use at
+  // decision time and moves more.
+  c.plan_residency = false;
+  auto unplanned = Simulate(t, c);
+  ASSERT_TRUE(unplanned.ok());
+  EXPECT_GT(unplanned->reported.h2d_bytes + unplanned->reported.d2h_bytes,
+            steady.h2d_bytes + steady.d2h_bytes);
+}
+
+// Note [uvm model]: faults cost a latency per batch; pages migrate (a clean
+// block is written back when evicted); dead data stays mapped until evicted.
+TEST(SimulatorTest, UvmFaultsMigrateAndKeepDeadDataMapped) {
+  // TwoReads with room for both: A faults in (256 pages: one batch, 5 us)
+  // and k0 runs 1053.576..3053.576; B the same: k1 ends 6107.152.
+  auto r = Simulate(TwoReads(), Config(PolicyKind::kUvm, 2 * kMiB));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->policy, "uvm");
+  EXPECT_NEAR(r->reported.time_us, 4000 + 2 * (kBlockUs + 5), 1e-6);
+  EXPECT_EQ(r->reported.faults, 512u);
+  // Room for one block: k1 evicts A. LRU drops it (its host copy is valid);
+  // UVM moved it, so it writes it back.
+  auto lru = Simulate(TwoReads(), Config(PolicyKind::kLru, kMiB));
+  auto uvm = Simulate(TwoReads(), Config(PolicyKind::kUvm, kMiB));
+  ASSERT_TRUE(lru.ok() && uvm.ok());
+  EXPECT_EQ(lru->reported.d2h_bytes, 0u);
+  EXPECT_EQ(uvm->reported.d2h_bytes, kMiB);
+  // X is written (k0) and read (k1), then dies; Y (k2) needs its room. LRU
+  // frees X; UVM keeps it mapped and writes it back to make room, and in
+  // the next iteration X's rebirth needs no fetch.
+  trace::Trace t = MakeTrace({{0, kMiB, "activation", false}, {1, kMiB, "activation", false}},
+                             {{0, "k0", 1000, {}, {0}},
+                              {1, "k1", 1000, {0}, {}},
+                              {2, "k2", 1000, {}, {1}},
+                              {3, "k3", 1000, {1}, {}}});
+  auto lru_dead = Simulate(t, Config(PolicyKind::kLru, kMiB, 2));
+  auto uvm_dead = Simulate(t, Config(PolicyKind::kUvm, kMiB, 2));
+  ASSERT_TRUE(lru_dead.ok() && uvm_dead.ok());
+  EXPECT_EQ(lru_dead->reported.d2h_bytes, 0u);
+  EXPECT_EQ(uvm_dead->reported.d2h_bytes, 2 * kMiB);  // X at k2, Y at k0
+  EXPECT_EQ(uvm_dead->reported.h2d_bytes, 0u);
+  // Neither write back is ever read: Y's is dropped at its rebirth (k2),
+  // X's at its rebirth in the next iteration (carried).
+  EXPECT_EQ(uvm_dead->reported.write_back_unread_bytes, kMiB);
+  EXPECT_EQ(uvm_dead->reported.write_back_carried_bytes, kMiB);
+}
+
 TEST(SimulatorTest, DeterministicOutput) {
   trace::Trace t = TrainingLoop();
-  SimConfig c = Config(PolicyKind::kLifetime, 20 * kMiB, 2);
-  auto a = Simulate(t, c);
-  auto b = Simulate(t, c);
-  ASSERT_TRUE(a.ok() && b.ok());
-  EXPECT_EQ(FormatResultJson(*a, c), FormatResultJson(*b, c));
-  EXPECT_NE(FormatResultJson(*a, c).find("\"slowdown\":"), std::string::npos);
+  for (PolicyKind p : {PolicyKind::kLifetime, PolicyKind::kUvm}) {
+    SimConfig c = Config(p, 20 * kMiB, 2);
+    auto a = Simulate(t, c);
+    auto b = Simulate(t, c);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(FormatResultJson(*a, c), FormatResultJson(*b, c));
+    EXPECT_NE(FormatResultJson(*a, c).find("\"slowdown\":"), std::string::npos);
+  }
 }
 
 TEST(SimulatorTest, RejectsKernelLargerThanDeviceAndBadConfig) {
@@ -208,6 +285,10 @@ TEST(SimulatorTest, RejectsKernelLargerThanDeviceAndBadConfig) {
   c.pcie_gbps = 0;
   EXPECT_EQ(Simulate(TwoReads(), c).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_FALSE(ParsePolicyKind("fifo").ok());
+  EXPECT_EQ(*ParsePolicyKind("uvm"), PolicyKind::kUvm);
+  c = Config(PolicyKind::kUvm, kMiB);
+  c.uvm_fault_batch_pages = 0;
+  EXPECT_EQ(Simulate(TwoReads(), c).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(*ParsePolicyKind("lifetime"), PolicyKind::kLifetime);
 }
 

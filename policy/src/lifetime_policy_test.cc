@@ -229,5 +229,45 @@ TEST(LifetimePolicyTest, QueriesAfterManyStepsSeeCurrentNextUses) {
   EXPECT_EQ(p->PickVictim([](BlockId b) { return b != 3; }), 2u);
 }
 
+// Near the limit, data leaves the device only where MIN lets it leave (Note
+// [residency plan]). Cyclic steps 0:{1,2} 1:{3} 2:{1}, 10 bytes each, room
+// for two: MIN keeps 1 throughout and has 2 and 3 off between their uses.
+TEST(LifetimePolicyTest, EvictsAheadOnlyWhatMinEvicts) {
+  const std::vector<std::vector<BlockAccess>> iteration = {{{1, R}, {2, R}}, {{3, R}}, {{1, R}}};
+  auto p = MakeLifetimePolicy();
+  for (BlockId b : {1, 2, 3}) p->OnAlloc(b, BlockInfo{10, BlockKind::kWeight, true});
+  p->OnBudgetChange(20);
+  Step step = 0;
+  for (const auto& s : iteration) p->OnAccess(step++, s);
+  p->OnIterationMark();
+  p->OnResident(1);
+  p->OnResident(2);
+  p->OnAccess(step++, iteration[0]);
+  // After step 0, 2 is not needed before the next iteration and MIN has it
+  // off; 1 (needed at step 2, after 3) is kept, though farther than 3.
+  EXPECT_EQ(p->EvictAheadCandidates(Any(), 0), std::vector<BlockId>{2});
+  EXPECT_EQ(p->PickVictimForPrefetch(Any(), 3), 2u);
+  EXPECT_EQ(p->PickVictimForPrefetch([](BlockId b) { return b != 2; }, 3), std::nullopt);
+  p->OnEvicted(2);
+  EXPECT_TRUE(p->EvictAheadCandidates(Any(), 0).empty());
+  // A kept block is still a victim when nothing else can go (demand).
+  EXPECT_EQ(p->PickVictim(Any()), 1u);
+  // Without the plan, the farthest next use at decision time goes ahead:
+  // 1 (step 2) before 3 arrives (step 1).
+  LifetimeOptions unplanned;
+  unplanned.plan_residency = false;
+  auto q = MakeLifetimePolicy(unplanned);
+  for (BlockId b : {1, 2, 3}) q->OnAlloc(b, BlockInfo{10, BlockKind::kWeight, true});
+  q->OnBudgetChange(20);
+  step = 0;
+  for (const auto& s : iteration) q->OnAccess(step++, s);
+  q->OnIterationMark();
+  q->OnResident(1);
+  q->OnResident(2);
+  q->OnAccess(step++, iteration[0]);
+  q->OnEvicted(2);
+  EXPECT_EQ(q->PickVictimForPrefetch(Any(), 3), 1u);
+}
+
 }  // namespace
 }  // namespace memvirt::policy

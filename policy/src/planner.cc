@@ -32,7 +32,9 @@ void Planner::Renew(BlockId id, Block& b, std::optional<uint32_t> dense) const {
     b.next = std::min(next->position, kNever - 1);
     b.next_mode = next->mode;
     b.dead = next->mode == AccessMode::kWrite;
+    b.off = dense.has_value() && Planned() && residency_.OffBefore(*dense, next->index);
   } else {
+    b.off = false;
     b.next = kNever;
     b.next_mode = AccessMode::kReadWrite;
     // Non-cyclic: the schedule is the whole future, so "no next use" means
@@ -64,7 +66,10 @@ void Planner::Alloc(BlockId block, uint64_t bytes) {
   Invalidate();
   Block* b = Find(block);
   if (b == nullptr) b = &extra_[block];
-  if (b->resident) victims_.erase({b->rank, block});
+  if (b->resident) {
+    victims_.erase({b->rank, block});
+    resident_bytes_ -= b->bytes;
+  }
   *b = Block{};
   b->allocated = true;
   b->bytes = bytes;
@@ -75,7 +80,10 @@ void Planner::Free(BlockId block) {
   Invalidate();
   if (std::optional<uint32_t> d = schedule_->DenseIndex(block)) {
     Block& b = dense_[*d];
-    if (b.resident) victims_.erase({b.rank, block});
+    if (b.resident) {
+      victims_.erase({b.rank, block});
+      resident_bytes_ -= b.bytes;
+    }
     const uint64_t bytes = b.bytes;
     b = Block{};
     b.bytes = bytes;
@@ -83,7 +91,10 @@ void Planner::Free(BlockId block) {
   }
   auto it = extra_.find(block);
   if (it == extra_.end()) return;
-  if (it->second.resident) victims_.erase({it->second.rank, block});
+  if (it->second.resident) {
+    victims_.erase({it->second.rank, block});
+    resident_bytes_ -= it->second.bytes;
+  }
   extra_.erase(it);
 }
 
@@ -95,14 +106,28 @@ void Planner::RememberSize(BlockId block, uint64_t bytes) {
 }
 
 void Planner::SetBudget(uint64_t device_bytes) {
+  if (budget_ == device_bytes) return;
   budget_ = device_bytes;
+  residency_stale_ = true;
   Invalidate();
+  if (position_ >= 0) Realign(position_);  // every rank depends on the plan
+}
+
+void Planner::PlanResidency() {
+  residency_stale_ = false;
+  if (!cyclic_ || !options_.plan_residency) return;
+  std::vector<uint64_t> bytes(dense_.size());
+  for (size_t d = 0; d < dense_.size(); ++d) bytes[d] = dense_[d].bytes;
+  residency_ = ResidencyPlan(*schedule_, bytes, budget_);
 }
 
 void Planner::Resident(BlockId block) {
   Block* b = Find(block);
   if (b == nullptr || !b->allocated || b->resident) return;
   b->resident = true;
+  resident_bytes_ += b->bytes;
+  b->refetched = true;
+  b->rank = RankOf(*b);
   victims_.insert({b->rank, block});
   if (InWindow(block)) Invalidate();
 }
@@ -112,6 +137,9 @@ void Planner::Evicted(BlockId block) {
   if (b == nullptr || !b->resident) return;
   victims_.erase({b->rank, block});
   b->resident = false;
+  resident_bytes_ -= b->bytes;
+  b->refetched = false;
+  b->rank = RankOf(*b);
   if (InWindow(block)) Invalidate();
 }
 
@@ -140,6 +168,7 @@ void Planner::Settle() {
   for (const StepUse& a : stale_) {
     stale_flag_[a.dense] = 0;
     Block& b = dense_[a.dense];
+    b.refetched = false;  // used since: a new gap starts
     if (b.allocated) Refresh(a.block, b, a.dense);
   }
   stale_.clear();
@@ -149,6 +178,7 @@ Planner::Block Planner::Current(BlockId id, const Block& b) const {
   std::optional<uint32_t> d = schedule_->DenseIndex(id);
   if (!d.has_value() || !stale_flag_[*d]) return b;
   Block fresh = b;
+  fresh.refetched = false;
   Renew(id, fresh, d);
   return fresh;
 }
@@ -158,6 +188,7 @@ void Planner::Realign(int64_t position) {
   for (const StepUse& a : stale_) stale_flag_[a.dense] = 0;  // everything is refreshed below
   stale_.clear();
   position_ = position;
+  if (residency_stale_) PlanResidency();
   for (auto& [id, b] : extra_) Refresh(id, b);
   // Dense blocks: visit through the schedule's steps (each block at least once).
   std::vector<bool> done(dense_.size(), false);
@@ -187,8 +218,10 @@ std::optional<BlockId> Planner::PickVictimForPrefetch(EvictablePredicate can_evi
   for (auto it = victims_.rbegin(); it != victims_.rend(); ++it) {
     const Block* v = Find(it->second);
     // Live blocks are sorted by next use: once one is needed no later than
-    // the incoming block, so are all the rest.
+    // the incoming block, so are all the rest. With a residency plan, blocks
+    // it keeps are not evicted early (Note [residency plan]).
     if (!v->dead && v->next <= need) break;
+    if (Planned() && (it->first & (kDeadBit | kOffBit)) == 0) break;
     if (v->next > need && can_evict(it->second)) return it->second;
   }
   return std::nullopt;
@@ -263,9 +296,11 @@ const Planner::Window& Planner::PlanWindow() const {
   const uint64_t memory_limit = budget_ > 0 ? budget_ : UINT64_MAX;
   // Prefetch and evict-ahead plan for the first part of the window only; the
   // rest protects what was planned before from being evicted ahead when the
-  // window's end moves (Note [window hysteresis]).
+  // window's end moves (Note [window hysteresis]). With a residency plan
+  // nothing the plan keeps is evicted ahead, and the whole budget is planned.
+  const double plan_fraction = Planned() ? 1.0 : options_.plan_fraction;
   const uint64_t plan_limit =
-      budget_ > 0 ? static_cast<uint64_t>(static_cast<double>(budget_) * options_.plan_fraction)
+      budget_ > 0 ? static_cast<uint64_t>(static_cast<double>(budget_) * plan_fraction)
                   : UINT64_MAX;
   // Memory profile of the window (Note [prefetch lookahead]): `usage` is the
   // memory in use at the walk's current step by the window's blocks; `peak`
@@ -273,6 +308,14 @@ const Planner::Window& Planner::PlanWindow() const {
   // memory from now until its data dies, so it raises every point of the
   // prefix; a new block (or a demand fetch) holds memory from its access on.
   uint64_t usage = 0, peak = 0, held_resident = 0;
+  // Note [residency plan]: with a plan, the resident blocks the walk has not
+  // reached yet hold memory too (MIN keeps them), and prefetches fit beside
+  // them (LifetimeOptions::prefetch_beside_resident); without one,
+  // evict-ahead makes the room.
+  auto held_outside = [&]() -> uint64_t {
+    if (!Planned() || !options_.prefetch_beside_resident) return 0;
+    return resident_bytes_ > held_resident ? resident_bytes_ - held_resident : 0;
+  };
   bool prefetch_open = true;
   auto release_dead = [&](const std::vector<StepUse>& uses) {
     for (const StepUse& a : uses) {
@@ -310,7 +353,7 @@ const Planner::Window& Planner::PlanWindow() const {
         peak += b.bytes;  // already holds memory from now on
         held_resident += b.bytes;
       } else if (first_access && b.allocated && a.mode != AccessMode::kWrite && prefetch_open &&
-                 peak + b.bytes <= plan_limit) {
+                 peak + b.bytes + held_outside() <= plan_limit) {
         peak += b.bytes;  // prefetched now, holds memory from now on
         w.prefetch.push_back(PrefetchRequest{a.block, i + 1});
         w.prefetch_dense.push_back(a.dense);
@@ -361,6 +404,7 @@ void Planner::Prefetch(uint64_t byte_limit, std::vector<PrefetchRequest>& out) c
 
 std::vector<BlockId> Planner::EvictAhead(EvictablePredicate can_evict, uint64_t free_bytes) {
   Settle();
+  if (Planned()) return EvictOffBlocks(can_evict);
   const Window& w = PlanWindow();
   std::vector<BlockId> out;
   if (w.evict_shortfall <= free_bytes) return out;
@@ -372,6 +416,19 @@ std::vector<BlockId> Planner::EvictAhead(EvictablePredicate can_evict, uint64_t 
     if (((it->first & kDeadBit) && InWindow(it->second)) || !can_evict(it->second)) continue;
     out.push_back(it->second);
     shortfall -= std::min(shortfall, Find(it->second)->bytes);
+  }
+  return out;
+}
+
+// Note [residency plan]: every block in an off gap leaves as soon as the
+// caller allows, and dead blocks the window does not touch again.
+std::vector<BlockId> Planner::EvictOffBlocks(EvictablePredicate can_evict) {
+  PlanWindow();
+  std::vector<BlockId> out;
+  for (auto it = victims_.rbegin(); it != victims_.rend(); ++it) {
+    if ((it->first & (kDeadBit | kOffBit)) == 0) break;
+    if (((it->first & kDeadBit) && InWindow(it->second)) || !can_evict(it->second)) continue;
+    out.push_back(it->second);
   }
   return out;
 }

@@ -22,6 +22,11 @@
 //   future use at all) rank above every live block, and within each group
 //   the farther the next use the higher the rank. Dropping a dead block costs
 //   no traffic; among live blocks the farthest next use is MIN's choice.
+//   With a residency plan (Note [residency plan]), live blocks in a gap MIN
+//   spends off the device rank above the kept ones (below dead ones); once
+//   fetched back early for the use that ends the gap they rank between the
+//   off and the kept ones: evicting one only undoes a prefetch (the block is
+//   clean), where evicting a kept block is a write back MIN does not make.
 
 #ifndef MEMVIRT_POLICY_SRC_PLANNER_H_
 #define MEMVIRT_POLICY_SRC_PLANNER_H_
@@ -35,6 +40,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "memvirt/policy/policy.h"
+#include "residency_plan.h"
 #include "schedule.h"
 
 namespace memvirt::policy::internal {
@@ -73,13 +79,17 @@ class Planner {
   std::optional<uint64_t> NextUseDistance(BlockId block) const;
 
  private:
-  static constexpr uint64_t kNever = uint64_t{1} << 62;
+  static constexpr uint64_t kNever = uint64_t{1} << 60;
+  static constexpr uint64_t kEarlyBit = uint64_t{1} << 61;
+  static constexpr uint64_t kOffBit = uint64_t{1} << 62;
   static constexpr uint64_t kDeadBit = uint64_t{1} << 63;
 
   struct Block {
     bool allocated = false;
     bool resident = false;
     bool dead = false;
+    bool off = false;        // the residency plan has it off the device until `next`
+    bool refetched = false;  // made resident since its last use (for the use at `next`)
     uint64_t bytes = 0;      // kept after Free() for the lookahead
     uint64_t next = kNever;  // absolute position of the next use
     AccessMode next_mode = AccessMode::kReadWrite;
@@ -109,7 +119,15 @@ class Planner {
   void Settle();
   // b as Settle() would leave it.
   Block Current(BlockId id, const Block& b) const;
-  static uint64_t RankOf(const Block& b) { return b.dead ? (kDeadBit | b.next) : b.next; }
+  static uint64_t RankOf(const Block& b) {
+    if (b.dead) return kDeadBit | b.next;
+    if (!b.off) return b.next;
+    return (b.refetched ? kEarlyBit : kOffBit) | b.next;
+  }
+  bool Planned() const { return !residency_.empty(); }
+  // Rebuilds the residency plan for the current budget and block sizes.
+  void PlanResidency();
+  std::vector<BlockId> EvictOffBlocks(EvictablePredicate can_evict);
   bool InWindow(BlockId id) const;
   const Window& PlanWindow() const;
   void Invalidate() { window_.valid = false; }
@@ -119,6 +137,9 @@ class Planner {
   LifetimeOptions options_;
   uint64_t budget_ = 0;
   int64_t position_ = -1;
+  uint64_t resident_bytes_ = 0;  // of all resident blocks
+  ResidencyPlan residency_;
+  bool residency_stale_ = true;
   std::vector<Block> dense_;                        // blocks of the schedule, by dense index
   std::vector<StepUse> stale_;                      // touched since the last Settle()
   int64_t phase_position_ = INT64_MIN;              // cyclic: Advance()'s last position and

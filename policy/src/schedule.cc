@@ -102,10 +102,10 @@ std::optional<NextUse> Schedule::NextUseAfterDense(uint32_t dense, int64_t after
                                           static_cast<uint32_t>(within));
   if (it != u->positions.end()) {
     size_t i = it - u->positions.begin();
-    return NextUse{static_cast<uint64_t>(base + *it), u->modes[i]};
+    return NextUse{static_cast<uint64_t>(base + *it), u->modes[i], static_cast<uint32_t>(i)};
   }
   if (!cyclic) return std::nullopt;
-  return NextUse{static_cast<uint64_t>(base + n + u->positions[0]), u->modes[0]};
+  return NextUse{static_cast<uint64_t>(base + n + u->positions[0]), u->modes[0], 0};
 }
 
 }  // namespace memvirt::policy::internal

@@ -34,6 +34,7 @@ struct StepUse {
 struct NextUse {
   uint64_t position = 0;  // absolute position (see Schedule::NextUseAfter)
   AccessMode mode = AccessMode::kReadWrite;
+  uint32_t index = 0;  // which of the block's uses (index into BlockUses)
 };
 
 class Schedule {
@@ -47,6 +48,8 @@ class Schedule {
   // Order-independent hash of the set of blocks a step touches.
   uint64_t signature(uint64_t position) const { return signatures_[position]; }
   const BlockUses* uses(BlockId block) const;
+  // REQUIRES: dense < num_blocks().
+  const BlockUses& uses_of_dense(uint32_t dense) const { return uses_[dense]; }
   // Blocks of the schedule are numbered 0..num_blocks()-1.
   uint32_t num_blocks() const { return static_cast<uint32_t>(ids_.size()); }
   std::optional<uint32_t> DenseIndex(BlockId block) const {

@@ -19,11 +19,13 @@
 namespace {
 
 constexpr char kUsage[] =
-    "usage: memvirt-sim --trace FILE.jsonl[.gz] --policy lru|lifetime|belady\n"
+    "usage: memvirt-sim --trace FILE.jsonl[.gz] --policy lru|lifetime|belady|uvm\n"
     "                   --device-memory BYTES --host-memory BYTES --pcie-gbps X --ssd-gbps Y\n"
     "                   [--chunk BYTES (default 2M)] [--small-granularity BYTES (default 4K)]\n"
     "                   [--iterations N (default 2)] [--no-prefetch] [--belady-lookahead]\n"
-    "                   [--lookahead-slack X] [--evict-ahead-slack X] [--plan-fraction X] --json\n"
+    "                   [--lookahead-slack X] [--evict-ahead-slack X] [--plan-fraction X]\n"
+    "                   [--no-residency-plan] [--uvm-fault-latency-us X (default 5)]\n"
+    "                   [--uvm-fault-batch PAGES (default 256)] --json\n"
     "belady is demand-only (the traffic lower bound) unless --belady-lookahead.\n"
     "BYTES: K/M/G/T and Ki/Mi/Gi/Ti are binary, KB/MB/GB/TB decimal. GB/s are decimal.\n";
 
@@ -40,11 +42,21 @@ int main(int argc, char** argv) {
   bool json = false;
   bool no_prefetch = false;
   bool belady_lookahead = false;
-  static const char* kValueFlags[] = {
-      "--trace",           "--policy",        "--device-memory",
-      "--host-memory",     "--pcie-gbps",     "--ssd-gbps",
-      "--chunk",           "--iterations",    "--small-granularity",
-      "--lookahead-slack", "--plan-fraction", "--evict-ahead-slack"};
+  bool no_residency_plan = false;
+  static const char* kValueFlags[] = {"--trace",
+                                      "--policy",
+                                      "--device-memory",
+                                      "--host-memory",
+                                      "--pcie-gbps",
+                                      "--ssd-gbps",
+                                      "--chunk",
+                                      "--iterations",
+                                      "--small-granularity",
+                                      "--lookahead-slack",
+                                      "--plan-fraction",
+                                      "--evict-ahead-slack",
+                                      "--uvm-fault-latency-us",
+                                      "--uvm-fault-batch"};
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
@@ -61,6 +73,10 @@ int main(int argc, char** argv) {
     }
     if (arg == "--belady-lookahead") {
       belady_lookahead = true;
+      continue;
+    }
+    if (arg == "--no-residency-plan") {
+      no_residency_plan = true;
       continue;
     }
     std::string name = arg, value;
@@ -88,6 +104,7 @@ int main(int argc, char** argv) {
   memvirt::policy::SimConfig config;
   config.prefetch = !no_prefetch;
   config.belady_lookahead = belady_lookahead;
+  config.plan_residency = !no_residency_plan;
   auto policy = memvirt::policy::ParsePolicyKind(values["--policy"]);
   if (!policy.ok()) return Usage(std::string(policy.status().message()));
   config.policy = *policy;
@@ -132,6 +149,16 @@ int main(int argc, char** argv) {
     auto v = memvirt::policy::ParsePositiveNumber(values["--plan-fraction"]);
     if (!v.ok() || *v > 1) return Usage("--plan-fraction: a number in (0, 1]");
     config.plan_fraction = *v;
+  }
+  if (values.count("--uvm-fault-latency-us")) {
+    auto v = memvirt::policy::ParsePositiveNumber(values["--uvm-fault-latency-us"]);
+    if (!v.ok()) return Usage("--uvm-fault-latency-us: " + std::string(v.status().message()));
+    config.uvm_fault_latency_us = *v;
+  }
+  if (values.count("--uvm-fault-batch")) {
+    auto n = memvirt::policy::ParsePositiveInt(values["--uvm-fault-batch"]);
+    if (!n.ok()) return Usage("--uvm-fault-batch: " + std::string(n.status().message()));
+    config.uvm_fault_batch_pages = static_cast<uint64_t>(*n);
   }
   auto trace = memvirt::trace::ReadTrace(values["--trace"]);
   if (!trace.ok()) {

@@ -57,6 +57,10 @@ struct ChunkEntry {
   bool use_overflow = false;  // more streams touched it than uses[] holds
   bool dead_listed = false;   // in ShimCore's list of freed chunks still backed
   bool evicting = false;      // page-out copy in flight (Note [pipelined page-out])
+  // kHost only: the bytes are in slot `phys` but nothing is mapped at the
+  // chunk's address (a remap failed; Note [failed transitions] in
+  // shim_core.h). The next access maps it again before anything else.
+  bool unmapped = false;
   uint8_t num_uses = 0;
   uint32_t phys = kNoIndex;  // device handle index or host slot index
   uint64_t fill_seq = 0;     // copy-stream sequence of the last page-in (0: none)

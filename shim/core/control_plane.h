@@ -6,8 +6,14 @@
 //
 // Thread safety: implementations must be thread-safe. ShimCore calls them
 // without holding its own lock, from any application thread. Callbacks given
-// to a ControlPlane may be invoked from the control plane's own threads; they
-// must not call back into the ControlPlane.
+// to a ControlPlane may be invoked from the control plane's own threads, at
+// any time once registered (even before the registering call returns) and
+// while the control plane holds its own locks; they must not call back into
+// the ControlPlane.
+//
+// Lock order: a ControlPlane's locks before ShimCore's. The core therefore
+// never calls a ControlPlane method, registering or removing callbacks
+// included, while it holds its lock (shim_core.h).
 #ifndef MEMVIRT_SHIM_CORE_CONTROL_PLANE_H_
 #define MEMVIRT_SHIM_CORE_CONTROL_PLANE_H_
 

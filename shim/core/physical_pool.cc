@@ -125,8 +125,8 @@ void PhysicalPool::SetHostLimit(uint32_t chunks) {
   // Give back cached free slots beyond the new limit.
   while (!host_free_.empty() && host_.size() - host_released_.size() > host_limit_) {
     const uint32_t index = host_free_.back();
+    if (UnmapAt(mirror(index)) != CUDA_SUCCESS) break;  // kept cached; tried again next time
     host_free_.pop_back();
-    UnmapAt(mirror(index));
     driver_->cuMemRelease(host_[index]);
     host_[index] = 0;
     host_released_.push_back(index);

@@ -30,16 +30,16 @@ class PhysicalPool {
 
   // Reserves the mirror range for `host_chunks` slots. A failure leaves the
   // host tier empty (no eviction possible), which Init reports.
-  CUresult Init(uint32_t device_chunks, uint32_t host_chunks);
+  [[nodiscard]] CUresult Init(uint32_t device_chunks, uint32_t host_chunks);
 
   // Device chunks: CUDA_ERROR_OUT_OF_MEMORY when the budget is used up (the
   // caller evicts and retries) or the driver refuses.
-  CUresult AcquireDevice(uint32_t* index);
+  [[nodiscard]] CUresult AcquireDevice(uint32_t* index);
   void ReleaseDevice(uint32_t index);
   CUmemGenericAllocationHandle device_handle(uint32_t index) const { return device_[index]; }
 
   // Host slots: CUDA_ERROR_OUT_OF_MEMORY when the host budget is used up.
-  CUresult AcquireHost(uint32_t* slot);
+  [[nodiscard]] CUresult AcquireHost(uint32_t* slot);
   void ReleaseHost(uint32_t slot);
   CUmemGenericAllocationHandle host_handle(uint32_t slot) const { return host_[slot]; }
   CUdeviceptr mirror(uint32_t slot) const {
@@ -52,8 +52,8 @@ class PhysicalPool {
   void SetHostLimit(uint32_t chunks);
 
   // Maps `handle` at `va` (one chunk) with read/write access for the device.
-  CUresult MapAt(CUdeviceptr va, CUmemGenericAllocationHandle handle);
-  CUresult UnmapAt(CUdeviceptr va);
+  [[nodiscard]] CUresult MapAt(CUdeviceptr va, CUmemGenericAllocationHandle handle);
+  [[nodiscard]] CUresult UnmapAt(CUdeviceptr va);
 
   // Budget in device chunks. Lowering it below device_in_use() is allowed: the
   // caller evicts until device_in_use() <= device_limit().

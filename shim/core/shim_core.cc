@@ -125,32 +125,40 @@ CUresult ShimCore::Create(const Driver* driver, const CoreOptions& options, Cont
     numa = 0;
   }
 
-  MutexLock lock(&core->mu_);
-  const uint32_t num_chunks = static_cast<uint32_t>(va >> kChunkShift);
-  core->table_ = ChunkTable(core->base_, num_chunks);
-  core->pool_ = std::make_unique<PhysicalPool>(driver, core->device_, numa);
-  core->pool_->Init(device_chunks, host_chunks);
-  core->device_budget_chunks_ = device_chunks;
-  core->InitSpill(spill);
-  const uint64_t spill_chunks = core->spill_ != nullptr ? spill_bytes >> kChunkShift : 0;
-  const uint32_t capacity = static_cast<uint32_t>(std::min<uint64_t>(
-      num_chunks, static_cast<uint64_t>(device_chunks) + core->pool_->host_limit() + spill_chunks));
-  core->allocator_ = std::make_unique<BlockAllocator>(&core->table_, capacity);
-  core->tracker_ = std::make_unique<StreamTracker>(driver, options.event_batch, options.event_pace);
-  core->copy_index_ = core->tracker_->Adopt(core->copy_stream_);
-  core->policy_ = MakeResidencyPolicy(options.policy, num_chunks);
-  core->policy_->OnBudgetChange(device_budget);
-  MEMSHIM_LOG(kInfo,
-              "virtual device memory: %llu MiB device budget, %llu MiB host tier, %llu MiB "
-              "spill tier, %llu MiB address space, policy %s",
-              static_cast<unsigned long long>(device_budget >> 20),
-              static_cast<unsigned long long>(host_budget >> 20),
-              static_cast<unsigned long long>(spill_chunks << kChunkShift >> 20),
-              static_cast<unsigned long long>(va >> 20), core->policy_->name());
+  bool has_spill = false;
+  {
+    MutexLock lock(&core->mu_);
+    const uint32_t num_chunks = static_cast<uint32_t>(va >> kChunkShift);
+    core->table_ = ChunkTable(core->base_, num_chunks);
+    core->pool_ = std::make_unique<PhysicalPool>(driver, core->device_, numa);
+    (void)core->pool_->Init(device_chunks, host_chunks);  // a failure leaves no host tier (logged)
+    core->device_budget_chunks_ = device_chunks;
+    core->InitSpill(spill);
+    has_spill = core->spill_ != nullptr;
+    const uint64_t spill_chunks = core->spill_ != nullptr ? spill_bytes >> kChunkShift : 0;
+    const uint32_t capacity = static_cast<uint32_t>(std::min<uint64_t>(
+        num_chunks,
+        static_cast<uint64_t>(device_chunks) + core->pool_->host_limit() + spill_chunks));
+    core->allocator_ = std::make_unique<BlockAllocator>(&core->table_, capacity);
+    core->tracker_ =
+        std::make_unique<StreamTracker>(driver, options.event_batch, options.event_pace);
+    core->copy_index_ = core->tracker_->Adopt(core->copy_stream_);
+    core->policy_ = MakeResidencyPolicy(options.policy, num_chunks);
+    core->policy_->OnBudgetChange(device_budget);
+    MEMSHIM_LOG(kInfo,
+                "virtual device memory: %llu MiB device budget, %llu MiB host tier, %llu MiB "
+                "spill tier, %llu MiB address space, policy %s",
+                static_cast<unsigned long long>(device_budget >> 20),
+                static_cast<unsigned long long>(host_budget >> 20),
+                static_cast<unsigned long long>(spill_chunks << kChunkShift >> 20),
+                static_cast<unsigned long long>(va >> 20), core->policy_->name());
+  }
+  // Lock order (shim_core.h): the control plane may deliver a directive from
+  // its own thread, holding its own locks, as soon as a callback is set.
   ShimCore* raw = core.get();
   control->OnBudgetChange([raw](uint64_t bytes) { raw->SetDeviceBudget(bytes); });
   control->SetUsageSource([raw] { return raw->TakeUsage(); });
-  if (raw->spill_ != nullptr) {
+  if (has_spill) {
     control->OnHostTierControl({[raw](uint64_t bytes) { raw->SetHostBudget(bytes); },
                                 [raw](uint64_t bytes) { return raw->DemoteHostBytes(bytes); }});
   }
@@ -166,10 +174,12 @@ ShimCore::~ShimCore() {
   }
   {
     MutexLock lock(&mu_);
-    if (tracker_ != nullptr) tracker_->WaitForAll();
+    if (tracker_ != nullptr) (void)tracker_->WaitForAll();  // teardown: best effort
     for (uint32_t c = 0; c < table_.size(); ++c) {
       const Residence r = table_[c].residence;
-      if (r == Residence::kDevice || r == Residence::kHost) pool_->UnmapAt(table_.AddressOf(c));
+      if ((r == Residence::kDevice || r == Residence::kHost) && !table_[c].unmapped) {
+        (void)pool_->UnmapAt(table_.AddressOf(c));  // teardown: nothing to keep
+      }
     }
     if (spill_ != nullptr && driver_->cuMemHostUnregister != nullptr) {
       for (uint32_t s = 0; s < staging_.size(); ++s) {
@@ -223,10 +233,11 @@ CUresult ShimCore::Alloc(CUdeviceptr* ptr, uint64_t bytes) {
       if (f.stream == kNoIndex) {
         const ChunkEntry& e = table_[static_cast<uint32_t>(f.offset >> kChunkShift)];
         for (uint32_t c = e.owner_first; c < e.owner_first + e.owner_count; ++c) {
-          WaitChunkIdle(c);
+          // A failed wait leaves the block pending; the allocation may fail.
+          if (WaitChunkIdle(c) != CUDA_SUCCESS) break;
         }
       } else {
-        tracker_->WaitFor(f.stream, f.seq);
+        (void)tracker_->WaitFor(f.stream, f.seq);  // an error ends the wait (sticky)
       }
     }
     ProcessDeferred();
@@ -313,7 +324,7 @@ CUresult ShimCore::FreeAsync(CUdeviceptr ptr, CUstream stream, bool per_thread) 
   pending_frees_.push_back({offset, index, seq});
   if (pending_frees_.size() > kMaxPendingFrees) {
     CUevent ignored;
-    tracker_->Cover(index, seq, &ignored);
+    (void)tracker_->Cover(index, seq, &ignored);  // bounds the list; a later poll retries
   }
   return CUDA_SUCCESS;
 }
@@ -326,7 +337,7 @@ void ShimCore::ProcessDeferred() {
       const bool done =
           f.stream == kNoIndex ? BlockIdle(f.offset) : tracker_->IsComplete(f.stream, f.seq);
       if (done) {
-        FreeLocked(f.offset);
+        (void)FreeLocked(f.offset);  // validated when it was queued
       } else {
         pending_frees_[k++] = f;
       }
@@ -577,6 +588,14 @@ void ShimCore::TouchRange(const MemRange& range) {
   }
 }
 
+bool ShimCore::WithinOneBlock(const MemRange& range) {
+  if (range.bytes == 0 || !table_.Contains(range.ptr)) return true;
+  uint64_t block = 0, bytes = 0;
+  const uint64_t offset = range.ptr - base_;
+  if (!allocator_->Lookup(offset, &block, &bytes)) return false;
+  return range.bytes <= bytes - (offset - block);  // no overflow: offset < block + bytes
+}
+
 void ShimCore::ScanBytes(const void* data, size_t bytes) {
   const char* p = static_cast<const char*>(data);
   for (size_t off = 0; off + sizeof(uint64_t) <= bytes; off += sizeof(uint64_t)) {
@@ -615,18 +634,21 @@ bool ShimCore::ChunkIdle(uint32_t chunk) {
   return true;
 }
 
-void ShimCore::WaitChunkIdle(uint32_t chunk) {
+CUresult ShimCore::WaitChunkIdle(uint32_t chunk) {
   ++stats_.host_waits;
   ChunkEntry& e = table_[chunk];
-  if (e.fill_seq != 0) tracker_->WaitFor(copy_index_, e.fill_seq);
-  if (e.use_overflow) {
-    tracker_->WaitForAll();
-    e.use_overflow = false;
-    e.num_uses = 0;
-  }
-  for (int i = 0; i < e.num_uses; ++i) tracker_->WaitFor(e.uses[i].stream, e.uses[i].seq);
+  CUresult result = CUDA_SUCCESS;
+  auto note = [&result](CUresult r) {
+    if (r != CUDA_SUCCESS) result = r;
+  };
+  if (e.fill_seq != 0) note(tracker_->WaitFor(copy_index_, e.fill_seq));
+  if (e.use_overflow) note(tracker_->WaitForAll());
+  for (int i = 0; i < e.num_uses; ++i) note(tracker_->WaitFor(e.uses[i].stream, e.uses[i].seq));
+  for (const StreamUse& u : opaque_uses_) note(tracker_->WaitFor(u.stream, u.seq));
+  if (result != CUDA_SUCCESS) return result;
+  e.use_overflow = false;
   e.num_uses = 0;
-  for (const StreamUse& u : opaque_uses_) tracker_->WaitFor(u.stream, u.seq);
+  return CUDA_SUCCESS;
 }
 
 void ShimCore::AddUse(uint32_t chunk, uint32_t stream, uint64_t seq) {
@@ -678,8 +700,15 @@ bool ShimCore::ReclaimDead(bool device, bool host) {
       dead_[k++] = c;
       continue;
     }
+    if (!e.unmapped && pool_->UnmapAt(table_.AddressOf(c)) != CUDA_SUCCESS) {
+      dead_[k++] = c;  // still mapped: tried again later
+      continue;
+    }
     e.dead_listed = false;
-    pool_->UnmapAt(table_.AddressOf(c));
+    if (e.unmapped) {
+      e.unmapped = false;
+      --unmapped_host_;
+    }
     if (e.residence == Residence::kDevice) {
       pool_->ReleaseDevice(e.phys);
     } else {
@@ -726,7 +755,8 @@ uint32_t ShimCore::StartPageOut(const std::vector<uint32_t>& victims, bool may_w
     // An event right behind the page-outs: waiting for them later does not
     // wait for the page-ins enqueued after them.
     CUevent ignored;
-    tracker_->Cover(copy_index_, inflight_seq_, &ignored);
+    // FinishPageOut() records on demand if this fails.
+    (void)tracker_->Cover(copy_index_, inflight_seq_, &ignored);
   }
   return dropped;
 }
@@ -744,8 +774,17 @@ void ShimCore::CancelPageOut(uint32_t chunk) {
 uint32_t ShimCore::FinishPageOut() {
   if (inflight_.empty()) return 0;
   ++stats_.host_waits;
-  if (tracker_->WaitFor(copy_index_, inflight_seq_) != CUDA_SUCCESS) {
-    MEMSHIM_LOG(kError, "page-out copy did not complete cleanly");
+  if (const CUresult r = tracker_->WaitFor(copy_index_, inflight_seq_); r != CUDA_SUCCESS) {
+    // Note [failed transitions]: the host copies may be incomplete; the
+    // device copies stay authoritative.
+    MEMSHIM_LOG(kError, "page-out copies did not complete cleanly (%d); chunks stay on the device",
+                r);
+    for (const InflightMove& m : inflight_) {
+      if (!m.cancelled) table_[m.chunk].evicting = false;
+      pending_host_.push_back({m.slot, inflight_seq_});
+    }
+    inflight_.clear();
+    return 0;
   }
   uint32_t done = 0;
   for (const InflightMove& m : inflight_) {
@@ -757,12 +796,26 @@ uint32_t ShimCore::FinishPageOut() {
     e.evicting = false;
     const CUdeviceptr va = table_.AddressOf(m.chunk);
     CUresult r = pool_->UnmapAt(va);
-    if (r == CUDA_SUCCESS) r = pool_->MapAt(va, pool_->host_handle(m.slot));
-    if (r != CUDA_SUCCESS) {
-      MEMSHIM_LOG(kError, "remapping an evicted chunk failed (%d)", r);
-      pool_->MapAt(va, pool_->device_handle(e.phys));
+    if (r != CUDA_SUCCESS) {  // still mapped on the device
+      MEMSHIM_LOG(kError, "unmapping an evicted chunk failed (%d); it stays on the device", r);
       pool_->ReleaseHost(m.slot);
       continue;
+    }
+    if ((r = pool_->MapAt(va, pool_->host_handle(m.slot))) != CUDA_SUCCESS) {
+      if (pool_->MapAt(va, pool_->device_handle(e.phys)) == CUDA_SUCCESS) {
+        MEMSHIM_LOG(kError,
+                    "mapping an evicted chunk's host slot failed (%d); it stays on the "
+                    "device",
+                    r);
+        pool_->ReleaseHost(m.slot);
+        continue;
+      }
+      // Neither mapping could be put back; the host slot holds the bytes
+      // (its copy completed): the chunk moves there, mapped at its next use.
+      MEMSHIM_LOG(kError, "remapping an evicted chunk failed (%d); it is mapped at its next use",
+                  r);
+      e.unmapped = true;
+      ++unmapped_host_;
     }
     pool_->ReleaseDevice(e.phys);
     e.residence = Residence::kHost;
@@ -825,8 +878,7 @@ bool ShimCore::EvictSome(uint32_t want) {
     // Everything evictable is still in use: wait for the best candidate.
     require_idle_ = false;
     uint32_t v;
-    if (policy_->PickVictim(&EligibleThunk, this, &v)) {
-      WaitChunkIdle(v);
+    if (policy_->PickVictim(&EligibleThunk, this, &v) && WaitChunkIdle(v) == CUDA_SUCCESS) {
       picked.Add(v, &table_[v]);
     }
     require_idle_ = true;
@@ -846,7 +898,7 @@ CUresult ShimCore::AcquireHost(uint32_t* slot) {
     return CUDA_SUCCESS;
   }
   if (!pending_host_.empty()) {
-    tracker_->WaitFor(copy_index_, pending_host_.back().copy_seq);
+    (void)tracker_->WaitFor(copy_index_, pending_host_.back().copy_seq);  // sticky on error
     ProcessDeferred();
     if (pool_->AcquireHost(slot) == CUDA_SUCCESS) return CUDA_SUCCESS;
   }
@@ -867,19 +919,40 @@ CUresult ShimCore::AcquireDevice(uint32_t* index, bool may_evict) {
   }
 }
 
+CUresult ShimCore::MapHostSlot(uint32_t chunk) {
+  ChunkEntry& e = table_[chunk];
+  const CUresult r = pool_->MapAt(table_.AddressOf(chunk), pool_->host_handle(e.phys));
+  if (r == CUDA_SUCCESS) {
+    if (e.unmapped) {
+      e.unmapped = false;
+      --unmapped_host_;
+    }
+    return r;
+  }
+  MEMSHIM_LOG(kError, "mapping chunk %u's host slot failed (%d); it is mapped at its next use",
+              chunk, r);
+  if (!e.unmapped) {
+    e.unmapped = true;
+    ++unmapped_host_;
+  }
+  return r;
+}
+
 CUresult ShimCore::PageIn(uint32_t chunk, bool may_evict) {
   ChunkEntry& e = table_[chunk];
   const CUdeviceptr va = table_.AddressOf(chunk);
   if (e.residence == Residence::kNvme) return may_evict ? Promote(chunk) : CUDA_ERROR_NOT_READY;
   if (e.residence == Residence::kHost && !ChunkIdle(chunk)) {
     if (!may_evict) return CUDA_ERROR_NOT_READY;
-    WaitChunkIdle(chunk);  // its host mapping may still be in use
+    // Its host mapping may still be in use.
+    if (const CUresult r = WaitChunkIdle(chunk); r != CUDA_SUCCESS) return r;
   }
   uint32_t dev = 0;
   CUresult r = AcquireDevice(&dev, may_evict);
   if (r != CUDA_SUCCESS) {
     if (!may_evict) return r;
     if (e.residence == Residence::kHost) {
+      if (e.unmapped && (r = MapHostSlot(chunk)) != CUDA_SUCCESS) return r;
       ++stats_.host_fallbacks;  // runs from host memory; see Note [host mapping]
       return CUDA_SUCCESS;
     }
@@ -896,23 +969,37 @@ CUresult ShimCore::PageIn(uint32_t chunk, bool may_evict) {
     return CUDA_SUCCESS;
   }
   if (e.residence == Residence::kHost) {
-    if ((r = pool_->UnmapAt(va)) != CUDA_SUCCESS) {
+    // Note [failed transitions]: until the fill is committed the host slot
+    // keeps the bytes; any failure here puts it back at the address.
+    if (!e.unmapped && (r = pool_->UnmapAt(va)) != CUDA_SUCCESS) {
       MEMSHIM_LOG(kError, "unmapping a host-tier chunk failed (%d)", r);
       pool_->ReleaseDevice(dev);
       return r;
     }
     if ((r = pool_->MapAt(va, pool_->device_handle(dev))) != CUDA_SUCCESS) {
-      MEMSHIM_LOG(kError, "mapping a device chunk failed (%d); chunk stays in host memory", r);
-      pool_->MapAt(va, pool_->host_handle(e.phys));
+      MEMSHIM_LOG(kError, "mapping a device chunk failed (%d); the chunk stays in host memory", r);
       pool_->ReleaseDevice(dev);
-      return CUDA_SUCCESS;
+      (void)MapHostSlot(chunk);  // a failure marks it unmapped: mapped at its next use
+      return r;
     }
     if (e.live_data) {
       r = driver_->cuMemcpyDtoDAsync_v2(va, pool_->mirror(e.phys), kChunkBytes, copy_stream_);
-      if (r != CUDA_SUCCESS) MEMSHIM_LOG(kError, "page-in copy failed (%d)", r);
+      if (r != CUDA_SUCCESS) {
+        MEMSHIM_LOG(kError, "page-in copy failed (%d); the chunk stays in host memory", r);
+        if (pool_->UnmapAt(va) == CUDA_SUCCESS) {
+          pool_->ReleaseDevice(dev);
+        } else {  // still mapped: the device chunk is not reused
+          MEMSHIM_LOG(kError, "unmapping chunk %u failed; its device chunk is abandoned", chunk);
+        }
+        (void)MapHostSlot(chunk);
+        return r;
+      }
     }
-    filled_.push_back(chunk);
-    releasing_.push_back(e.phys);
+    fills_.push_back({chunk, e.phys, 0});
+    if (e.unmapped) {
+      e.unmapped = false;
+      --unmapped_host_;
+    }
     ++stats_.page_ins;
   } else {
     if ((r = pool_->MapAt(va, pool_->device_handle(dev))) != CUDA_SUCCESS) {
@@ -929,6 +1016,75 @@ CUresult ShimCore::PageIn(uint32_t chunk, bool may_evict) {
   return CUDA_SUCCESS;
 }
 
+void ShimCore::CommitFills(uint64_t copy_seq) {
+  for (const Fill& f : fills_) {
+    if (f.host_slot != kNoIndex) {
+      pending_host_.push_back({f.host_slot, copy_seq});
+    } else {
+      spill_->Discard(f.spill_id);
+    }
+  }
+  fills_.clear();
+}
+
+void ShimCore::UndoFills() {
+  for (size_t i = fills_.size(); i-- > 0;) {
+    const Fill& f = fills_[i];
+    ChunkEntry& e = table_[f.chunk];
+    const bool on_device = e.residence == Residence::kDevice;
+    if (pool_->UnmapAt(table_.AddressOf(f.chunk)) == CUDA_SUCCESS) {
+      if (on_device) {
+        pool_->ReleaseDevice(e.phys);
+      } else {
+        pool_->ReleaseHost(e.phys);
+      }
+    } else {  // still mapped: the target is not reused
+      MEMSHIM_LOG(kError, "unmapping chunk %u failed; its fill target is abandoned", f.chunk);
+    }
+    if (on_device) policy_->OnEvicted(f.chunk);
+    e.fill_seq = 0;
+    if (f.host_slot != kNoIndex) {
+      e.residence = Residence::kHost;
+      e.phys = f.host_slot;
+      (void)MapHostSlot(f.chunk);  // a failure marks it unmapped: mapped at its next use
+    } else {
+      e.residence = Residence::kNvme;
+      e.phys = kNoIndex;
+      spill_ids_[f.chunk] = f.spill_id;
+      ++stats_.spilled_chunks;
+    }
+  }
+  fills_.clear();
+}
+
+CUresult ShimCore::OrderFills(uint64_t need, uint32_t stream, bool host_wait) {
+  CUresult r = CUDA_SUCCESS;
+  if (need != 0) {
+    CUevent event = nullptr;
+    r = tracker_->Cover(copy_index_, need, &event);
+    if (r == CUDA_SUCCESS && event != nullptr) {
+      if (host_wait) {
+        ++stats_.host_waits;
+        r = driver_->cuEventSynchronize(event);
+      } else {
+        r = driver_->cuStreamWaitEvent(tracker_->HandleOf(stream), event, 0);
+      }
+    }
+    if (r != CUDA_SUCCESS) {
+      MEMSHIM_LOG(kWarn, "ordering work after its page-ins failed (%d); waiting on the host", r);
+      ++stats_.host_waits;
+      r = tracker_->WaitFor(copy_index_, need);
+    }
+  }
+  if (r != CUDA_SUCCESS) {
+    MEMSHIM_LOG(kError, "page-ins could not be awaited (%d); the operation fails", r);
+    UndoFills();
+    return r;
+  }
+  CommitFills(tracker_->issued(copy_index_));
+  return CUDA_SUCCESS;
+}
+
 CUresult ShimCore::MakeResident(uint32_t stream, bool host_wait, bool capturing, Ticket* ticket) {
   const uint64_t step = ++step_;
   policy_->OnAccess(step, touched_.data(), touched_.size());
@@ -940,8 +1096,7 @@ CUresult ShimCore::MakeResident(uint32_t stream, bool host_wait, bool capturing,
     ticket->window = tracker_->BeginEnqueue(stream);
     return CUDA_SUCCESS;
   }
-  filled_.clear();
-  releasing_.clear();
+  fills_.clear();
   CUresult result = CUDA_SUCCESS;
   for (size_t i = 0; i < touched_.size(); ++i) {
     const uint32_t c = touched_[i];
@@ -964,34 +1119,28 @@ CUresult ShimCore::MakeResident(uint32_t stream, bool host_wait, bool capturing,
     }
   }
   if (result == CUDA_SUCCESS && spill_ != nullptr) StartSpillPrefetch();
-  if (!filled_.empty()) {
+  bool host_fills = false;
+  for (const Fill& f : fills_) host_fills |= f.host_slot != kNoIndex;
+  if (host_fills) {
     const uint64_t copy_seq = tracker_->Issue(copy_index_);
-    for (uint32_t c : filled_) table_[c].fill_seq = copy_seq;
-    for (uint32_t slot : releasing_) pending_host_.push_back({slot, copy_seq});
+    for (const Fill& f : fills_) {
+      if (f.host_slot != kNoIndex) table_[f.chunk].fill_seq = copy_seq;
+    }
+  }
+  if (result != CUDA_SUCCESS) {
+    // Nothing will be enqueued; the chunks filled so far keep their fill_seq,
+    // which whatever uses them next waits for.
+    CommitFills(tracker_->issued(copy_index_));
+    return result;
   }
   uint64_t need = 0;
   for (uint32_t c : touched_) {
     const uint64_t fill = table_[c].fill_seq;
     if (fill > need && !tracker_->IsComplete(copy_index_, fill)) need = fill;
   }
-  if (need != 0) {
-    CUevent event = nullptr;
-    CUresult r = tracker_->Cover(copy_index_, need, &event);
-    if (r == CUDA_SUCCESS && event != nullptr) {
-      if (host_wait || capturing) {
-        ++stats_.host_waits;
-        r = driver_->cuEventSynchronize(event);
-      } else {
-        r = driver_->cuStreamWaitEvent(tracker_->HandleOf(stream), event, 0);
-      }
-    }
-    if (r != CUDA_SUCCESS) {
-      MEMSHIM_LOG(kWarn, "ordering a launch after its page-ins failed (%d); waiting on the host",
-                  r);
-      tracker_->WaitFor(copy_index_, need);
-    }
+  if (const CUresult r = OrderFills(need, stream, host_wait || capturing); r != CUDA_SUCCESS) {
+    return r;
   }
-  if (result != CUDA_SUCCESS) return result;  // nothing will be enqueued
   if (!capturing) {
     const uint64_t seq = tracker_->Issue(stream);
     for (uint32_t c : touched_) AddUse(c, stream, seq);
@@ -1001,10 +1150,17 @@ CUresult ShimCore::MakeResident(uint32_t stream, bool host_wait, bool capturing,
 }
 
 CUresult ShimCore::BackAllOwned() {
-  if (unbacked_owned_ == 0 && stats_.spilled_chunks == 0) return CUDA_SUCCESS;
-  for (uint32_t c = 0; c < table_.size() && (unbacked_owned_ > 0 || stats_.spilled_chunks > 0);
+  if (unbacked_owned_ == 0 && stats_.spilled_chunks == 0 && unmapped_host_ == 0) {
+    return CUDA_SUCCESS;
+  }
+  for (uint32_t c = 0; c < table_.size() &&
+                       (unbacked_owned_ > 0 || stats_.spilled_chunks > 0 || unmapped_host_ > 0);
        ++c) {
     const ChunkEntry& e = table_[c];
+    if (e.kind != ChunkKind::kFree && e.residence == Residence::kHost && e.unmapped) {
+      if (const CUresult r = MapHostSlot(c); r != CUDA_SUCCESS) return r;
+      continue;
+    }
     if (e.kind == ChunkKind::kFree ||
         (e.residence != Residence::kUnbacked && e.residence != Residence::kNvme)) {
       continue;
@@ -1054,20 +1210,17 @@ CUresult ShimCore::OpaqueLocked(uint32_t index, bool capturing, Ticket* ticket) 
   ++stats_.opaque_launches;
   FinishPageOut();  // the launch may reach chunks whose page-out is in flight
   touched_.clear();
+  fills_.clear();
   CUresult r = BackAllOwned();
-  if (r != CUDA_SUCCESS) return r;
   touched_.clear();
+  if (r != CUDA_SUCCESS) {
+    CommitFills(tracker_->issued(copy_index_));  // as in MakeResident: nothing is enqueued
+    return r;
+  }
   // Wait for every fill, then count the launch as a use of every chunk.
   const uint64_t all = tracker_->issued(copy_index_);
-  if (all != 0 && !tracker_->IsComplete(copy_index_, all)) {
-    CUevent event = nullptr;
-    if (tracker_->Cover(copy_index_, all, &event) == CUDA_SUCCESS && event != nullptr) {
-      if (capturing ||
-          driver_->cuStreamWaitEvent(tracker_->HandleOf(index), event, 0) != CUDA_SUCCESS) {
-        tracker_->WaitFor(copy_index_, all);
-      }
-    }
-  }
+  const uint64_t need = all != 0 && !tracker_->IsComplete(copy_index_, all) ? all : 0;
+  if ((r = OrderFills(need, index, capturing)) != CUDA_SUCCESS) return r;
   if (capturing) return CUDA_SUCCESS;
   const uint64_t seq = tracker_->Issue(index);
   bool found = false;
@@ -1094,6 +1247,9 @@ CUresult ShimCore::BeforeOpaque(CUstream stream, bool per_thread, Ticket* ticket
 CUresult ShimCore::BeforeAccess(const MemRange* ranges, int count, CUstream stream, bool per_thread,
                                 bool synchronous, Ticket* ticket) {
   MutexLock lock(&mu_);
+  for (int i = 0; i < count; ++i) {
+    if (!WithinOneBlock(ranges[i])) return CUDA_ERROR_INVALID_VALUE;  // as the driver answers
+  }
   ProcessDeferred();
   ++stamp_;
   touched_.clear();
@@ -1117,11 +1273,11 @@ void ShimCore::OnCaptureBegin(CUstream stream, bool per_thread) {
   // Cover everything issued so far: no event is recorded on it during capture.
   const uint32_t index = tracker_->IndexOf(stream, per_thread);
   CUevent ignored;
-  tracker_->Cover(index, tracker_->issued(index), &ignored);
+  (void)tracker_->Cover(index, tracker_->issued(index), &ignored);  // best effort
   // Nor on the legacy stream: while a blocking stream captures, recording
   // there fails and invalidates the capture (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT).
   const uint32_t legacy = tracker_->IndexOf(nullptr, false);
-  tracker_->Cover(legacy, tracker_->issued(legacy), &ignored);
+  (void)tracker_->Cover(legacy, tracker_->issued(legacy), &ignored);
 }
 
 void ShimCore::OnCaptureEnd() {

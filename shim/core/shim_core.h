@@ -11,6 +11,35 @@
 // same ticket once the real driver call has returned (see Note [enqueue
 // window] in stream_tracker.h).
 //
+// Lock order: a ControlPlane's locks before mu_. A control plane calls into
+// the core (SetDeviceBudget, SetHostBudget, DemoteHostBytes, TakeUsage) from
+// its own threads while it holds its own locks, so the core never calls a
+// ControlPlane method (registering or removing a callback included) while it
+// holds mu_: Create() registers after releasing it, ~ShimCore() removes the
+// callbacks before taking it.
+//
+// Note [failed transitions]
+//   A page transition maps, unmaps and copies, and any step can fail
+//   (cuMemMap, cuMemSetAccess, cuMemUnmap, a copy, an event). The bytes stay
+//   where they are until their new home is known to hold them, and the
+//   operation that needed the transition fails with the driver's CUresult
+//   instead of running on bytes that are not there:
+//   * page-in (host tier -> device): a failed map or copy maps the host slot
+//     back and releases the device chunk. The fills of one operation are
+//     committed (host slots released once the copies completed, spill-tier
+//     copies discarded) only once the launch stream, or the host, waits for
+//     them; if the event, cuStreamWaitEvent and the host wait all fail,
+//     every fill of the operation is undone (host slots mapped back, promoted
+//     chunks returned to the spill tier) and the operation fails.
+//   * page-out (device -> host tier): a failed copy or wait keeps the chunk
+//     on the device; a failed remap maps the device chunk back.
+//   * promotion and demotion (Note [spill tier]): as page-in and page-out; a
+//     failed load or store leaves the chunk where it was.
+//   * if putting a mapping back fails as well, the chunk stays in the host
+//     tier marked `unmapped` (its bytes are in its host slot); the next
+//     operation that reaches it, an opaque launch included, maps it first or
+//     fails.
+//
 // Note [host mapping]
 //   An evicted chunk is not left unmapped: its bytes are copied into a host
 //   slot (physical memory created with CU_MEM_LOCATION_TYPE_HOST_NUMA) and
@@ -192,6 +221,19 @@ class ShimCore {
                         bool per_thread, Ticket* ticket) MEMSHIM_EXCLUDES(mu_);
   // Before copies and memsets. `synchronous`: the operation blocks the host
   // (cuMemcpy, cuMemsetD8, ...), so fills are awaited on the host.
+  // CUDA_ERROR_INVALID_VALUE, with nothing done, if a range that starts in
+  // the reservation does not lie within one live block (Note [copy ranges]).
+  //
+  // Note [copy ranges]
+  //   The driver refuses (CUDA_ERROR_INVALID_VALUE) a copy or memset whose
+  //   device range runs past the end of the cuMemAlloc allocation it starts
+  //   in. Under the shim every allocation lives in one reservation whose
+  //   neighbouring chunks are mapped, so the driver would see one valid range
+  //   and overwrite the next allocation (or, for a range that wraps the
+  //   address space, fault and poison the context). The shim therefore checks
+  //   each decoded range against its allocator and answers as the driver
+  //   does. A range the hooks cannot express (a length or 2D/3D extent that
+  //   overflows) arrives with bytes = UINT64_MAX and is refused the same way.
   CUresult BeforeAccess(const MemRange* ranges, int count, CUstream stream, bool per_thread,
                         bool synchronous, Ticket* ticket) MEMSHIM_EXCLUDES(mu_);
   // Before work whose reach is unknown (graph launches the shim cannot decode):
@@ -301,14 +343,36 @@ class ShimCore {
   void ScanArgs(const ParamLayout& layout, void** params) MEMSHIM_REQUIRES(mu_);
   bool AllResident() MEMSHIM_REQUIRES(mu_);
   void TouchRange(const MemRange& range) MEMSHIM_REQUIRES(mu_);
+  // Note [copy ranges]: false if `range` starts in the reservation but does
+  // not lie within one live block.
+  bool WithinOneBlock(const MemRange& range) MEMSHIM_REQUIRES(mu_);
   void ScanBytes(const void* data, size_t bytes) MEMSHIM_REQUIRES(mu_);
 
   // Residency mechanism.
-  CUresult MakeResident(uint32_t stream, bool host_wait, bool capturing, Ticket* ticket)
+  [[nodiscard]] CUresult MakeResident(uint32_t stream, bool host_wait, bool capturing,
+                                      Ticket* ticket) MEMSHIM_REQUIRES(mu_);
+  [[nodiscard]] CUresult PageIn(uint32_t chunk, bool may_evict) MEMSHIM_REQUIRES(mu_);
+  [[nodiscard]] CUresult AcquireDevice(uint32_t* index, bool may_evict) MEMSHIM_REQUIRES(mu_);
+  [[nodiscard]] CUresult AcquireHost(uint32_t* slot) MEMSHIM_REQUIRES(mu_);
+  // Maps a kHost chunk's slot at its address (Note [failed transitions]): on
+  // failure the chunk is marked `unmapped`.
+  [[nodiscard]] CUresult MapHostSlot(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
+  // A fill the current operation enqueued (Note [failed transitions]): the
+  // chunk's previous home, kept until CommitFills().
+  struct Fill {
+    uint32_t chunk;
+    uint32_t host_slot;  // kNoIndex: promoted from the spill tier
+    uint64_t spill_id;   // promoted: its stored copy
+  };
+  // The fills of the operation are ordered before its work: host slots are
+  // released once `copy_seq` completed, stored copies discarded.
+  void CommitFills(uint64_t copy_seq) MEMSHIM_REQUIRES(mu_);
+  // The fills could not be ordered: every chunk goes back to its previous home.
+  void UndoFills() MEMSHIM_REQUIRES(mu_);
+  // Waits (stream-ordered on `stream`, or on the host) for copy-stream
+  // sequence `need`; commits or undoes fills_ accordingly.
+  [[nodiscard]] CUresult OrderFills(uint64_t need, uint32_t stream, bool host_wait)
       MEMSHIM_REQUIRES(mu_);
-  CUresult PageIn(uint32_t chunk, bool may_evict) MEMSHIM_REQUIRES(mu_);
-  CUresult AcquireDevice(uint32_t* index, bool may_evict) MEMSHIM_REQUIRES(mu_);
-  CUresult AcquireHost(uint32_t* slot) MEMSHIM_REQUIRES(mu_);
   bool EvictSome(uint32_t want) MEMSHIM_REQUIRES(mu_);
   bool require_idle_ MEMSHIM_GUARDED_BY(mu_) = true;
   bool ReclaimDead(bool device, bool host) MEMSHIM_REQUIRES(mu_);
@@ -333,15 +397,18 @@ class ShimCore {
   // Adds victims from the policy until `picked` holds `want` or none is left.
   void PickVictims(uint32_t want, PickedVictims* picked) MEMSHIM_REQUIRES(mu_);
   bool ChunkIdle(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
-  void WaitChunkIdle(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
+  // Blocks until `chunk`'s last uses completed; an error if a wait failed
+  // (the chunk may still be in use then).
+  [[nodiscard]] CUresult WaitChunkIdle(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
   void AddUse(uint32_t chunk, uint32_t stream, uint64_t seq) MEMSHIM_REQUIRES(mu_);
   void ProcessDeferred() MEMSHIM_REQUIRES(mu_);
-  CUresult BackAllOwned() MEMSHIM_REQUIRES(mu_);
-  CUresult OpaqueLocked(uint32_t stream, bool capturing, Ticket* ticket) MEMSHIM_REQUIRES(mu_);
+  [[nodiscard]] CUresult BackAllOwned() MEMSHIM_REQUIRES(mu_);
+  [[nodiscard]] CUresult OpaqueLocked(uint32_t stream, bool capturing, Ticket* ticket)
+      MEMSHIM_REQUIRES(mu_);
   bool IsCapturing(CUstream handle) MEMSHIM_REQUIRES(mu_);
   void OnChunksCommitted(uint32_t first, uint32_t count) MEMSHIM_REQUIRES(mu_);
   void OnChunksFreed(uint32_t first, uint32_t count) MEMSHIM_REQUIRES(mu_);
-  CUresult FreeLocked(uint64_t offset) MEMSHIM_REQUIRES(mu_);
+  [[nodiscard]] CUresult FreeLocked(uint64_t offset) MEMSHIM_REQUIRES(mu_);
   bool BlockIdle(uint64_t offset) MEMSHIM_REQUIRES(mu_);
   void EnforceDeviceLimit() MEMSHIM_REQUIRES(mu_);
   static bool EligibleThunk(void* self, uint32_t chunk);
@@ -371,7 +438,7 @@ class ShimCore {
   };
   bool DemotionEligible(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
   void RebuildDemotionQueue() MEMSHIM_REQUIRES(mu_);
-  CUresult Promote(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
+  [[nodiscard]] CUresult Promote(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
   // Installs finished prefetch loads into free host slots (never waits).
   void InstallLoaded() MEMSHIM_REQUIRES(mu_);
   void StartSpillPrefetch() MEMSHIM_REQUIRES(mu_);
@@ -408,9 +475,9 @@ class ShimCore {
   std::vector<uint32_t> touched_ MEMSHIM_GUARDED_BY(mu_);
   uint64_t stamp_ MEMSHIM_GUARDED_BY(mu_) = 0;
   uint64_t step_ MEMSHIM_GUARDED_BY(mu_) = 0;
-  std::vector<uint32_t> filled_ MEMSHIM_GUARDED_BY(mu_);     // chunks given a copy this op
-  std::vector<uint32_t> releasing_ MEMSHIM_GUARDED_BY(mu_);  // host slots freed by fills
-  std::vector<uint32_t> prefetch_ MEMSHIM_GUARDED_BY(mu_);   // MakeResident's candidates
+  std::vector<Fill> fills_ MEMSHIM_GUARDED_BY(mu_);         // fills of the operation being prepared
+  uint32_t unmapped_host_ MEMSHIM_GUARDED_BY(mu_) = 0;      // kHost chunks marked `unmapped`
+  std::vector<uint32_t> prefetch_ MEMSHIM_GUARDED_BY(mu_);  // MakeResident's candidates
   std::vector<PendingHostRelease> pending_host_ MEMSHIM_GUARDED_BY(mu_);
   // Page-outs copying on the copy stream, remapped at the next eviction
   // (Note [pipelined page-out]); all covered by copy-stream seq inflight_seq_.
@@ -437,8 +504,9 @@ class ShimCore {
   };
   void PlanGraph(CUgraph graph, int depth, GraphPlan* plan) MEMSHIM_REQUIRES(mu_);
   void PlanKernelNode(CUgraphNode node, GraphPlan* plan) MEMSHIM_REQUIRES(mu_);
-  CUresult ReferencesLocked(const uint64_t* words, size_t num_words, const MemRange* ranges,
-                            size_t num_ranges, uint32_t stream, bool capturing, Ticket* ticket)
+  [[nodiscard]] CUresult ReferencesLocked(const uint64_t* words, size_t num_words,
+                                          const MemRange* ranges, size_t num_ranges,
+                                          uint32_t stream, bool capturing, Ticket* ticket)
       MEMSHIM_REQUIRES(mu_);
   std::unordered_map<CUgraphExec, GraphPlan> graph_plans_ MEMSHIM_GUARDED_BY(mu_);
   CoreStats stats_ MEMSHIM_GUARDED_BY(mu_);

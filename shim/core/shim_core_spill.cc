@@ -72,7 +72,8 @@ bool ShimCore::AcquireStaging(uint32_t keep_chunk, uint32_t* slot) {
   }
   if (oldest != kNoIndex) {
     ++stats_.host_waits;
-    tracker_->WaitFor(copy_index_, staging_[oldest].copy_seq);
+    // The copy reads the staging buffer: a failed wait leaves it unusable now.
+    if (tracker_->WaitFor(copy_index_, staging_[oldest].copy_seq) != CUDA_SUCCESS) return false;
     staging_[oldest].state = StagingSlot::State::kFree;
     *slot = oldest;
     return true;
@@ -193,10 +194,14 @@ bool ShimCore::DemoteHostChunks(uint32_t max) {
     }
     ChunkEntry& e = table_[m.chunk];
     const CUdeviceptr va = table_.AddressOf(m.chunk);
-    if (pool_->UnmapAt(va) != CUDA_SUCCESS) {
+    if (!e.unmapped && pool_->UnmapAt(va) != CUDA_SUCCESS) {
       MEMSHIM_LOG(kError, "unmapping a demoted chunk failed; it stays in host memory");
       spill_->Discard(id);
       continue;
+    }
+    if (e.unmapped) {
+      e.unmapped = false;
+      --unmapped_host_;
     }
     pool_->ReleaseHost(e.phys);
     e.residence = Residence::kNvme;
@@ -265,16 +270,20 @@ CUresult ShimCore::Promote(uint32_t chunk) {
   const CUdeviceptr dst = dev != kNoIndex ? va : pool_->mirror(host);
   r = driver_->cuMemcpyHtoDAsync_v2(dst, spill_->staging(slot), kChunkBytes, copy_stream_);
   if (r != CUDA_SUCCESS) {
-    MEMSHIM_LOG(kError, "copy from the staging buffer failed (%d)", r);
-    pool_->UnmapAt(va);
-    release();
+    MEMSHIM_LOG(kError, "copy from the staging buffer failed (%d); the chunk stays stored", r);
+    if (pool_->UnmapAt(va) == CUDA_SUCCESS) {
+      release();
+    } else {  // still mapped: the target is not reused
+      MEMSHIM_LOG(kError, "unmapping chunk %u failed; its promotion target is abandoned", chunk);
+    }
     return r;
   }
   const uint64_t seq = tracker_->Issue(copy_index_);
   staging_[slot].state = StagingSlot::State::kCopying;
   staging_[slot].copy_seq = seq;
   e.fill_seq = seq;
-  spill_->Discard(spill_ids_[chunk]);
+  // The stored copy is discarded once the fill is ordered (CommitFills).
+  fills_.push_back({chunk, kNoIndex, spill_ids_[chunk]});
   spill_ids_[chunk] = 0;
   --stats_.spilled_chunks;
   ++stats_.promotions;
@@ -316,11 +325,17 @@ void ShimCore::InstallLoaded() {
     uint32_t host;
     if (pool_->AcquireHost(&host) != CUDA_SUCCESS) continue;  // kept for the demand path
     const CUdeviceptr va = table_.AddressOf(st.chunk);
-    if (pool_->MapAt(va, pool_->host_handle(host)) != CUDA_SUCCESS ||
-        driver_->cuMemcpyHtoDAsync_v2(pool_->mirror(host), spill_->staging(s), kChunkBytes,
-                                      copy_stream_) != CUDA_SUCCESS) {
-      pool_->UnmapAt(va);
+    if (pool_->MapAt(va, pool_->host_handle(host)) != CUDA_SUCCESS) {  // kept for the demand path
       pool_->ReleaseHost(host);
+      continue;
+    }
+    if (driver_->cuMemcpyHtoDAsync_v2(pool_->mirror(host), spill_->staging(s), kChunkBytes,
+                                      copy_stream_) != CUDA_SUCCESS) {
+      if (pool_->UnmapAt(va) == CUDA_SUCCESS) {
+        pool_->ReleaseHost(host);
+      } else {  // still mapped: the slot is not reused
+        MEMSHIM_LOG(kError, "unmapping chunk %u failed; a host slot is abandoned", st.chunk);
+      }
       continue;
     }
     const uint64_t seq = tracker_->Issue(copy_index_);

@@ -5,11 +5,14 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
+#include <memory>
 #include <vector>
 
 #include "shim/core/shim_core.h"
 #include "shim/core/shim_core_test_fixture.h"
+#include "shim/testing/fake_driver.h"
 
 namespace memvirt::shim {
 namespace {
@@ -265,6 +268,144 @@ TEST_F(ShimCoreSpillTest, LifetimePolicyLoadsSpilledChunksAheadOfUse) {
   EXPECT_LT(st.promotion_reads, st.promotions);  // some promotions found their data loaded
   EXPECT_GT(st.demotions, 0u);
   EXPECT_EQ(fake_.faults(), 0u);
+}
+
+// Note [failed transitions]: each step of a promotion or a demotion that
+// fails leaves the chunk where its bytes are, checked by checksum after the
+// failure and after a retry.
+class ShimCoreSpillFaultTest : public ShimCoreSpillTest {
+ protected:
+  void SetUp() override {
+    faults_ = std::make_unique<testing::FaultInjector>(fake_.driver());
+    Make(&faults_->driver(), 8 * kMiB, 8 * kMiB, "lru", &plane_);
+  }
+  void TearDown() override {
+    core_.reset();
+    faults_.reset();
+  }
+
+  // 12 blocks (4 on the device, 4 in host memory, 4 stored), then one device
+  // block freed so that a promotion needs no eviction. Returns a stored block.
+  int Prepare(CUstream s) {
+    blocks_ = WriteBlocks(s, 12);
+    EXPECT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+    int stored = -1;
+    for (int i = 11; i >= 0; --i) {
+      const Residence r = core_->ResidenceOf(blocks_[i]);
+      if (r == Residence::kDevice && freed_ < 0) freed_ = i;
+      if (r == Residence::kNvme) stored = i;
+    }
+    EXPECT_GE(freed_, 0);
+    EXPECT_EQ(core_->Free(blocks_[freed_]), CUDA_SUCCESS);
+    EXPECT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+    EXPECT_GE(stored, 0);
+    return stored;
+  }
+
+  // Every live block has its bytes (reads them one by one).
+  void ExpectLiveBlocks(CUstream s) {
+    for (int i = 0; i < 12; ++i) {
+      if (i == freed_) continue;
+      uint64_t sum = 0;
+      ASSERT_EQ(Read(s, blocks_[i], 2 * kMiB, &sum), CUDA_SUCCESS) << "block " << i;
+      ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+      EXPECT_EQ(sum, PatternChecksum(2 * kMiB, 500 + i)) << "block " << i;
+    }
+    EXPECT_EQ(fake_.faults(), 0u);
+  }
+
+  void ExpectFailedPromotionKeepsTheStoredCopy(const std::function<void()>& arm) {
+    CUstream s = fake_.CreateStream();
+    const int i = Prepare(s);
+    const size_t stored = tier_.stored();
+    arm();
+    bool ran = false;
+    EXPECT_NE(Launch(s, {blocks_[i]}, 2 * kMiB, [&ran] { ran = true; }), CUDA_SUCCESS);
+    Disarm();
+    ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+    EXPECT_FALSE(ran);
+    EXPECT_EQ(core_->ResidenceOf(blocks_[i]), Residence::kNvme);
+    EXPECT_EQ(tier_.stored(), stored);
+    EXPECT_EQ(core_->stats().spilled_chunks, stored);
+    ExpectLiveBlocks(s);
+  }
+
+  // A host-tier block, checked through its host mapping.
+  int HostBlock() {
+    for (int i = 0; i < 12; ++i) {
+      if (i != freed_ && core_->ResidenceOf(blocks_[i]) == Residence::kHost) return i;
+    }
+    ADD_FAILURE() << "no host-tier block";
+    return 0;
+  }
+
+  void ExpectFailedDemotionKeepsTheHostCopy(const std::function<void()>& arm) {
+    CUstream s = fake_.CreateStream();
+    Prepare(s);
+    const size_t stored = tier_.stored();
+    arm();
+    EXPECT_EQ(core_->DemoteHostBytes(2 * kMiB), 0u);
+    Disarm();
+    EXPECT_EQ(tier_.stored(), stored);
+    for (int i = 0; i < 12; ++i) {
+      if (i == freed_ || core_->ResidenceOf(blocks_[i]) != Residence::kHost) continue;
+      EXPECT_TRUE(fake_.IsMapped(blocks_[i], 2 * kMiB)) << i;
+      EXPECT_EQ(Checksum(reinterpret_cast<void*>(blocks_[i]), 2 * kMiB),
+                PatternChecksum(2 * kMiB, 500 + i))
+          << i;
+    }
+    EXPECT_EQ(core_->DemoteHostBytes(2 * kMiB), 2 * kMiB);  // the retry
+    EXPECT_EQ(tier_.stored(), stored + 1);
+    ExpectLiveBlocks(s);
+  }
+
+  void Disarm() {
+    faults_->ClearFaults();
+    tier_.no_space = false;
+    tier_.fail_loads = false;
+  }
+
+  std::unique_ptr<testing::FaultInjector> faults_;
+  std::vector<CUdeviceptr> blocks_;
+  int freed_ = -1;
+};
+
+TEST_F(ShimCoreSpillFaultTest, PromotionMapFailureKeepsTheStoredCopy) {
+  ExpectFailedPromotionKeepsTheStoredCopy([this] { faults_->FailMemMap(1); });
+}
+
+TEST_F(ShimCoreSpillFaultTest, PromotionSetAccessFailureKeepsTheStoredCopy) {
+  ExpectFailedPromotionKeepsTheStoredCopy([this] { faults_->FailSetAccess(1); });
+}
+
+TEST_F(ShimCoreSpillFaultTest, PromotionCopyFailureKeepsTheStoredCopy) {
+  ExpectFailedPromotionKeepsTheStoredCopy([this] { faults_->FailHostCopy(1); });
+}
+
+TEST_F(ShimCoreSpillFaultTest, PromotionLoadFailureKeepsTheStoredCopy) {
+  ExpectFailedPromotionKeepsTheStoredCopy([this] { tier_.fail_loads = true; });
+}
+
+TEST_F(ShimCoreSpillFaultTest, PromotionWhoseFillCannotBeAwaitedIsUndone) {
+  // The event after the copy, and the host wait that replaces it, fail: the
+  // stored copy must not have been discarded.
+  ExpectFailedPromotionKeepsTheStoredCopy([this] { faults_->FailEventRecord(1000); });
+}
+
+TEST_F(ShimCoreSpillFaultTest, DemotionCopyFailureKeepsTheHostCopy) {
+  ExpectFailedDemotionKeepsTheHostCopy([this] { faults_->FailHostCopy(1); });
+}
+
+TEST_F(ShimCoreSpillFaultTest, DemotionWaitFailureKeepsTheHostCopy) {
+  ExpectFailedDemotionKeepsTheHostCopy([this] { faults_->FailEventRecord(1000); });
+}
+
+TEST_F(ShimCoreSpillFaultTest, DemotionStoreFailureKeepsTheHostCopy) {
+  ExpectFailedDemotionKeepsTheHostCopy([this] { tier_.no_space = true; });
+}
+
+TEST_F(ShimCoreSpillFaultTest, DemotionUnmapFailureKeepsTheHostCopy) {
+  ExpectFailedDemotionKeepsTheHostCopy([this] { faults_->FailMemUnmap(1); });
 }
 
 }  // namespace

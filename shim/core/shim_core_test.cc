@@ -488,6 +488,38 @@ TEST_F(ShimCoreTest, CopiesAndMemsetsMakeTheirRangesResident) {
   EXPECT_EQ(Checksum(reinterpret_cast<void*>(blocks[0]), 2 * kMiB), PatternChecksum(2 * kMiB, 40));
 }
 
+// Note [copy ranges]: a range starting in the reservation must lie within
+// one live block; anything else is refused before any paging.
+TEST_F(ShimCoreTest, CopyRangesOutsideOneLiveBlockAreRefused) {
+  CUstream s = fake_.CreateStream();
+  CUdeviceptr large, small, freed;
+  ASSERT_EQ(core_->Alloc(&large, 2 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(core_->Alloc(&small, 4096), CUDA_SUCCESS);
+  ASSERT_EQ(core_->Alloc(&freed, 2 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(core_->Free(freed), CUDA_SUCCESS);
+  auto check = [&](MemRange range) {
+    ShimCore::Ticket ticket;
+    const CUresult r = core_->BeforeAccess(&range, 1, s, false, /*synchronous=*/true, &ticket);
+    ShimCore::AfterEnqueue(ticket);
+    return r;
+  };
+  EXPECT_EQ(check({large, 2 * kMiB}), CUDA_SUCCESS);
+  EXPECT_EQ(check({large + kMiB, kMiB}), CUDA_SUCCESS);
+  EXPECT_EQ(check({small, 4096}), CUDA_SUCCESS);
+  EXPECT_EQ(check({large + 2 * kMiB - 4096, 8192}), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(check({small + 2048, 4096}), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(check({large, ~uint64_t{0}}), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(check({large, ~uint64_t{0} - large + 4097}), CUDA_ERROR_INVALID_VALUE);  // wraps
+  EXPECT_EQ(check({freed, 4096}), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(check({core_->base() + core_->va_bytes() - 4096, 4096}), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(check({large, 0}), CUDA_SUCCESS);  // nothing to touch
+  // Both ranges of a copy are checked.
+  MemRange pair[2] = {{large, 4096}, {small + 4000, 4096}};
+  ShimCore::Ticket ticket;
+  EXPECT_EQ(core_->BeforeAccess(pair, 2, s, false, true, &ticket), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(fake_.faults(), 0u);
+}
+
 TEST_F(ShimCoreTest, ExtraBufferArgumentsAreDecoded) {
   CUstream s = fake_.CreateStream();
   CUdeviceptr blocks[6];
@@ -562,74 +594,6 @@ TEST_F(ShimCoreTest, AppVmmMemoryShrinksTheDeviceBudget) {
   uint64_t sum;
   ASSERT_EQ(Read(s, a, 8 * kMiB, &sum), CUDA_SUCCESS);
   EXPECT_EQ(sum, PatternChecksum(8 * kMiB, 9));
-}
-
-class ShimCoreFaultTest : public ShimCoreTest {
- protected:
-  void SetUp() override {
-    faults_ = std::make_unique<testing::FaultInjector>(fake_.driver());
-    Make(&faults_->driver(), 4 * kMiB, 64 * kMiB);
-  }
-  void TearDown() override {
-    core_.reset();
-    faults_.reset();
-  }
-  std::unique_ptr<testing::FaultInjector> faults_;
-};
-
-TEST_F(ShimCoreFaultTest, FailedDeviceCreateFallsBackToHostTier) {
-  CUstream s = fake_.CreateStream();
-  CUdeviceptr a;
-  ASSERT_EQ(core_->Alloc(&a, 2 * kMiB), CUDA_SUCCESS);
-  faults_->FailMemCreate(1);
-  ASSERT_EQ(Write(s, a, 2 * kMiB, 3), CUDA_SUCCESS);
-  EXPECT_EQ(core_->ResidenceOf(a), Residence::kHost);
-  EXPECT_GT(core_->stats().host_fallbacks, 0u);
-  uint64_t sum;
-  ASSERT_EQ(Read(s, a, 2 * kMiB, &sum), CUDA_SUCCESS);  // now moves to the device
-  EXPECT_EQ(sum, PatternChecksum(2 * kMiB, 3));
-  EXPECT_EQ(fake_.faults(), 0u);
-}
-
-TEST_F(ShimCoreFaultTest, NoPhysicalMemoryAtAllIsOutOfMemory) {
-  CUstream s = fake_.CreateStream();
-  CUdeviceptr a;
-  ASSERT_EQ(core_->Alloc(&a, 2 * kMiB), CUDA_SUCCESS);
-  faults_->FailMemCreate(1000);
-  EXPECT_EQ(Write(s, a, 2 * kMiB, 3), CUDA_ERROR_OUT_OF_MEMORY);
-  faults_->FailMemCreate(0);
-  EXPECT_EQ(Write(s, a, 2 * kMiB, 3), CUDA_SUCCESS);
-  EXPECT_EQ(fake_.faults(), 0u);
-}
-
-TEST_F(ShimCoreFaultTest, FailedMapIsReportedAndRecoverable) {
-  CUstream s = fake_.CreateStream();
-  CUdeviceptr a;
-  ASSERT_EQ(core_->Alloc(&a, 2 * kMiB), CUDA_SUCCESS);
-  faults_->FailMemMap(1);
-  EXPECT_NE(Write(s, a, 2 * kMiB, 4), CUDA_SUCCESS);
-  ASSERT_EQ(Write(s, a, 2 * kMiB, 4), CUDA_SUCCESS);
-  uint64_t sum;
-  ASSERT_EQ(Read(s, a, 2 * kMiB, &sum), CUDA_SUCCESS);
-  EXPECT_EQ(sum, PatternChecksum(2 * kMiB, 4));
-}
-
-TEST_F(ShimCoreFaultTest, FailedPageOutCopyKeepsDataOnTheDevice) {
-  CUstream s = fake_.CreateStream();
-  CUdeviceptr a, b, c;
-  ASSERT_EQ(core_->Alloc(&a, 2 * kMiB), CUDA_SUCCESS);
-  ASSERT_EQ(core_->Alloc(&b, 2 * kMiB), CUDA_SUCCESS);
-  ASSERT_EQ(core_->Alloc(&c, 2 * kMiB), CUDA_SUCCESS);
-  ASSERT_EQ(Write(s, a, 2 * kMiB, 1), CUDA_SUCCESS);
-  ASSERT_EQ(Write(s, b, 2 * kMiB, 2), CUDA_SUCCESS);
-  faults_->FailCopy(1);
-  ASSERT_EQ(Write(s, c, 2 * kMiB, 3), CUDA_SUCCESS);  // c lands in the host tier
-  uint64_t sum;
-  for (auto [p, seed] : {std::pair{a, 1}, std::pair{b, 2}, std::pair{c, 3}}) {
-    ASSERT_EQ(Read(s, p, 2 * kMiB, &sum), CUDA_SUCCESS);
-    EXPECT_EQ(sum, PatternChecksum(2 * kMiB, seed));
-  }
-  EXPECT_EQ(fake_.faults(), 0u);
 }
 
 TEST_F(ShimCoreTest, ConcurrentStreamsFromManyThreadsKeepData) {

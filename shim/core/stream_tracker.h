@@ -101,14 +101,14 @@ class StreamTracker {
   // True if operation `seq` of stream `index` has completed (polls events).
   bool IsComplete(uint32_t index, uint64_t seq);
   // Makes sure an event covers `seq` and returns it (to cuStreamWaitEvent on).
-  CUresult Cover(uint32_t index, uint64_t seq, CUevent* event);
+  [[nodiscard]] CUresult Cover(uint32_t index, uint64_t seq, CUevent* event);
   // Blocks the host until `seq` of stream `index` has completed.
-  CUresult WaitFor(uint32_t index, uint64_t seq);
+  [[nodiscard]] CUresult WaitFor(uint32_t index, uint64_t seq);
   // Records an event on every stream with uncovered work (no waiting), so
   // that IsComplete() can see work that has already finished.
   void CoverAll();
   // Blocks until everything issued on every stream has completed.
-  CUresult WaitForAll();
+  [[nodiscard]] CUresult WaitForAll();
 
   // The application destroys `handle`: pending events keep tracking what was
   // issued; a new stream reusing the handle gets a fresh index.

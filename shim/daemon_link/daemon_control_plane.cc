@@ -3,6 +3,7 @@
 #include <errno.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <utility>
 
 #include "shim/core/log.h"
@@ -17,6 +18,29 @@ unsigned long long MiB(uint64_t bytes) { return static_cast<unsigned long long>(
 
 }  // namespace
 
+std::chrono::milliseconds MillisecondsFromEnvironment(const char* name,
+                                                      std::chrono::milliseconds fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long ms = std::strtoull(v, &end, 10);
+  if (errno != 0 || *end != '\0' || ms > 86400000ull) {
+    MEMSHIM_LOG(kWarn, "ignoring %s=%s (want 0..86400000)", name, v);
+    return fallback;
+  }
+  return std::chrono::milliseconds(ms);
+}
+
+std::chrono::milliseconds TierDeadlineFromEnvironment() {
+  const auto ms = MillisecondsFromEnvironment("MEMSHIM_TIER_DEADLINE_MS", std::chrono::seconds(60));
+  return std::max(ms, std::chrono::milliseconds(1));
+}
+
+std::chrono::milliseconds AdmissionWaitFromEnvironment() {
+  return MillisecondsFromEnvironment("MEMSHIM_ADMISSION_WAIT_MS", std::chrono::seconds(30));
+}
+
 DaemonControlPlane::DaemonControlPlane(const DaemonLinkOptions& options, ClientFactory factory)
     : socket_path_(options.socket_path != nullptr ? options.socket_path : ""),
       connect_timeout_(options.connect_timeout_ms),
@@ -25,6 +49,8 @@ DaemonControlPlane::DaemonControlPlane(const DaemonLinkOptions& options, ClientF
       min_device_bytes_(options.min_device_bytes),
       demand_host_bytes_(options.demand_host_bytes),
       staging_slots_(options.staging_slots),
+      tier_deadline_(TierDeadlineFromEnvironment()),
+      admission_wait_(AdmissionWaitFromEnvironment()),
       factory_(std::move(factory)) {}
 
 DaemonControlPlane::~DaemonControlPlane() { Close(); }
@@ -61,7 +87,7 @@ uint64_t DaemonControlPlane::InitialDeviceBudget(const DeviceIdentity& device,
                 MiB(local_default));
     return local_default;
   }
-  const std::optional<uint64_t> granted = client_->Budget(uuid_);
+  const std::optional<uint64_t> granted = AwaitUsableBudget(claim.min_bytes);
   const uint64_t budget = granted.value_or(local_default);
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -70,6 +96,39 @@ uint64_t DaemonControlPlane::InitialDeviceBudget(const DeviceIdentity& device,
   MEMSHIM_LOG(kInfo, "registered with memvirtd at %s: %llu MiB device budget on %s",
               socket_path_.c_str(), MiB(budget), uuid_.c_str());
   return budget;
+}
+
+// Note [admission]
+// A newcomer's budget grows only from memory nobody holds (Note [budget ledger] in
+// daemon/core/node_state.h): while the others have not yet acknowledged their shrinks, while the
+// daemon is in its restart grace period, or while the GPU is drained, the registration's budget
+// can be 0 (or below the process's floor), and a process that started with it would fail its
+// first launch with CUDA_ERROR_OUT_OF_MEMORY. So the link waits, up to admission_wait
+// (MEMSHIM_ADMISSION_WAIT_MS), for the daemon's budget directives to raise it to at least
+// max(floor, 1 byte). When the wait runs out the process goes on with what it was granted and
+// says so.
+std::optional<uint64_t> DaemonControlPlane::AwaitUsableBudget(uint64_t floor) {
+  const uint64_t usable = std::max<uint64_t>(floor, 1);
+  const auto start = std::chrono::steady_clock::now();
+  std::optional<uint64_t> granted = client_->Budget(uuid_);
+  if (granted.value_or(usable) >= usable) return granted;
+  while (std::chrono::steady_clock::now() - start < admission_wait_ &&
+         client_->state() == client::State::kConnected) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    granted = client_->Budget(uuid_);
+    if (granted.value_or(0) >= usable) {
+      MEMSHIM_LOG(kInfo, "waited %lld ms for a usable device budget",
+                  static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                             std::chrono::steady_clock::now() - start)
+                                             .count()));
+      return granted;
+    }
+  }
+  MEMSHIM_LOG(kWarn,
+              "memvirtd granted only %llu MiB of device memory within %lld ms (GPU drained or "
+              "fully held?); going on with it",
+              MiB(granted.value_or(0)), static_cast<long long>(admission_wait_.count()));
+  return granted;
 }
 
 uint64_t DaemonControlPlane::InitialHostBudget(uint64_t local_default) {
@@ -84,7 +143,7 @@ SpillTier* DaemonControlPlane::spill_tier() {
   if (client_->state() != client::State::kConnected) return nullptr;
   const char* error = nullptr;
   tier_ = TierChannel::Connect(socket_path_ + tier::kTierSocketSuffix, staging_slots_,
-                               connect_timeout_, &error);
+                               {.connect = connect_timeout_, .request = tier_deadline_}, &error);
   if (tier_ == nullptr) {
     MEMSHIM_LOG(kInfo, "no NVMe tier: %s", error);
   } else {

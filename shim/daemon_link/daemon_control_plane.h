@@ -34,6 +34,18 @@
 
 namespace memvirt::shim {
 
+// MEMSHIM_TIER_DEADLINE_MS (default 60000, at least 1): how long a tier
+// request waits for a daemon that is still connected but slow (Note [slow or
+// gone] in tier_channel.cc). Invalid values are logged and the default is used.
+std::chrono::milliseconds TierDeadlineFromEnvironment();
+// MEMSHIM_ADMISSION_WAIT_MS (default 30000): how long registration waits for
+// a usable device budget (Note [admission] in daemon_control_plane.cc).
+std::chrono::milliseconds AdmissionWaitFromEnvironment();
+// A millisecond count from environment variable `name` (0..86400000), else
+// `fallback` (an invalid value is logged).
+std::chrono::milliseconds MillisecondsFromEnvironment(const char* name,
+                                                      std::chrono::milliseconds fallback);
+
 class DaemonControlPlane final : public ControlPlane {
  public:
   using ClientFactory = std::function<std::unique_ptr<client::Client>(client::Options)>;
@@ -61,6 +73,8 @@ class DaemonControlPlane final : public ControlPlane {
   uint64_t directives_applied() const;
 
  private:
+  // Note [admission]: the registration's budget, or a later one that is usable.
+  std::optional<uint64_t> AwaitUsableBudget(uint64_t floor);
   void OnDirective(const client::Directive& d);
   void OnState(client::State s);
   void WorkerLoop();
@@ -80,6 +94,8 @@ class DaemonControlPlane final : public ControlPlane {
   const uint64_t min_device_bytes_;
   const uint64_t demand_host_bytes_;
   const uint32_t staging_slots_;
+  const std::chrono::milliseconds tier_deadline_;
+  const std::chrono::milliseconds admission_wait_;
   const ClientFactory factory_;
 
   std::unique_ptr<client::Client> client_;  // set once by InitialDeviceBudget

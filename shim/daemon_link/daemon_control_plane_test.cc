@@ -36,7 +36,7 @@ class FakeClient final : public client::Client {
   }
   std::optional<uint64_t> Budget(const std::string&) const override {
     if (!reachable_) return std::nullopt;
-    return granted_;
+    return granted_.load();
   }
   pid_t daemon_pid() const override { return 0; }
   uint64_t registrations() const override { return reachable_ ? 1 : 0; }
@@ -61,7 +61,7 @@ class FakeClient final : public client::Client {
 
   client::Options options_;
   const bool reachable_;
-  const uint64_t granted_;
+  std::atomic<uint64_t> granted_;  // what Budget() says: the latest budget the daemon sent
   std::mutex mu_;
   std::vector<client::HintBatch> batches;
   std::map<uint64_t, std::pair<bool, uint64_t>> acks;
@@ -93,6 +93,35 @@ client::Directive BudgetDirective(uint64_t id, uint64_t bytes, const std::string
   d.gpu_uuid = uuid;
   d.budget_bytes = bytes;
   return d;
+}
+
+// Issue 14, item 3 (Note [admission]): a registration granted less than is usable waits for the
+// daemon to raise the budget, bounded by MEMSHIM_ADMISSION_WAIT_MS.
+TEST(DaemonControlPlaneAdmissionTest, WaitsForAUsableBudgetBeforeStarting) {
+  Harness h(/*reachable=*/true, /*granted=*/4 * kMiB, /*min_bytes=*/16 * kMiB);
+  DeviceIdentity dev{kUuid, 80 * kMiB};
+  std::thread daemon([&] {
+    while (h.fake == nullptr) std::this_thread::sleep_for(1ms);
+    std::this_thread::sleep_for(100ms);  // the others acknowledge their shrinks meanwhile
+    h.fake->granted_ = 32 * kMiB;
+    h.fake->Push(BudgetDirective(7, 32 * kMiB));
+  });
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(h.plane->InitialDeviceBudget(dev, 1 * kMiB), 32 * kMiB);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 100ms);
+  daemon.join();
+}
+
+TEST(DaemonControlPlaneAdmissionTest, TheWaitIsBounded) {
+  setenv("MEMSHIM_ADMISSION_WAIT_MS", "150", 1);
+  Harness h(/*reachable=*/true, /*granted=*/0, /*min_bytes=*/0);
+  unsetenv("MEMSHIM_ADMISSION_WAIT_MS");
+  DeviceIdentity dev{kUuid, 80 * kMiB};
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(h.plane->InitialDeviceBudget(dev, 1 * kMiB), 0u);  // e.g. a drained GPU
+  const auto waited = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(waited, 150ms);
+  EXPECT_LT(waited, 5s);
 }
 
 bool WaitFor(const std::function<bool()>& pred) {

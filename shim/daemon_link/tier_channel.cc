@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "shim/core/log.h"
 
@@ -56,74 +57,90 @@ bool SendAll(int fd, const void* data, size_t n, std::chrono::milliseconds timeo
 
 std::unique_ptr<TierChannel> TierChannel::Connect(const std::string& socket_path,
                                                   uint32_t staging_slots,
-                                                  std::chrono::milliseconds timeout,
+                                                  const TierChannelTimeouts& timeouts,
                                                   const char** error) {
   *error = nullptr;
   if (staging_slots == 0 || staging_slots > tier::kMaxStagingSlots) {
     *error = "bad staging slot count";
     return nullptr;
   }
-  const int fd = tier::ConnectUnixSocket(socket_path);
-  if (fd < 0) {
-    *error = errno == ENAMETOOLONG                ? "tier socket path too long"
-             : errno == EMFILE || errno == ENFILE ? "socket() failed"
-                                                  : "no tier socket (the daemon has no NVMe tier)";
-    return nullptr;
-  }
   const uint64_t bytes = uint64_t{staging_slots} * tier::kStagingSlotBytes;
-  const int memfd = memfd_create("memvirt-staging", MFD_CLOEXEC);
-  if (memfd < 0 || ftruncate(memfd, static_cast<off_t>(bytes)) != 0) {
-    if (memfd >= 0) close(memfd);
-    close(fd);
+  const int memfd = tier::CreateStagingMemfd(staging_slots);
+  if (memfd < 0) {
     *error = "cannot create the staging memfd";
     return nullptr;
   }
   void* staging = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
   if (staging == MAP_FAILED) {
     close(memfd);
-    close(fd);
     *error = "cannot map the staging memfd";
     return nullptr;
   }
-  tier::Hello hello;
-  hello.staging_slots = staging_slots;
-  const bool sent = tier::SendHello(fd, hello, memfd);
-  close(memfd);  // the mapping and the daemon's copy keep it alive
   std::unique_ptr<TierChannel> channel(
-      new TierChannel(fd, static_cast<uint8_t*>(staging), staging_slots, timeout));
+      new TierChannel(socket_path, memfd, static_cast<uint8_t*>(staging), staging_slots, timeouts));
+  *error = channel->Handshake();
+  if (*error != nullptr) return nullptr;
+  return channel;
+}
+
+const char* TierChannel::Handshake() {
+  fd_ = tier::ConnectUnixSocket(socket_path_);
+  if (fd_ < 0) {
+    return errno == ENAMETOOLONG                ? "tier socket path too long"
+           : errno == EMFILE || errno == ENFILE ? "socket() failed"
+                                                : "no tier socket (the daemon has no NVMe tier)";
+  }
+  tier::Hello hello;
+  hello.staging_slots = slots_;
+  const bool sent = tier::SendHello(fd_, hello, memfd_);
   tier::HelloReply reply;
   size_t got = 0;
-  while (sent && got < sizeof(reply) && WaitFor(fd, POLLIN, timeout)) {
-    const ssize_t r = recv(fd, reinterpret_cast<char*>(&reply) + got, sizeof(reply) - got, 0);
+  while (sent && got < sizeof(reply) && WaitFor(fd_, POLLIN, timeouts_.connect)) {
+    const ssize_t r = recv(fd_, reinterpret_cast<char*>(&reply) + got, sizeof(reply) - got, 0);
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) break;
     got += static_cast<size_t>(r);
   }
-  if (got != sizeof(reply)) {
-    *error = "the daemon did not answer on the tier socket";
-    return nullptr;
-  }
+  if (got != sizeof(reply)) return "the daemon did not answer on the tier socket";
   if (reply.status != tier::Status::kOk) {
-    *error = reply.status == tier::Status::kDenied ? "the daemon refused the tier connection"
-                                                   : "the daemon rejected the tier hello";
-    return nullptr;
+    return reply.status == tier::Status::kDenied ? "the daemon refused the tier connection"
+                                                 : "the daemon rejected the tier hello";
   }
-  channel->tenant_ = reply.tenant;
-  channel->capacity_ = reply.capacity_bytes;
-  return channel;
+  tenant_ = reply.tenant;
+  capacity_ = reply.capacity_bytes;
+  return nullptr;
 }
 
-TierChannel::TierChannel(int fd, uint8_t* staging, uint32_t slots,
-                         std::chrono::milliseconds timeout)
-    : fd_(fd),
+bool TierChannel::Reconnect() {
+  if (!broken_ || live_slabs_ != 0) return false;
+  for (uint8_t state : load_state_) {
+    if (state != 0) return false;  // a caller still expects a result from the old channel
+  }
+  close(fd_);
+  partial_bytes_ = 0;
+  const char* error = Handshake();
+  if (error != nullptr) {
+    MEMSHIM_LOG(kInfo, "cannot reopen the daemon's tier channel: %s", error);
+    return false;
+  }
+  broken_ = false;
+  MEMSHIM_LOG(kInfo, "reopened the daemon's tier channel");
+  return true;
+}
+
+TierChannel::TierChannel(std::string socket_path, int memfd, uint8_t* staging, uint32_t slots,
+                         const TierChannelTimeouts& timeouts)
+    : socket_path_(std::move(socket_path)),
+      memfd_(memfd),
       staging_(staging),
       slots_(slots),
-      timeout_(timeout),
+      timeouts_(timeouts),
       load_state_(slots, 0),
       load_result_(slots, SpillResult::kOk) {}
 
 TierChannel::~TierChannel() {
-  close(fd_);  // the daemon discards this process's slabs
+  if (fd_ >= 0) close(fd_);  // the daemon discards this process's slabs
+  close(memfd_);
   munmap(staging_, uint64_t{slots_} * tier::kStagingSlotBytes);
 }
 
@@ -132,7 +149,11 @@ void* TierChannel::staging(uint32_t slot) {
 }
 
 void TierChannel::Break() {
-  if (!broken_) MEMSHIM_LOG(kError, "lost the daemon's tier channel; spilled data is gone");
+  if (!broken_ && live_slabs_ != 0) {
+    MEMSHIM_LOG(kError, "lost the daemon's tier channel; spilled data is gone");
+  } else if (!broken_) {
+    MEMSHIM_LOG(kInfo, "the daemon's tier channel closed while it held nothing of this process");
+  }
   broken_ = true;
   for (size_t s = 0; s < load_state_.size(); ++s) {
     if (load_state_[s] == 1) {
@@ -146,7 +167,7 @@ void TierChannel::Break() {
 
 bool TierChannel::Send(const tier::Request& r) {
   if (broken_) return false;
-  if (!SendAll(fd_, &r, sizeof(r), timeout_)) {
+  if (!SendAll(fd_, &r, sizeof(r), timeouts_.request)) {
     Break();
     return false;
   }
@@ -166,7 +187,9 @@ bool TierChannel::ReadOneReply(bool wait) {
     if (r < 0 && errno == EINTR) continue;
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
       if (!wait) return false;
-      if (WaitFor(fd_, POLLIN, timeout_)) continue;
+      // Note [slow or gone]: a daemon that is gone closes the socket, which wakes this wait at
+      // once (EOF); a slow one (stopped, stalled, overloaded) is waited for up to the deadline.
+      if (WaitFor(fd_, POLLIN, timeouts_.request)) continue;
     }
     Break();  // EOF, error or timeout
     return false;
@@ -186,6 +209,13 @@ bool TierChannel::ReadOneReply(bool wait) {
 
 SpillResult TierChannel::Store(uint32_t slot, uint64_t* id) {
   if (slot >= slots_) return SpillResult::kFailed;
+  SpillResult r = StoreOnce(slot, id);
+  // A channel that held nothing may have been closed as idle: reopen it and retry once.
+  if (r == SpillResult::kBroken && Reconnect()) r = StoreOnce(slot, id);
+  return r;
+}
+
+SpillResult TierChannel::StoreOnce(uint32_t slot, uint64_t* id) {
   store_done_ = false;
   if (!Send({tier::Op::kStore, slot, 0})) return SpillResult::kBroken;
   while (!store_done_) {
@@ -193,6 +223,7 @@ SpillResult TierChannel::Store(uint32_t slot, uint64_t* id) {
   }
   if (store_reply_.status != tier::Status::kOk) return ResultOf(store_reply_.status);
   *id = store_reply_.id;
+  ++live_slabs_;
   return SpillResult::kOk;
 }
 
@@ -215,6 +246,7 @@ SpillResult TierChannel::FinishLoad(uint32_t slot, bool wait) {
 }
 
 void TierChannel::Discard(uint64_t id) {
+  if (live_slabs_ > 0) --live_slabs_;
   if (Send({tier::Op::kDiscard, 0, id})) {
     // Replies of discards carry nothing; drain what has arrived so the
     // daemon's send buffer never fills up with them.

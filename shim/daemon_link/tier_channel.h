@@ -4,9 +4,14 @@
 //
 // Requests may be pipelined: StartLoad() and Discard() only send; a reply is
 // read when a later call needs it (replies of loads are kept per slot). If
-// the daemon goes away or a reply does not come within the timeout, the
-// channel is broken: every later call returns kBroken (a load then fails
-// its access; stores fail, so data stays in host memory).
+// the daemon goes away (its socket closes) or a reply does not come within
+// the request deadline, the channel is broken: every later call returns
+// kBroken (a load then fails its access; stores fail, so data stays in host
+// memory). A daemon that is slow but still there is waited for up to the
+// deadline (Note [slow or gone]). A broken channel that held no slab of the
+// process (the daemon closes an idle one, Note [tier connection limits] in
+// daemon/server/tier_service.h) is reopened by the next Store, with the same
+// staging memfd.
 //
 // Thread safety: not thread-safe (the core serializes its calls).
 #ifndef MEMVIRT_SHIM_DAEMON_LINK_TIER_CHANNEL_H_
@@ -24,6 +29,11 @@
 
 namespace memvirt::shim {
 
+struct TierChannelTimeouts {
+  std::chrono::milliseconds connect{2000};   // the daemon's answer to the Hello
+  std::chrono::milliseconds request{60000};  // a reply, while the socket stays open
+};
+
 class TierChannel final : public SpillTier {
  public:
   // Connects to `socket_path`, creates and sends the staging memfd. Returns
@@ -31,7 +41,7 @@ class TierChannel final : public SpillTier {
   // not there.
   static std::unique_ptr<TierChannel> Connect(const std::string& socket_path,
                                               uint32_t staging_slots,
-                                              std::chrono::milliseconds timeout,
+                                              const TierChannelTimeouts& timeouts,
                                               const char** error);
   ~TierChannel() override;
   TierChannel(const TierChannel&) = delete;
@@ -48,8 +58,14 @@ class TierChannel final : public SpillTier {
   uint64_t tenant() const { return tenant_; }
 
  private:
-  TierChannel(int fd, uint8_t* staging, uint32_t slots, std::chrono::milliseconds timeout);
+  TierChannel(std::string socket_path, int memfd, uint8_t* staging, uint32_t slots,
+              const TierChannelTimeouts& timeouts);
+  // Connects and sends the Hello; null, or a static string saying why not.
+  const char* Handshake();
+  // Reopens a broken channel that holds nothing; true if it is usable again.
+  bool Reconnect();
   bool Send(const tier::Request& r);
+  SpillResult StoreOnce(uint32_t slot, uint64_t* id);
   // Reads the next reply (blocking up to the timeout if `wait`) and files it
   // under the request it answers. False if none was read.
   bool ReadOneReply(bool wait);
@@ -59,10 +75,13 @@ class TierChannel final : public SpillTier {
     tier::Op op;
     uint32_t slot;
   };
-  int fd_;
+  const std::string socket_path_;
+  int fd_ = -1;
+  const int memfd_;  // kept to reopen the channel with the same staging area
   uint8_t* staging_;
   const uint32_t slots_;
-  const std::chrono::milliseconds timeout_;
+  const TierChannelTimeouts timeouts_;
+  uint64_t live_slabs_ = 0;  // stored and not discarded
   uint64_t capacity_ = 0;
   uint64_t tenant_ = 0;
   bool broken_ = false;

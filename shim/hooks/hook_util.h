@@ -53,11 +53,34 @@ inline CUresult Launch(Fn fn, CUfunction f, void** params, void** extra, CUstrea
   return r;
 }
 
-// The device bytes a 2D/3D copy side may touch.
+// Ranges whose extent overflows 64 bits get bytes = kOverflowBytes, which
+// the core refuses for its own memory (Note [copy ranges] in shim_core.h).
+inline constexpr uint64_t kOverflowBytes = ~uint64_t{0};
+
+// `count` elements of `element` bytes at `device`.
+inline MemRange Elements(CUdeviceptr device, size_t count, size_t element) {
+  uint64_t bytes;
+  if (__builtin_mul_overflow(count, element, &bytes)) bytes = kOverflowBytes;
+  return {device, bytes};
+}
+
+// The device bytes a 2D/3D copy side may touch: `rows` rows of `pitch` bytes
+// from `first_row`, then `width` bytes from `x` in the last one.
+inline MemRange Rows(CUdeviceptr device, size_t x, uint64_t first_row, uint64_t rows, size_t pitch,
+                     size_t width) {
+  uint64_t start, span, bytes, ptr;
+  if (__builtin_mul_overflow(first_row, pitch, &start) ||
+      __builtin_add_overflow(start, x, &start) || __builtin_mul_overflow(rows - 1, pitch, &span) ||
+      __builtin_add_overflow(span, width, &bytes) || __builtin_add_overflow(device, start, &ptr)) {
+    return {device, kOverflowBytes};
+  }
+  return {ptr, bytes};
+}
+
 inline MemRange Side2D(CUmemorytype type, CUdeviceptr device, size_t x, size_t y, size_t pitch,
                        size_t width, size_t height) {
   if ((type != CU_MEMORYTYPE_DEVICE && type != CU_MEMORYTYPE_UNIFIED) || height == 0) return {};
-  return {device + y * pitch + x, (height - 1) * pitch + width};
+  return Rows(device, x, y, height, pitch, width);
 }
 
 inline MemRange Side3D(CUmemorytype type, CUdeviceptr device, size_t x, size_t y, size_t z,
@@ -66,8 +89,14 @@ inline MemRange Side3D(CUmemorytype type, CUdeviceptr device, size_t x, size_t y
       depth == 0) {
     return {};
   }
-  return {device + (z * plane_rows + y) * pitch + x,
-          ((depth - 1) * plane_rows + (height - 1)) * pitch + width};
+  uint64_t first_row, rows;
+  if (__builtin_mul_overflow(static_cast<uint64_t>(z), plane_rows, &first_row) ||
+      __builtin_add_overflow(first_row, y, &first_row) ||
+      __builtin_mul_overflow(static_cast<uint64_t>(depth - 1), plane_rows, &rows) ||
+      __builtin_add_overflow(rows, height, &rows)) {
+    return {device, kOverflowBytes};
+  }
+  return Rows(device, x, first_row, rows, pitch, width);
 }
 
 }  // namespace memvirt::shim::hooks

@@ -3,6 +3,7 @@
 
 using memvirt::shim::MemRange;
 using memvirt::shim::hooks::Access;
+using memvirt::shim::hooks::Elements;
 using memvirt::shim::hooks::Real;
 using memvirt::shim::hooks::Side2D;
 using memvirt::shim::hooks::Side3D;
@@ -70,24 +71,26 @@ MEMSHIM_ASYNC_PAIR(cuMemcpy3DAsync_v2, (const CUDA_MEMCPY3D* c, CUstream stream)
 MEMSHIM_SYNC_PAIR(cuMemsetD8_v2, (CUdeviceptr dst, unsigned char v, size_t n), (MemRange{dst, n}),
                   (dst, v, n))
 MEMSHIM_SYNC_PAIR(cuMemsetD16_v2, (CUdeviceptr dst, unsigned short v, size_t n),
-                  (MemRange{dst, n * 2}), (dst, v, n))
+                  (Elements(dst, n, 2)), (dst, v, n))
 MEMSHIM_SYNC_PAIR(cuMemsetD32_v2, (CUdeviceptr dst, unsigned int v, size_t n),
-                  (MemRange{dst, n * 4}), (dst, v, n))
+                  (Elements(dst, n, 4)), (dst, v, n))
 MEMSHIM_SYNC_PAIR(cuMemsetD2D8_v2,
                   (CUdeviceptr dst, size_t pitch, unsigned char v, size_t w, size_t h),
                   (Side2D(CU_MEMORYTYPE_DEVICE, dst, 0, 0, pitch, w, h)), (dst, pitch, v, w, h))
 MEMSHIM_SYNC_PAIR(cuMemsetD2D16_v2,
                   (CUdeviceptr dst, size_t pitch, unsigned short v, size_t w, size_t h),
-                  (Side2D(CU_MEMORYTYPE_DEVICE, dst, 0, 0, pitch, w * 2, h)), (dst, pitch, v, w, h))
+                  (Side2D(CU_MEMORYTYPE_DEVICE, dst, 0, 0, pitch, Elements(0, w, 2).bytes, h)),
+                  (dst, pitch, v, w, h))
 MEMSHIM_SYNC_PAIR(cuMemsetD2D32_v2,
                   (CUdeviceptr dst, size_t pitch, unsigned int v, size_t w, size_t h),
-                  (Side2D(CU_MEMORYTYPE_DEVICE, dst, 0, 0, pitch, w * 4, h)), (dst, pitch, v, w, h))
+                  (Side2D(CU_MEMORYTYPE_DEVICE, dst, 0, 0, pitch, Elements(0, w, 4).bytes, h)),
+                  (dst, pitch, v, w, h))
 MEMSHIM_ASYNC_PAIR(cuMemsetD8Async, (CUdeviceptr dst, unsigned char v, size_t n, CUstream stream),
                    (MemRange{dst, n}), (dst, v, n, stream))
 MEMSHIM_ASYNC_PAIR(cuMemsetD16Async, (CUdeviceptr dst, unsigned short v, size_t n, CUstream stream),
-                   (MemRange{dst, n * 2}), (dst, v, n, stream))
+                   (Elements(dst, n, 2)), (dst, v, n, stream))
 MEMSHIM_ASYNC_PAIR(cuMemsetD32Async, (CUdeviceptr dst, unsigned int v, size_t n, CUstream stream),
-                   (MemRange{dst, n * 4}), (dst, v, n, stream))
+                   (Elements(dst, n, 4)), (dst, v, n, stream))
 MEMSHIM_ASYNC_PAIR(cuMemsetD2D8Async,
                    (CUdeviceptr dst, size_t pitch, unsigned char v, size_t w, size_t h,
                     CUstream stream),
@@ -96,10 +99,10 @@ MEMSHIM_ASYNC_PAIR(cuMemsetD2D8Async,
 MEMSHIM_ASYNC_PAIR(cuMemsetD2D16Async,
                    (CUdeviceptr dst, size_t pitch, unsigned short v, size_t w, size_t h,
                     CUstream stream),
-                   (Side2D(CU_MEMORYTYPE_DEVICE, dst, 0, 0, pitch, w * 2, h)),
+                   (Side2D(CU_MEMORYTYPE_DEVICE, dst, 0, 0, pitch, Elements(0, w, 2).bytes, h)),
                    (dst, pitch, v, w, h, stream))
 MEMSHIM_ASYNC_PAIR(cuMemsetD2D32Async,
                    (CUdeviceptr dst, size_t pitch, unsigned int v, size_t w, size_t h,
                     CUstream stream),
-                   (Side2D(CU_MEMORYTYPE_DEVICE, dst, 0, 0, pitch, w * 4, h)),
+                   (Side2D(CU_MEMORYTYPE_DEVICE, dst, 0, 0, pitch, Elements(0, w, 4).bytes, h)),
                    (dst, pitch, v, w, h, stream))

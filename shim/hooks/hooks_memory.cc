@@ -1,4 +1,6 @@
 // Allocation, address queries and the application's own VMM use.
+#include <atomic>
+
 #include "shim/core/log.h"
 #include "shim/hooks/hook_util.h"
 
@@ -137,7 +139,16 @@ MEMSHIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t
                                     const CUmemAllocationProp* prop, unsigned long long flags) {
   CUresult r = Forward(Real().cuMemCreate, handle, size, prop, flags);
   if (r == CUDA_SUCCESS && prop != nullptr && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE) {
-    if (ShimCore* core = Runtime::Get().CoreForAlloc()) core->OnAppPhysicalCreate(*handle, size);
+    if (ShimCore* core = Runtime::Get().CoreForAlloc()) {
+      static std::atomic<bool> logged{false};
+      if (!logged.exchange(true, std::memory_order_relaxed)) {
+        MEMSHIM_LOG(kInfo,
+                    "the application maps device memory of its own (cuMemCreate): it stays "
+                    "resident, counted against the device budget, and is not paged; memory from "
+                    "cuMemAlloc and memory pools is");
+      }
+      core->OnAppPhysicalCreate(*handle, size);
+    }
   }
   return r;
 }

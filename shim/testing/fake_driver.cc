@@ -499,17 +499,54 @@ struct FaultEntryPoints {
     if (Trip(&g_faults->fail_map_)) return CUDA_ERROR_OUT_OF_MEMORY;
     return g_faults->base_.cuMemMap(ptr, size, offset, h, flags);
   }
+  static CUresult Unmap(CUdeviceptr ptr, size_t size) {
+    if (Trip(&g_faults->fail_unmap_)) return CUDA_ERROR_INVALID_VALUE;
+    return g_faults->base_.cuMemUnmap(ptr, size);
+  }
+  static CUresult SetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc* desc,
+                            size_t count) {
+    if (Trip(&g_faults->fail_set_access_)) return CUDA_ERROR_OUT_OF_MEMORY;
+    return g_faults->base_.cuMemSetAccess(ptr, size, desc, count);
+  }
   static CUresult Copy(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream) {
     if (Trip(&g_faults->fail_copy_)) return CUDA_ERROR_LAUNCH_FAILED;
     return g_faults->base_.cuMemcpyDtoDAsync_v2(dst, src, bytes, stream);
+  }
+  static CUresult CopyHtoD(CUdeviceptr dst, const void* src, size_t bytes, CUstream stream) {
+    if (Trip(&g_faults->fail_host_copy_)) return CUDA_ERROR_LAUNCH_FAILED;
+    return g_faults->base_.cuMemcpyHtoDAsync_v2(dst, src, bytes, stream);
+  }
+  static CUresult CopyDtoH(void* dst, CUdeviceptr src, size_t bytes, CUstream stream) {
+    if (Trip(&g_faults->fail_host_copy_)) return CUDA_ERROR_LAUNCH_FAILED;
+    return g_faults->base_.cuMemcpyDtoHAsync_v2(dst, src, bytes, stream);
+  }
+  static CUresult EventRecord(CUevent event, CUstream stream) {
+    if (Trip(&g_faults->fail_event_record_)) return CUDA_ERROR_LAUNCH_FAILED;
+    return g_faults->base_.cuEventRecord(event, stream);
+  }
+  static CUresult EventSynchronize(CUevent event) {
+    if (Trip(&g_faults->fail_event_sync_)) return CUDA_ERROR_LAUNCH_FAILED;
+    return g_faults->base_.cuEventSynchronize(event);
+  }
+  static CUresult StreamWaitEvent(CUstream stream, CUevent event, unsigned flags) {
+    if (Trip(&g_faults->fail_stream_wait_)) return CUDA_ERROR_LAUNCH_FAILED;
+    return g_faults->base_.cuStreamWaitEvent(stream, event, flags);
   }
 };
 
 FaultInjector::FaultInjector(const Driver& base) : base_(base), driver_(base) {
   g_faults = this;
-  driver_.cuMemCreate = &FaultEntryPoints::Create;
-  driver_.cuMemMap = &FaultEntryPoints::Map;
-  driver_.cuMemcpyDtoDAsync_v2 = &FaultEntryPoints::Copy;
+  using E = FaultEntryPoints;
+  driver_.cuMemCreate = &E::Create;
+  driver_.cuMemMap = &E::Map;
+  driver_.cuMemUnmap = &E::Unmap;
+  driver_.cuMemSetAccess = &E::SetAccess;
+  driver_.cuMemcpyDtoDAsync_v2 = &E::Copy;
+  driver_.cuMemcpyHtoDAsync_v2 = &E::CopyHtoD;
+  driver_.cuMemcpyDtoHAsync_v2 = &E::CopyDtoH;
+  driver_.cuEventRecord = &E::EventRecord;
+  driver_.cuEventSynchronize = &E::EventSynchronize;
+  driver_.cuStreamWaitEvent = &E::StreamWaitEvent;
 }
 
 FaultInjector::~FaultInjector() { g_faults = nullptr; }

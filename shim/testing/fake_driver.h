@@ -156,7 +156,21 @@ class FaultInjector {
 
   void FailMemCreate(int times) { fail_create_ = times; }
   void FailMemMap(int times) { fail_map_ = times; }
+  void FailMemUnmap(int times) { fail_unmap_ = times; }
+  void FailSetAccess(int times) { fail_set_access_ = times; }
+  // cuMemcpyDtoDAsync (page-in and page-out copies).
   void FailCopy(int times) { fail_copy_ = times; }
+  // cuMemcpyHtoDAsync and cuMemcpyDtoHAsync (spill-tier staging copies).
+  void FailHostCopy(int times) { fail_host_copy_ = times; }
+  void FailEventRecord(int times) { fail_event_record_ = times; }
+  // cuEventSynchronize fails without running the stream.
+  void FailEventSynchronize(int times) { fail_event_sync_ = times; }
+  void FailStreamWaitEvent(int times) { fail_stream_wait_ = times; }
+  // Every switch off.
+  void ClearFaults() {
+    fail_create_ = fail_map_ = fail_unmap_ = fail_set_access_ = fail_copy_ = fail_host_copy_ =
+        fail_event_record_ = fail_event_sync_ = fail_stream_wait_ = 0;
+  }
 
  private:
   friend struct FaultEntryPoints;
@@ -164,7 +178,13 @@ class FaultInjector {
   Driver driver_;
   int fail_create_ = 0;
   int fail_map_ = 0;
+  int fail_unmap_ = 0;
+  int fail_set_access_ = 0;
   int fail_copy_ = 0;
+  int fail_host_copy_ = 0;
+  int fail_event_record_ = 0;
+  int fail_event_sync_ = 0;
+  int fail_stream_wait_ = 0;
 };
 
 }  // namespace memvirt::shim::testing

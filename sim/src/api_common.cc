@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include "export_tables.h"
 #include "ipc.h"
 #include "memory_ops.h"
 
@@ -76,9 +77,21 @@ void AbandonCapture(Context& ctx, Stream& stream) {
 
 CUresult ResolveFunction(const void* handle, Function** fn, std::shared_ptr<Module>* module) {
   if (CUresult r = RequireInit()) return r;
-  auto m = D().ModuleOfFunction(handle);
+  Driver::FunctionHandleKind kind;
+  auto m = D().LookupFunction(handle, fn, &kind);
   if (!m) return CUDA_ERROR_INVALID_HANDLE;
-  *fn = static_cast<Function*>(const_cast<void*>(handle));
+  if (module != nullptr) *module = std::move(m);
+  return CUDA_SUCCESS;
+}
+
+CUresult ResolveFunctionOfKind(const void* handle, Driver::FunctionHandleKind kind, Function** fn,
+                               std::shared_ptr<Module>* module) {
+  if (CUresult r = RequireInit()) return r;
+  Driver::FunctionHandleKind actual;
+  Function* found = nullptr;
+  auto m = D().LookupFunction(handle, &found, &actual);
+  if (!m || actual != kind) return CUDA_ERROR_INVALID_HANDLE;
+  *fn = found;
   if (module != nullptr) *module = std::move(m);
   return CUDA_SUCCESS;
 }
@@ -89,22 +102,41 @@ CUresult ResolveDevice(CUdevice ordinal, Device** out) {
   return *out ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
 }
 
-void DestroyContext(const std::shared_ptr<Context>& ctx) {
-  ctx->Shutdown();
+namespace {
+
+// Frees what a context owns: its streams' and events' handles and its cuMemAlloc/host
+// allocations. REQUIRES: the context's streams were shut down.
+void ReleaseContextResources(Context* ctx) {
   for (auto& s : D().streams.Snapshot()) {
-    if (s->context() == ctx.get()) D().streams.Remove(s.get());
+    if (s->context() == ctx) D().streams.Remove(s.get());
   }
   for (auto& e : D().events.Snapshot()) {
-    if (e->context() == ctx.get()) D().events.Remove(e.get());
+    if (e->context() == ctx) D().events.Remove(e.get());
   }
-  memsim::ForgetIpcOpenedBy(ctx.get());  // its opened handles are unmapped just below
-  for (uint64_t ptr : ctx->device()->va().ClassicOwnedBy(ctx.get())) FreeDeviceMemory(ptr);
-  for (const HostRange& r : D().host_memory.OwnedBy(ctx.get())) {
+  memsim::ForgetIpcOpenedBy(ctx);  // its opened handles are unmapped just below
+  for (uint64_t ptr : ctx->device()->va().ClassicOwnedBy(ctx)) FreeDeviceMemory(ptr);
+  for (const HostRange& r : D().host_memory.OwnedBy(ctx)) {
     if (D().host_memory.Remove(r.base, r.registered) && !r.registered) {
       munmap(reinterpret_cast<void*>(r.base), r.size);
     }
   }
-  RemoveFromCurrentStack(ctx.get());
+  RemoveFromCurrentStack(ctx);
+}
+
+}  // namespace
+
+void DestroyContext(const std::shared_ptr<Context>& ctx) {
+  DestroyContextLocalStorage(ctx.get());  // while the handle still resolves
+  D().contexts.Remove(ctx.get());
+  ctx->Shutdown();
+  ReleaseContextResources(ctx.get());
+}
+
+void DeactivatePrimaryContext(const std::shared_ptr<Context>& ctx) {
+  DestroyContextLocalStorage(ctx.get());
+  ctx->Shutdown();
+  ReleaseContextResources(ctx.get());
+  ctx->Reset();
 }
 
 }  // namespace memsim::api

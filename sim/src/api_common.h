@@ -59,15 +59,23 @@ CUstreamCaptureStatus CaptureStatus(Stream& stream);
 // Ends the capture of a stream that is being destroyed: the capture graph is destroyed.
 void AbandonCapture(Context& ctx, Stream& stream);
 
-// Resolves a CUfunction or CUkernel value (the sim uses one object for both).
+// Resolves a CUfunction or a CUkernel cast to CUfunction (what launches and occupancy calls
+// accept; Note [kernel handles] in module.h). CUDA_ERROR_INVALID_HANDLE for anything else.
 CUresult ResolveFunction(const void* handle, Function** fn, std::shared_ptr<Module>* module);
+// Resolves only handles of `kind` (cuFunc* calls: kFunction, cuKernel* calls: kKernel).
+CUresult ResolveFunctionOfKind(const void* handle, Driver::FunctionHandleKind kind, Function** fn,
+                               std::shared_ptr<Module>* module);
 
 // CUDA_ERROR_INVALID_DEVICE for ordinals that do not exist.
 CUresult ResolveDevice(CUdevice ordinal, Device** out);
 
-// Destroys a context: waits for and stops its streams, drops its streams/events from the
+// Destroys a context: runs its context-local storage destructors (export_tables.h), removes it
+// from the handle table, waits for and stops its streams, drops its streams/events from the
 // handle tables and frees its cuMemAlloc/host allocations.
 void DestroyContext(const std::shared_ptr<Context>& ctx);
+// The same for a primary context whose last reference went (release or reset), except that its
+// handle stays valid: the context is Reset() and can be retained again.
+void DeactivatePrimaryContext(const std::shared_ptr<Context>& ctx);
 
 }  // namespace memsim::api
 

@@ -52,7 +52,6 @@ CUresult CUDAAPI cuCtxDestroy_v2(CUcontext ctx) {
   if (CUresult r = RequireInit()) return r;
   auto c = D().contexts.Get(ctx);
   if (!c || c->primary()) return CUDA_ERROR_INVALID_CONTEXT;
-  D().contexts.Remove(ctx);
   DestroyContext(c);
   return CUDA_SUCCESS;
 }
@@ -234,8 +233,7 @@ CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
   CUresult status;
   auto gone = d->ReleasePrimary(&status);
   if (gone) {
-    D().contexts.Remove(gone.get());
-    DestroyContext(gone);
+    DeactivatePrimaryContext(gone);
   }
   return status;
 }
@@ -248,8 +246,7 @@ CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice dev) {
   if (CUresult r = ResolveDevice(dev, &d)) return r;
   auto gone = d->ResetPrimary();
   if (gone) {
-    D().contexts.Remove(gone.get());
-    DestroyContext(gone);
+    DeactivatePrimaryContext(gone);
   }
   return CUDA_SUCCESS;
 }

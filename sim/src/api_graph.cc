@@ -126,6 +126,7 @@ CUresult KernelOp(CUfunction func, CUkernel kern, const memsim::LaunchGeometry& 
     return CUDA_ERROR_INVALID_VALUE;
   }
   if (CUresult r = memsim::ValidateGeometry(g)) return r;
+  if (CUresult r = memsim::CheckHostEntry(*fn)) return r;
   std::shared_ptr<memsim::PackedArgs> args;
   if (CUresult r = memsim::PackArgs(fn->layout(), params, extra, &args)) return r;
   op->type = CU_GRAPH_NODE_TYPE_KERNEL;

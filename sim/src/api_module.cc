@@ -1,15 +1,25 @@
 // Exported entry points: modules, libraries, functions/kernels and launches.
 //
-// Note [module images]: the sim has no GPU code objects. cuModuleLoad and cuLibraryLoadFromFile
-// take the path of a shared object; cuModuleLoadData(Ex), cuModuleLoadFatBinary and
-// cuLibraryLoadData interpret `image` as a NUL-terminated path to one.
+// Note [module images]: the load entry points accept
+// - nvcc images: cuModuleLoadData(Ex), cuModuleLoadFatBinary and cuLibraryLoadData take nvcc's
+//   fatbin wrapper (what cudart registers), a fatbin container or a bare cubin
+//   (module_loader.h, fatbin.h, cubin.h); cuModuleLoad and cuLibraryLoadFromFile take a file
+//   holding a fatbin container or a cubin. Kernels run host implementations found by their
+//   mangled names (Note [host kernels] in host_kernels.h).
+// - shared objects of sim kernels (memsim/kernel.h): cuModuleLoad and cuLibraryLoadFromFile
+//   take the object's path; the data forms take a NUL-terminated path when the bytes are not an
+//   nvcc image.
+// Libraries load without a current context, as in the real driver (cudart loads its fatbins
+// before any context exists); modules need one (CUDA_ERROR_INVALID_CONTEXT otherwise).
 #include <cstring>
 #include <string>
 
 #include "api_common.h"
 #include "launch.h"
+#include "module_loader.h"
 
 using memsim::Context;
+using memsim::Driver;
 using memsim::Function;
 using memsim::Module;
 using memsim::Stream;
@@ -17,30 +27,37 @@ using namespace memsim::api;
 
 namespace {
 
-CUresult LoadModule(const char* path, std::shared_ptr<Module>* out) {
-  std::shared_ptr<Context> ctx;
-  if (CUresult r = CurrentContext(&ctx)) return r;
-  if (path == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  CUresult error;
-  auto module = Module::Load(path, &error);
-  if (!module) return error;
+constexpr auto kFunctionHandle = Driver::FunctionHandleKind::kFunction;
+constexpr auto kKernelHandle = Driver::FunctionHandleKind::kKernel;
+
+// `image` nullptr: load the file `path`.
+CUresult LoadModule(const void* image, const char* path, std::shared_ptr<Module>* out) {
+  if (CUresult r = RequireInit()) return r;
+  if (image == nullptr && path == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::shared_ptr<Module> module;
+  CUresult r = image != nullptr ? memsim::LoadModuleFromImage(image, &module)
+                                : memsim::LoadModuleFromFile(path, &module);
+  if (r != CUDA_SUCCESS) return r;
   D().modules.Add(module);
-  *out = module;
+  for (Function* fn : module->Functions()) D().RegisterFunction(fn, module);
+  *out = std::move(module);
   return CUDA_SUCCESS;
 }
 
-CUresult ModuleLoad(CUmodule* module, const char* path) {
+CUresult ModuleLoad(CUmodule* module, const void* image, const char* path) {
   if (module == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::shared_ptr<Context> ctx;
+  if (CUresult r = CurrentContext(&ctx)) return r;
   std::shared_ptr<Module> m;
-  if (CUresult r = LoadModule(path, &m)) return r;
+  if (CUresult r = LoadModule(image, path, &m)) return r;
   *module = m->handle();
   return CUDA_SUCCESS;
 }
 
-CUresult LibraryLoad(CUlibrary* library, const char* path) {
+CUresult LibraryLoad(CUlibrary* library, const void* image, const char* path) {
   if (library == nullptr) return CUDA_ERROR_INVALID_VALUE;
   std::shared_ptr<Module> m;
-  if (CUresult r = LoadModule(path, &m)) return r;
+  if (CUresult r = LoadModule(image, path, &m)) return r;
   *library = reinterpret_cast<CUlibrary>(m.get());
   return CUDA_SUCCESS;
 }
@@ -50,6 +67,7 @@ CUresult Unload(const void* handle) {
   auto m = D().modules.Remove(handle);
   if (!m) return CUDA_ERROR_INVALID_HANDLE;
   D().UnregisterModuleFunctions(m.get());
+  m->ReleaseGlobals();
   return CUDA_SUCCESS;  // queued launches keep the shared object open until they ran
 }
 
@@ -63,9 +81,10 @@ CUresult GetFunction(const void* module_handle, const char* name, Function** out
   return CUDA_SUCCESS;
 }
 
-CUresult ParamInfo(const void* handle, size_t index, size_t* offset, size_t* size) {
+CUresult ParamInfo(const void* handle, Driver::FunctionHandleKind kind, size_t index,
+                   size_t* offset, size_t* size) {
   Function* fn;
-  if (CUresult r = ResolveFunction(handle, &fn, nullptr)) return r;
+  if (CUresult r = ResolveFunctionOfKind(handle, kind, &fn, nullptr)) return r;
   const auto& layout = fn->layout();
   if (index >= layout.sizes.size()) return CUDA_ERROR_INVALID_VALUE;
   if (offset != nullptr) *offset = layout.offsets[index];
@@ -120,6 +139,7 @@ CUresult CaptureLaunch(memsim::Capture& capture, const std::shared_ptr<Module>& 
   memsim::NodeOp op;
   op.type = CU_GRAPH_NODE_TYPE_KERNEL;
   CUresult r = memsim::ValidateGeometry(g);
+  if (r == CUDA_SUCCESS) r = memsim::CheckHostEntry(*fn);
   std::shared_ptr<memsim::PackedArgs> args;
   if (r == CUDA_SUCCESS) r = memsim::PackArgs(fn->layout(), params, extra, &args);
   if (r != CUDA_SUCCESS) {
@@ -150,6 +170,20 @@ CUresult Launch(CUfunction f, const memsim::LaunchGeometry& g, CUstream h, void*
   return memsim::EnqueueLaunch(ctx, stream, module, fn, g, params, extra);
 }
 
+CUresult GetGlobal(const void* handle, const char* name, CUdeviceptr* dptr, size_t* bytes) {
+  std::shared_ptr<Context> ctx;
+  if (CUresult r = CurrentContext(&ctx)) return r;
+  auto m = D().modules.Get(handle);
+  if (!m) return CUDA_ERROR_INVALID_HANDLE;
+  if (name == nullptr || (dptr == nullptr && bytes == nullptr)) return CUDA_ERROR_INVALID_VALUE;
+  void* address = nullptr;
+  size_t size = 0;
+  if (CUresult r = m->GetGlobal(ctx, name, &address, &size)) return r;
+  if (dptr != nullptr) *dptr = reinterpret_cast<CUdeviceptr>(address);
+  if (bytes != nullptr) *bytes = size;
+  return CUDA_SUCCESS;
+}
+
 memsim::LaunchGeometry Geometry(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                 unsigned bz, unsigned shmem) {
   return memsim::LaunchGeometry{{gx, gy, gz}, {bx, by, bz}, shmem};
@@ -171,20 +205,22 @@ CUresult LaunchEx(const CUlaunchConfig* config, CUfunction f, void** params, voi
 extern "C" {
 
 CUresult CUDAAPI cuModuleLoad(CUmodule* module, const char* fname) {
-  return ModuleLoad(module, fname);
+  if (fname == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return ModuleLoad(module, nullptr, fname);
 }
 CUresult CUDAAPI cuModuleLoadData(CUmodule* module, const void* image) {
-  return ModuleLoad(module, static_cast<const char*>(image));
+  if (image == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return ModuleLoad(module, image, nullptr);
 }
 CUresult CUDAAPI cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned int numOptions,
                                     CUjit_option* options, void** optionValues) {
   (void)numOptions;
   (void)options;
   (void)optionValues;
-  return ModuleLoad(module, static_cast<const char*>(image));
+  return cuModuleLoadData(module, image);
 }
 CUresult CUDAAPI cuModuleLoadFatBinary(CUmodule* module, const void* fatCubin) {
-  return ModuleLoad(module, static_cast<const char*>(fatCubin));
+  return cuModuleLoadData(module, fatCubin);
 }
 CUresult CUDAAPI cuModuleUnload(CUmodule hmod) { return Unload(hmod); }
 
@@ -204,16 +240,7 @@ CUresult CUDAAPI cuModuleGetFunction(CUfunction* hfunc, CUmodule hmod, const cha
 
 CUresult CUDAAPI cuModuleGetGlobal_v2(CUdeviceptr* dptr, size_t* bytes, CUmodule hmod,
                                       const char* name) {
-  if (CUresult r = RequireInit()) return r;
-  auto m = D().modules.Get(hmod);
-  if (!m) return CUDA_ERROR_INVALID_HANDLE;
-  if (name == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  void* address = nullptr;
-  size_t size = 0;
-  if (CUresult r = m->GetGlobal(name, &address, &size)) return r;
-  if (dptr != nullptr) *dptr = reinterpret_cast<CUdeviceptr>(address);
-  if (bytes != nullptr) *bytes = size;
-  return CUDA_SUCCESS;
+  return GetGlobal(hmod, name, dptr, bytes);
 }
 
 CUresult CUDAAPI cuLibraryLoadFromFile(CUlibrary* library, const char* fileName,
@@ -222,7 +249,8 @@ CUresult CUDAAPI cuLibraryLoadFromFile(CUlibrary* library, const char* fileName,
                                        void** libraryOptionValues, unsigned int numLibraryOptions) {
   (void)jitOptions, (void)jitOptionsValues, (void)numJitOptions;
   (void)libraryOptions, (void)libraryOptionValues, (void)numLibraryOptions;
-  return LibraryLoad(library, fileName);
+  if (fileName == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return LibraryLoad(library, nullptr, fileName);
 }
 
 CUresult CUDAAPI cuLibraryLoadData(CUlibrary* library, const void* code, CUjit_option* jitOptions,
@@ -231,7 +259,8 @@ CUresult CUDAAPI cuLibraryLoadData(CUlibrary* library, const void* code, CUjit_o
                                    unsigned int numLibraryOptions) {
   (void)jitOptions, (void)jitOptionsValues, (void)numJitOptions;
   (void)libraryOptions, (void)libraryOptionValues, (void)numLibraryOptions;
-  return LibraryLoad(library, static_cast<const char*>(code));
+  if (code == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return LibraryLoad(library, code, nullptr);
 }
 
 CUresult CUDAAPI cuLibraryUnload(CUlibrary library) { return Unload(library); }
@@ -249,14 +278,53 @@ CUresult CUDAAPI cuLibraryGetKernel(CUkernel* pKernel, CUlibrary library, const 
   if (pKernel == nullptr) return CUDA_ERROR_INVALID_VALUE;
   Function* fn;
   if (CUresult r = GetFunction(library, name, &fn)) return r;
-  *pKernel = reinterpret_cast<CUkernel>(fn);
+  *pKernel = fn->kernel_handle();
   return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuLibraryGetKernelCount(unsigned int* count, CUlibrary lib) {
+  if (CUresult r = RequireInit()) return r;
+  auto m = D().modules.Get(lib);
+  if (!m) return CUDA_ERROR_INVALID_HANDLE;
+  if (count == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *count = static_cast<unsigned int>(m->Functions().size());
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuLibraryEnumerateKernels(CUkernel* kernels, unsigned int numKernels,
+                                           CUlibrary lib) {
+  if (CUresult r = RequireInit()) return r;
+  auto m = D().modules.Get(lib);
+  if (!m) return CUDA_ERROR_INVALID_HANDLE;
+  if (kernels == nullptr && numKernels > 0) return CUDA_ERROR_INVALID_VALUE;
+  const std::vector<Function*> functions = m->Functions();
+  for (size_t i = 0; i < functions.size() && i < numKernels; ++i) {
+    kernels[i] = functions[i]->kernel_handle();
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuLibraryGetGlobal(CUdeviceptr* dptr, size_t* bytes, CUlibrary library,
+                                    const char* name) {
+  return GetGlobal(library, name, dptr, bytes);
+}
+
+// The sim has no managed memory (cuMemAllocManaged is not supported), so no library has a
+// `__managed__` variable to return: CUDA_ERROR_NOT_FOUND, as documented for a missing name.
+CUresult CUDAAPI cuLibraryGetManaged(CUdeviceptr* dptr, size_t* bytes, CUlibrary library,
+                                     const char* name) {
+  if (CUresult r = RequireInit()) return r;
+  if (!D().modules.Get(library)) return CUDA_ERROR_INVALID_HANDLE;
+  if (name == nullptr || (dptr == nullptr && bytes == nullptr)) return CUDA_ERROR_INVALID_VALUE;
+  return CUDA_ERROR_NOT_FOUND;
 }
 
 CUresult CUDAAPI cuKernelGetFunction(CUfunction* pFunc, CUkernel kernel) {
   if (pFunc == nullptr) return CUDA_ERROR_INVALID_VALUE;
   Function* fn;
-  if (CUresult r = ResolveFunction(kernel, &fn, nullptr)) return r;
+  if (CUresult r = ResolveFunctionOfKind(kernel, kKernelHandle, &fn, nullptr)) return r;
+  std::shared_ptr<Context> ctx;
+  if (CUresult r = CurrentContext(&ctx)) return r;
   *pFunc = fn->handle();
   return CUDA_SUCCESS;
 }
@@ -264,20 +332,20 @@ CUresult CUDAAPI cuKernelGetFunction(CUfunction* pFunc, CUkernel kernel) {
 CUresult CUDAAPI cuKernelGetLibrary(CUlibrary* pLib, CUkernel kernel) {
   if (pLib == nullptr) return CUDA_ERROR_INVALID_VALUE;
   Function* fn;
-  if (CUresult r = ResolveFunction(kernel, &fn, nullptr)) return r;
+  if (CUresult r = ResolveFunctionOfKind(kernel, kKernelHandle, &fn, nullptr)) return r;
   *pLib = reinterpret_cast<CUlibrary>(fn->module());
   return CUDA_SUCCESS;
 }
 
 CUresult CUDAAPI cuKernelGetParamInfo(CUkernel kernel, size_t paramIndex, size_t* paramOffset,
                                       size_t* paramSize) {
-  return ParamInfo(kernel, paramIndex, paramOffset, paramSize);
+  return ParamInfo(kernel, kKernelHandle, paramIndex, paramOffset, paramSize);
 }
 
 CUresult CUDAAPI cuKernelGetName(const char** name, CUkernel hfunc) {
   if (name == nullptr) return CUDA_ERROR_INVALID_VALUE;
   Function* fn;
-  if (CUresult r = ResolveFunction(hfunc, &fn, nullptr)) return r;
+  if (CUresult r = ResolveFunctionOfKind(hfunc, kKernelHandle, &fn, nullptr)) return r;
   *name = fn->name().c_str();
   return CUDA_SUCCESS;
 }
@@ -286,7 +354,7 @@ CUresult CUDAAPI cuKernelGetAttribute(int* pi, CUfunction_attribute attrib, CUke
                                       CUdevice dev) {
   (void)dev;
   Function* fn;
-  if (CUresult r = ResolveFunction(kernel, &fn, nullptr)) return r;
+  if (CUresult r = ResolveFunctionOfKind(kernel, kKernelHandle, &fn, nullptr)) return r;
   return FunctionAttribute(pi, attrib);
 }
 
@@ -294,36 +362,36 @@ CUresult CUDAAPI cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUke
                                       CUdevice dev) {
   (void)attrib, (void)val, (void)dev;
   Function* fn;
-  return ResolveFunction(kernel, &fn, nullptr);
+  return ResolveFunctionOfKind(kernel, kKernelHandle, &fn, nullptr);
 }
 
 CUresult CUDAAPI cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t* paramOffset,
                                     size_t* paramSize) {
-  return ParamInfo(func, paramIndex, paramOffset, paramSize);
+  return ParamInfo(func, kFunctionHandle, paramIndex, paramOffset, paramSize);
 }
 
 CUresult CUDAAPI cuFuncGetAttribute(int* pi, CUfunction_attribute attrib, CUfunction hfunc) {
   Function* fn;
-  if (CUresult r = ResolveFunction(hfunc, &fn, nullptr)) return r;
+  if (CUresult r = ResolveFunctionOfKind(hfunc, kFunctionHandle, &fn, nullptr)) return r;
   return FunctionAttribute(pi, attrib);
 }
 
 CUresult CUDAAPI cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int value) {
   (void)attrib, (void)value;
   Function* fn;
-  return ResolveFunction(hfunc, &fn, nullptr);
+  return ResolveFunctionOfKind(hfunc, kFunctionHandle, &fn, nullptr);
 }
 
 CUresult CUDAAPI cuFuncSetCacheConfig(CUfunction hfunc, CUfunc_cache config) {
   (void)config;
   Function* fn;
-  return ResolveFunction(hfunc, &fn, nullptr);
+  return ResolveFunctionOfKind(hfunc, kFunctionHandle, &fn, nullptr);
 }
 
 CUresult CUDAAPI cuFuncGetModule(CUmodule* hmod, CUfunction hfunc) {
   if (hmod == nullptr) return CUDA_ERROR_INVALID_VALUE;
   Function* fn;
-  if (CUresult r = ResolveFunction(hfunc, &fn, nullptr)) return r;
+  if (CUresult r = ResolveFunctionOfKind(hfunc, kFunctionHandle, &fn, nullptr)) return r;
   *hmod = fn->module()->handle();
   return CUDA_SUCCESS;
 }
@@ -331,7 +399,7 @@ CUresult CUDAAPI cuFuncGetModule(CUmodule* hmod, CUfunction hfunc) {
 CUresult CUDAAPI cuFuncGetName(const char** name, CUfunction hfunc) {
   if (name == nullptr) return CUDA_ERROR_INVALID_VALUE;
   Function* fn;
-  if (CUresult r = ResolveFunction(hfunc, &fn, nullptr)) return r;
+  if (CUresult r = ResolveFunctionOfKind(hfunc, kFunctionHandle, &fn, nullptr)) return r;
   *name = fn->name().c_str();
   return CUDA_SUCCESS;
 }
@@ -339,14 +407,14 @@ CUresult CUDAAPI cuFuncGetName(const char** name, CUfunction hfunc) {
 CUresult CUDAAPI cuFuncIsLoaded(CUfunctionLoadingState* state, CUfunction function) {
   if (state == nullptr) return CUDA_ERROR_INVALID_VALUE;
   Function* fn;
-  if (CUresult r = ResolveFunction(function, &fn, nullptr)) return r;
+  if (CUresult r = ResolveFunctionOfKind(function, kFunctionHandle, &fn, nullptr)) return r;
   *state = CU_FUNCTION_LOADING_STATE_LOADED;
   return CUDA_SUCCESS;
 }
 
 CUresult CUDAAPI cuFuncLoad(CUfunction function) {
   Function* fn;
-  return ResolveFunction(function, &fn, nullptr);
+  return ResolveFunctionOfKind(function, kFunctionHandle, &fn, nullptr);
 }
 
 CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,

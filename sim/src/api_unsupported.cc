@@ -66,12 +66,4 @@ MEMSIM_NOT_SUPPORTED(cuGraphExecUpdate,
                      (CUgraphExec, CUgraph, CUgraphNode*, CUgraphExecUpdateResult*))
 MEMSIM_NOT_SUPPORTED(cuGraphExecUpdate_v2, (CUgraphExec, CUgraph, CUgraphExecUpdateResultInfo*))
 
-// Stream memory operations.
-MEMSIM_NOT_SUPPORTED(cuStreamWaitValue32_v2, (CUstream, CUdeviceptr, cuuint32_t, unsigned int))
-MEMSIM_NOT_SUPPORTED(cuStreamWriteValue32_v2, (CUstream, CUdeviceptr, cuuint32_t, unsigned int))
-MEMSIM_NOT_SUPPORTED(cuStreamWaitValue64_v2, (CUstream, CUdeviceptr, cuuint64_t, unsigned int))
-MEMSIM_NOT_SUPPORTED(cuStreamWriteValue64_v2, (CUstream, CUdeviceptr, cuuint64_t, unsigned int))
-MEMSIM_NOT_SUPPORTED(cuStreamBatchMemOp_v2,
-                     (CUstream, unsigned int, CUstreamBatchMemOpParams*, unsigned int))
-
 }  // extern "C"

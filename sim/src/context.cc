@@ -95,4 +95,25 @@ void Context::Shutdown() {
   for (auto& s : Streams()) s->Shutdown();
 }
 
+void Context::Reset() {
+  Shutdown();
+  std::lock_guard<std::mutex> lock(mu_);
+  legacy_.reset();
+  per_thread_.clear();
+  user_streams_.clear();
+  peers_.clear();
+  sticky_.store(CUDA_SUCCESS, std::memory_order_release);
+  blocking_captures_.store(0, std::memory_order_release);
+}
+
+bool Context::EnablePeer(const Context& peer) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return peers_.insert(peer.id()).second;
+}
+
+bool Context::DisablePeer(const Context& peer) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return peers_.erase(peer.id()) > 0;
+}
+
 }  // namespace memsim

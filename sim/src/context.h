@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -64,10 +65,18 @@ class Context {
   int blocking_captures() const { return blocking_captures_.load(std::memory_order_acquire); }
   void AddBlockingCaptures(int delta) { blocking_captures_.fetch_add(delta); }
 
+  // Peer access from this context to memory of `peer`'s device (cuCtxEnablePeerAccess).
+  // Enable: false when already enabled; Disable: false when not enabled.
+  bool EnablePeer(const Context& peer);
+  bool DisablePeer(const Context& peer);
+
   // Waits until every stream of the context is idle (cuCtxSynchronize).
   void Synchronize();
   // Drains and stops all streams. Idempotent.
   void Shutdown();
+  // Shutdown(), then forgets the streams, peers and sticky error: the context is as new (a
+  // primary context made inactive by release or reset; its handle stays valid).
+  void Reset();
 
  private:
   Device* const device_;
@@ -82,6 +91,7 @@ class Context {
   std::shared_ptr<Stream> legacy_;
   std::map<std::thread::id, std::shared_ptr<Stream>> per_thread_;
   std::vector<std::shared_ptr<Stream>> user_streams_;
+  std::set<uint64_t> peers_;  // context ids; guarded by mu_
 };
 
 }  // namespace memsim

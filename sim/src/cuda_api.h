@@ -16,6 +16,7 @@
 // exported (exports.map additionally keeps every other symbol local).
 #pragma GCC visibility push(default)
 #include <cuda.h>
+#include <cudaProfiler.h>
 
 #include "memsim/kernel.h"
 #pragma GCC visibility pop

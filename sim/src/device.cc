@@ -278,6 +278,12 @@ std::shared_ptr<Context> Device::RetainPrimary() {
   return primary_;
 }
 
+std::shared_ptr<Context> Device::PeekPrimary() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!primary_) primary_ = std::make_shared<Context>(this, primary_flags_, true);
+  return primary_;
+}
+
 std::shared_ptr<Context> Device::ReleasePrimary(CUresult* status) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!primary_ || primary_refs_ == 0) {
@@ -286,19 +292,19 @@ std::shared_ptr<Context> Device::ReleasePrimary(CUresult* status) {
   }
   *status = CUDA_SUCCESS;
   if (--primary_refs_ > 0) return nullptr;
-  return std::move(primary_);
+  return primary_;
 }
 
 std::shared_ptr<Context> Device::ResetPrimary() {
   std::lock_guard<std::mutex> lock(mu_);
   primary_refs_ = 0;
-  return std::move(primary_);
+  return primary_;
 }
 
 void Device::PrimaryState(unsigned* flags, int* active) {
   std::lock_guard<std::mutex> lock(mu_);
   *flags = primary_flags_;
-  *active = primary_ != nullptr ? 1 : 0;
+  *active = primary_refs_ > 0 ? 1 : 0;
 }
 
 void Device::SetPrimaryFlags(unsigned flags) {

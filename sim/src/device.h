@@ -38,9 +38,14 @@ class Device {
   // cuDeviceGetAttribute. CUDA_ERROR_INVALID_VALUE for values outside the enum.
   CUresult Attribute(CUdevice_attribute attr, int* value) const;
 
-  // Primary context (cuDevicePrimaryCtx*). Retain creates it on first use.
+  // Primary context (cuDevicePrimaryCtx*). The object is created on first use and kept for the
+  // device's lifetime, so its handle stays valid across release and reset, as the runtime
+  // expects (it makes the old handle current again after cudaDeviceReset). Retain adds a
+  // reference (active while references remain); Peek returns it without one (the runtime's
+  // private interface asks for it that way). Release and Reset return it when it became
+  // inactive, for the caller to free its resources (DeactivatePrimaryContext); else nullptr.
   std::shared_ptr<Context> RetainPrimary();
-  // Returns the context to destroy when the last reference went away (else nullptr).
+  std::shared_ptr<Context> PeekPrimary();
   std::shared_ptr<Context> ReleasePrimary(CUresult* status);
   std::shared_ptr<Context> ResetPrimary();
   void PrimaryState(unsigned* flags, int* active);

@@ -47,22 +47,29 @@ Device* Driver::DeviceForAddress(uint64_t addr) const {
   return nullptr;
 }
 
-std::shared_ptr<Module> Driver::ModuleOfFunction(const void* function) {
-  if (function == nullptr) return nullptr;
+std::shared_ptr<Module> Driver::LookupFunction(const void* handle, Function** fn,
+                                               FunctionHandleKind* kind) {
+  if (handle == nullptr) return nullptr;
   std::lock_guard<std::mutex> lock(fn_mu_);
-  auto it = functions_.find(function);
-  return it == functions_.end() ? nullptr : it->second.lock();
+  auto it = functions_.find(handle);
+  if (it == functions_.end()) return nullptr;
+  std::shared_ptr<Module> module = it->second.module.lock();
+  if (module == nullptr) return nullptr;
+  *fn = it->second.fn;
+  *kind = it->second.kind;
+  return module;
 }
 
 void Driver::RegisterFunction(Function* fn, const std::shared_ptr<Module>& module) {
   std::lock_guard<std::mutex> lock(fn_mu_);
-  functions_[fn] = module;
+  functions_[fn->handle()] = FunctionRecord{module, fn, FunctionHandleKind::kFunction};
+  functions_[fn->kernel_handle()] = FunctionRecord{module, fn, FunctionHandleKind::kKernel};
 }
 
 void Driver::UnregisterModuleFunctions(const Module* module) {
   std::lock_guard<std::mutex> lock(fn_mu_);
   for (auto it = functions_.begin(); it != functions_.end();) {
-    auto m = it->second.lock();
+    auto m = it->second.module.lock();
     it = (m == nullptr || m.get() == module) ? functions_.erase(it) : std::next(it);
   }
 }

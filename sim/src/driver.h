@@ -53,8 +53,12 @@ class Driver {
   HandleRegistry<GraphExec> graph_execs;
   HostMemoryTable host_memory;
 
-  // Functions are owned by modules; this maps live CUfunction/CUkernel values to their module.
-  std::shared_ptr<Module> ModuleOfFunction(const void* function);
+  // Functions are owned by modules; this maps the live CUfunction and CUkernel values of each
+  // function (Note [kernel handles] in module.h) to it and its module. nullptr when `handle` is
+  // neither.
+  enum class FunctionHandleKind { kFunction, kKernel };
+  std::shared_ptr<Module> LookupFunction(const void* handle, Function** fn,
+                                         FunctionHandleKind* kind);
   void RegisterFunction(Function* fn, const std::shared_ptr<Module>& module);
   void UnregisterModuleFunctions(const Module* module);
 
@@ -68,7 +72,12 @@ class Driver {
   std::vector<std::unique_ptr<Device>> devices_;
 
   std::mutex fn_mu_;
-  std::unordered_map<const void*, std::weak_ptr<Module>> functions_;
+  struct FunctionRecord {
+    std::weak_ptr<Module> module;
+    Function* fn;
+    FunctionHandleKind kind;
+  };
+  std::unordered_map<const void*, FunctionRecord> functions_;
 };
 
 // --- per-thread current context stack (cuCtxPushCurrent / cuCtxSetCurrent) -------------------

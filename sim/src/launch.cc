@@ -36,6 +36,10 @@ CUresult ValidateGeometry(const LaunchGeometry& g) {
   return CUDA_SUCCESS;
 }
 
+CUresult CheckHostEntry(const Function& fn) {
+  return fn.entry() != nullptr ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+}
+
 CUresult PackArgs(const ParamLayout& layout, void** kernel_params, void** extra,
                   std::shared_ptr<PackedArgs>* out) {
   if (kernel_params != nullptr && extra != nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -100,6 +104,7 @@ StreamOp MakeLaunchOp(Context* raw, const std::shared_ptr<Module>& module, const
     std::vector<unsigned char> shared(g.shared_mem_bytes);
     info.shared_mem = shared.empty() ? nullptr : shared.data();
     void** params = args->pointers.empty() ? nullptr : const_cast<void**>(args->pointers.data());
+    if (entry == nullptr) return;
     t_current_launch = &info;
     auto body = [&] { entry(params); };
     const bool ok = RunGuardedCall(body);
@@ -113,6 +118,7 @@ CUresult EnqueueLaunch(const std::shared_ptr<Context>& ctx, const std::shared_pt
                        const std::shared_ptr<Module>& module, Function* fn, const LaunchGeometry& g,
                        void** kernel_params, void** extra) {
   if (CUresult r = ValidateGeometry(g)) return r;
+  if (CUresult r = CheckHostEntry(*fn)) return r;
   std::shared_ptr<PackedArgs> args;
   if (CUresult r = PackArgs(fn->layout(), kernel_params, extra, &args)) return r;
   ctx->Enqueue(stream, MakeLaunchOp(ctx.get(), module, fn, g, std::move(args)));

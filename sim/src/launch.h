@@ -38,6 +38,10 @@ struct PackedArgs {
 // CUDA_ERROR_INVALID_VALUE for zero or out-of-range grid and block dimensions.
 CUresult ValidateGeometry(const LaunchGeometry& geometry);
 
+// CUDA_ERROR_NOT_FOUND when `fn` has no host body (a kernel from an nvcc image without a host
+// implementation, Note [host kernels] in host_kernels.h; reported once on stderr).
+CUresult CheckHostEntry(const Function& fn);
+
 // Copies the arguments (kernelParams XOR the `extra` buffer protocol) into *out.
 CUresult PackArgs(const ParamLayout& layout, void** kernel_params, void** extra,
                   std::shared_ptr<PackedArgs>* out);
@@ -46,7 +50,7 @@ CUresult PackArgs(const ParamLayout& layout, void** kernel_params, void** extra,
 std::shared_ptr<PackedArgs> ClonePackedArgs(const PackedArgs& args, const ParamLayout& layout);
 
 // The stream work that runs `fn` with packed arguments (on the worker of the stream it is
-// enqueued on; a fault makes `ctx` sticky).
+// enqueued on; a fault makes `ctx` sticky). REQUIRES: CheckHostEntry(*fn) succeeded.
 StreamOp MakeLaunchOp(Context* ctx, const std::shared_ptr<Module>& module, const Function* fn,
                       const LaunchGeometry& geometry, std::shared_ptr<const PackedArgs> args);
 

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <cstdio>
 
 namespace memsim {
 
@@ -25,6 +26,33 @@ ParamLayout MakeParamLayout(const unsigned* sizes) {
   return layout;
 }
 
+ParamLayout MakeParamLayout(const CubinKernel& kernel) {
+  ParamLayout layout;
+  for (const CubinParam& p : kernel.params) {
+    layout.sizes.push_back(p.size);
+    layout.offsets.push_back(p.offset);
+  }
+  layout.total = kernel.param_bytes;
+  return layout;
+}
+
+KernelEntry Function::entry() const {
+  KernelEntry entry = entry_.load(std::memory_order_acquire);
+  if (entry != nullptr) return entry;
+  entry = FindHostKernel(name_, module_->image_object());
+  if (entry != nullptr) {
+    entry_.store(entry, std::memory_order_release);
+    return entry;
+  }
+  std::call_once(missing_reported_, [this] {
+    std::fprintf(stderr,
+                 "memsim: kernel %s has no host implementation: define extern \"C\" void %s(void** "
+                 "params) in a shared object listed in MEMSIM_KERNELS or in the process\n",
+                 name_.c_str(), name_.c_str());
+  });
+  return nullptr;
+}
+
 std::shared_ptr<Module> Module::Load(const std::string& path, CUresult* error) {
   void* dl = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (dl == nullptr) {
@@ -35,7 +63,20 @@ std::shared_ptr<Module> Module::Load(const std::string& path, CUresult* error) {
   return std::shared_ptr<Module>(new Module(dl, path));
 }
 
-Module::~Module() { dlclose(dl_); }
+std::shared_ptr<Module> Module::FromCubin(Cubin cubin, const void* image_object) {
+  std::shared_ptr<Module> m(new Module(std::move(cubin.variables), image_object));
+  for (const CubinKernel& k : cubin.kernels) {
+    auto fn = std::make_unique<Function>(m.get(), k.name, nullptr, MakeParamLayout(k));
+    if (m->functions_.count(k.name) != 0) continue;
+    m->image_order_.push_back(fn.get());
+    m->functions_.emplace(k.name, std::move(fn));
+  }
+  return m;
+}
+
+Module::~Module() {
+  if (dl_ != nullptr) dlclose(dl_);
+}
 
 CUresult Module::GetFunction(const std::string& name, Function** out) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -44,6 +85,7 @@ CUresult Module::GetFunction(const std::string& name, Function** out) {
     *out = it->second.get();
     return CUDA_SUCCESS;
   }
+  if (dl_ == nullptr) return CUDA_ERROR_NOT_FOUND;
   void* entry = dlsym(dl_, name.c_str());
   const std::string layout_name = name + "__param_sizes";
   void* sizes = dlsym(dl_, layout_name.c_str());
@@ -55,7 +97,14 @@ CUresult Module::GetFunction(const std::string& name, Function** out) {
   return CUDA_SUCCESS;
 }
 
-CUresult Module::GetGlobal(const std::string& name, void** address, size_t* size) {
+CUresult Module::GetGlobal(const std::shared_ptr<Context>& ctx, const std::string& name,
+                           void** address, size_t* size) {
+  if (globals_ != nullptr) {
+    uint64_t dptr = 0;
+    if (CUresult r = globals_->Get(ctx, name, &dptr, size)) return r;
+    *address = reinterpret_cast<void*>(dptr);
+    return CUDA_SUCCESS;
+  }
   void* sym = dlsym(dl_, name.c_str());
   if (sym == nullptr) return CUDA_ERROR_NOT_FOUND;
   *address = sym;
@@ -67,9 +116,14 @@ CUresult Module::GetGlobal(const std::string& name, void** address, size_t* size
 
 std::vector<Function*> Module::Functions() {
   std::lock_guard<std::mutex> lock(mu_);
+  if (dl_ == nullptr) return image_order_;
   std::vector<Function*> out;
   for (auto& [name, fn] : functions_) out.push_back(fn.get());
   return out;
+}
+
+void Module::ReleaseGlobals() {
+  if (globals_ != nullptr) globals_->Release();
 }
 
 }  // namespace memsim

@@ -1,5 +1,7 @@
 #include "proc_address.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "api_common.h"
@@ -24,6 +26,19 @@ const ProcEntry kProcTable[] = {
 
 #undef MEMSIM_PROC
 
+// MEMSIM_LOG_PROC_MISSES=1 reports every name asked for that the sim does not export: what a
+// program would miss on the sim (read once; cuGetProcAddress may be called before cuInit).
+void ReportMiss(const char* symbol, int cuda_version, cuuint64_t flags, bool name_known) {
+  static const bool enabled = [] {
+    const char* v = std::getenv("MEMSIM_LOG_PROC_MISSES");
+    return v != nullptr && v[0] != '\0' && v[0] != '0';
+  }();
+  if (!enabled) return;
+  std::fprintf(stderr, "memsim: cuGetProcAddress(\"%s\", %d, flags %llu): %s\n", symbol,
+               cuda_version, static_cast<unsigned long long>(flags),
+               name_known ? "no flavour at this version" : "not exported");
+}
+
 }  // namespace
 
 CUresult LookupProcAddress(const char* symbol, int cuda_version, cuuint64_t flags, void** pfn,
@@ -44,6 +59,7 @@ CUresult LookupProcAddress(const char* symbol, int cuda_version, cuuint64_t flag
     }
   }
   if (best == nullptr) {
+    ReportMiss(symbol, cuda_version, flags, name_known);
     *pfn = nullptr;
     if (status != nullptr) {
       *status = name_known ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT

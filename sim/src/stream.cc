@@ -108,4 +108,17 @@ void Stream::WorkerLoop() {
   }
 }
 
+bool Stream::GetAttribute(CUstreamAttrID id, CUstreamAttrValue* value) {
+  std::lock_guard<std::mutex> lock(attributes_mu_);
+  auto it = attributes_.find(id);
+  if (it == attributes_.end()) return false;
+  *value = it->second;
+  return true;
+}
+
+void Stream::SetAttribute(CUstreamAttrID id, const CUstreamAttrValue& value) {
+  std::lock_guard<std::mutex> lock(attributes_mu_);
+  attributes_[id] = value;
+}
+
 }  // namespace memsim

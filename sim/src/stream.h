@@ -17,11 +17,14 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
 #include <utility>
 #include <vector>
+
+#include "cuda_api.h"
 
 namespace memsim {
 
@@ -65,6 +68,10 @@ class Stream {
   // Blocking streams synchronize with the legacy default stream (CU_STREAM_NON_BLOCKING not set).
   bool blocking() const;
 
+  // Launch attributes set on the stream (cuStreamSetAttribute); false when `id` was never set.
+  bool GetAttribute(CUstreamAttrID id, CUstreamAttrValue* value);
+  void SetAttribute(CUstreamAttrID id, const CUstreamAttrValue& value);
+
   // The capture sequence recording this stream's work (graph.h), or null.
   std::shared_ptr<Capture> capture();
   // Attaches `capture` unless one is attached already (then false).
@@ -79,6 +86,9 @@ class Stream {
   const unsigned flags_;
   const int priority_;
   const uint64_t id_;
+
+  std::mutex attributes_mu_;
+  std::map<CUstreamAttrID, CUstreamAttrValue> attributes_;  // guarded by attributes_mu_
 
   std::mutex capture_mu_;
   std::shared_ptr<Capture> capture_;  // guarded by capture_mu_

@@ -28,7 +28,8 @@ def defined_symbols():
 
 def main():
     include = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else "/usr/local/cuda/include")
-    typedefs = (include / "cudaTypedefs.h").read_text()
+    typedefs = "".join((include / h).read_text()
+                       for h in ("cudaTypedefs.h", "cudaProfilerTypedefs.h"))
     versions = collections.defaultdict(set)
     for name, ver, suffix in re.findall(r"PFN_(cu[A-Za-z0-9]+)_v(\d+)(_ptsz|_ptds)?\)", typedefs):
         versions[name].add((int(ver), suffix))

@@ -202,6 +202,49 @@ const google::protobuf::Struct& FirstGpu(const google::protobuf::Struct& process
   return process.fields().at("gpus").list_value().values(0).struct_value();
 }
 
+HeldAsNobody::HeldAsNobody(const std::function<char()>& body) {
+  int ready[2], release[2];
+  if (pipe(ready) != 0) return;
+  if (pipe(release) != 0) {
+    close(ready[0]);
+    close(ready[1]);
+    return;
+  }
+  pid_ = fork();
+  if (pid_ == 0) {
+    close(ready[0]);
+    close(release[1]);
+    if (setgid(kNobody) != 0 || setuid(kNobody) != 0) _exit(2);
+    const char result = body();
+    if (write(ready[1], &result, 1) != 1) _exit(3);
+    char byte;
+    (void)!read(release[0], &byte, 1);
+    _exit(0);
+  }
+  close(ready[1]);
+  close(release[0]);
+  ready_ = ready[0];
+  release_ = release[1];
+}
+
+std::optional<char> HeldAsNobody::Result() {
+  char result;
+  if (ready_ < 0 || read(ready_, &result, 1) != 1) return std::nullopt;
+  return result;
+}
+
+bool HeldAsNobody::Release() {
+  if (release_ >= 0) close(release_);
+  if (ready_ >= 0) close(ready_);
+  release_ = ready_ = -1;
+  if (pid_ > 0) {
+    int status = 0;
+    clean_ = waitpid(pid_, &status, 0) == pid_ && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    pid_ = -1;
+  }
+  return clean_;
+}
+
 std::vector<std::string> AsNobody() {
   for (const char* p : {"/usr/bin/setpriv", "/bin/setpriv"}) {
     if (access(p, X_OK) == 0) {

@@ -106,6 +106,28 @@ double Field(const google::protobuf::Struct& s, const std::string& name);
 // gpus[0] of a process entry.
 const google::protobuf::Struct& FirstGpu(const google::protobuf::Struct& process);
 
+// Runs `body` in a forked child as nobody:nogroup (uid and gid 65534). The child reports the
+// byte `body` returns, then keeps everything it opened until Release() (or destruction).
+// REQUIRES root; `body` must only use async-signal-safe calls and plain system calls.
+class HeldAsNobody {
+ public:
+  static constexpr gid_t kNobody = 65534;
+  explicit HeldAsNobody(const std::function<char()>& body);
+  ~HeldAsNobody() { Release(); }
+  HeldAsNobody(const HeldAsNobody&) = delete;
+  HeldAsNobody& operator=(const HeldAsNobody&) = delete;
+  // The byte `body` returned; nullopt if the child failed to run it.
+  std::optional<char> Result();
+  // Lets the child exit and reaps it; true if it exited cleanly. Idempotent.
+  bool Release();
+
+ private:
+  pid_t pid_ = -1;
+  int ready_ = -1;    // read end: the child's result
+  int release_ = -1;  // write end: closed to let the child go
+  bool clean_ = false;
+};
+
 // The command prefix that runs a program as nobody:nogroup, or empty if setpriv is missing.
 std::vector<std::string> AsNobody();
 

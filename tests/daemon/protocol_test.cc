@@ -2,14 +2,22 @@
 // INVALID_ARGUMENT (or another clean status), never a crash; metrics over loopback.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <random>
+#include <sstream>
 #include <string>
+#include <thread>
 
 #include "gmock/gmock.h"
 #include "grpcpp/create_channel.h"
@@ -241,6 +249,8 @@ std::string HttpGet(int port, const std::string& path) {
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const timeval timeout = {5, 0};  // a scrape that waits longer counts as failed
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
   if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
     close(fd);
     return "";
@@ -255,13 +265,36 @@ std::string HttpGet(int port, const std::string& path) {
   return out;
 }
 
-TEST_F(ProtocolTest, MetricsEndpointServesPrometheusText) {
-  const std::string log = daemon_->process().Stderr();
+int MetricsPort(Daemon& d) {
+  const std::string log = d.process().Stderr();
   const std::string marker = "metrics listening on port ";
   const size_t at = log.find(marker);
-  ASSERT_NE(at, std::string::npos) << log;
-  const int port = std::atoi(log.c_str() + at + marker.size());
-  ASSERT_GT(port, 0);
+  return at == std::string::npos ? 0 : std::atoi(log.c_str() + at + marker.size());
+}
+
+// Issue 14, item 8: idle TCP connections do not block scraping.
+TEST_F(ProtocolTest, IdleConnectionsDoNotBlockScraping) {
+  const int port = MetricsPort(*daemon_);
+  ASSERT_GT(port, 0) << daemon_->process().Stderr();
+  std::vector<int> idle;
+  for (int i = 0; i < 3; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    idle.push_back(fd);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_THAT(HttpGet(port, "/metrics"), HasSubstr("memvirt_build_info"));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, seconds(3));
+  for (int fd : idle) close(fd);
+}
+
+TEST_F(ProtocolTest, MetricsEndpointServesPrometheusText) {
+  const int port = MetricsPort(*daemon_);
+  ASSERT_GT(port, 0) << daemon_->process().Stderr();
   auto client = daemon_->StartClient({"--iterations=100000", "--pages=64"});
   const std::string pid = std::to_string(client->pid());
   std::string body;
@@ -290,6 +323,112 @@ TEST_F(ProtocolTest, MetricsEndpointServesPrometheusText) {
       },
       seconds(5)))
       << body;
+}
+
+// Issue 14, item 5: the gRPC socket is bounded.
+int ConnectRaw(const std::string& path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path.c_str());
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// True if the peer closes `fd` within `timeout` (whatever it sends before).
+bool ClosedWithin(int fd, std::chrono::milliseconds timeout) {
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  char buf[4096];
+  while (std::chrono::steady_clock::now() < end) {
+    pollfd p = {fd, POLLIN, 0};
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        end - std::chrono::steady_clock::now());
+    if (poll(&p, 1, static_cast<int>(std::clamp<int64_t>(left.count(), 0, 50))) <= 0) continue;
+    const ssize_t r = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+    if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) return true;
+  }
+  return false;
+}
+
+// CPU seconds (user + system) the process has used.
+double CpuSeconds(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::istringstream rest(stat.substr(stat.rfind(')') + 2));
+  std::string field;
+  unsigned long long utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && rest >> field; ++i) {
+    if (i == 14) utime = std::stoull(field);
+    if (i == 15) stime = std::stoull(field);
+  }
+  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+TEST_F(ProtocolTest, IdleConnectionsAreClosedAndOneUserCannotHoldThemAll) {
+  TempDir dir;
+  Daemon d(dir.path(), {"--reserve=0", "--restart_grace_ms=0", "--socket_group=65534",
+                        "--connection_idle_timeout_ms=300", "--max_connections_per_uid=4"});
+  ASSERT_TRUE(d.Start()) << d.process().Stderr();
+  const int idle = ConnectRaw(d.socket());
+  ASSERT_GE(idle, 0);
+  EXPECT_TRUE(ClosedWithin(idle, std::chrono::seconds(3)));
+  close(idle);
+
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to connect as another user";
+  // nobody opens 16 connections and counts those closed well within the idle timeout: only
+  // the limit closes connections this early.
+  HeldAsNobody other([&] {
+    std::vector<int> fds;
+    for (int i = 0; i < 16; ++i) fds.push_back(ConnectRaw(d.socket()));
+    std::vector<bool> is_closed(fds.size(), false);
+    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(150);
+    while (std::chrono::steady_clock::now() < end) {
+      for (size_t i = 0; i < fds.size(); ++i) {
+        if (!is_closed[i]) {
+          is_closed[i] = fds[i] < 0 || ClosedWithin(fds[i], std::chrono::milliseconds(1));
+        }
+      }
+    }
+    char closed = 0;
+    for (bool c : is_closed) closed += c ? 1 : 0;
+    return closed;
+  });
+  EXPECT_EQ(other.Result(), std::optional<char>(12));  // all beyond the 4 allowed
+  EXPECT_EQ(d.Memctl({"status"}).exit_code, 0);        // others are served meanwhile
+  EXPECT_TRUE(other.Release());
+}
+
+TEST_F(ProtocolTest, RunningOutOfDescriptorsDoesNotSpinOrFloodTheLog) {
+  TempDir dir;
+  Daemon d(dir.path(), {"--reserve=0", "--restart_grace_ms=0"});
+  rlimit saved;
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
+  rlimit low = saved;
+  low.rlim_cur = 64;  // inherited by the daemon
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  const bool started = d.Start();
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
+  ASSERT_TRUE(started) << d.process().Stderr();
+  std::vector<int> fds;
+  for (int i = 0; i < 100; ++i) {
+    const int fd = ConnectRaw(d.socket());
+    if (fd >= 0) fds.push_back(fd);
+  }
+  ASSERT_TRUE(WaitUntil(
+      [&] { return d.process().Stderr().find("Too many open files") != std::string::npos; },
+      seconds(5)))
+      << d.process().Stderr();
+  const double cpu_before = CpuSeconds(d.process().pid());
+  const size_t log_before = d.process().Stderr().size();
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  EXPECT_LT(CpuSeconds(d.process().pid()) - cpu_before, 0.3);
+  EXPECT_LT(d.process().Stderr().size() - log_before, 2000u);
+  for (int fd : fds) close(fd);
+  // Once descriptors are free again, the daemon serves.
+  EXPECT_TRUE(WaitUntil([&] { return d.Memctl({"status"}).exit_code == 0; }, seconds(5)));
 }
 
 }  // namespace

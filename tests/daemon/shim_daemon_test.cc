@@ -2,6 +2,7 @@
 // MEMSIM_NODE, arbitrated by a real daemon, checked with checksums and `memctl status --json`.
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <string>
@@ -173,6 +174,28 @@ TEST_F(ShimDaemonTest, ThreeShimProcessesAtThreeTimesTheDeviceFinishWithinTheirB
     ASSERT_GT(max_budget.count(p->pid()), 0u) << "never seen in memctl status";
     EXPECT_LE(max_budget[p->pid()], double(kDeviceBytes - kReserveBytes));
     EXPECT_GT(max_budget[p->pid()], 0.0);
+  }
+}
+
+// Issue 14, item 3 (Note [admission] in shim/daemon_link/daemon_control_plane.cc): processes
+// started together register while the others' shrinks are unacknowledged; each waits for a
+// usable budget instead of failing its first launch, and all finish correctly.
+TEST_F(ShimDaemonTest, NineProcessesStartedTogetherWithAHostBudgetAllFinish) {
+  constexpr int kProcesses = 9;
+  std::vector<std::string> flags = DaemonFlags();
+  flags.push_back("--host_memory=" + std::to_string(2 * kProcesses * kDeviceBytes));
+  // Within the restart grace period every newcomer is granted 0 at first: all must wait.
+  std::replace(flags.begin(), flags.end(), std::string("--restart_grace_ms=0"),
+               std::string("--restart_grace_ms=1000"));
+  Daemon d(dir_.path(), flags);
+  ASSERT_TRUE(d.Start()) << d.process().Stderr();
+  const std::string node = Node();
+  std::vector<std::unique_ptr<Subprocess>> procs;
+  for (int i = 0; i < kProcesses; ++i) procs.push_back(StartShimProcess(d, node, i));
+  for (auto& p : procs) {
+    ASSERT_EQ(p->Wait(seconds(240)), std::optional<int>(0)) << p->Stdout() << p->Stderr();
+    EXPECT_EQ(Checksum(p->Stdout()), *reference_);
+    EXPECT_NE(p->Stderr().find("waited"), std::string::npos) << p->Stderr();
   }
 }
 

@@ -3,13 +3,22 @@
 // real Unix socket with a real staging memfd.
 #include "shim/daemon_link/tier_channel.h"
 
+#include <dirent.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstring>
+#include <map>
 #include <random>
+#include <thread>
 
+#include "daemon/core/clock.h"
+#include "daemon/core/node_state.h"
+#include "daemon/server/metrics.h"
 #include "daemon/server/tier_service.h"
 #include "gtest/gtest.h"
 #include "memvirt/nvme/fault_injecting_io_engine.h"
@@ -43,23 +52,43 @@ class TierChannelTest : public ::testing::Test {
     auto store = nvme::SwapStore::Create(&faults_, {});
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = *std::move(store);
-    auto service = TierService::Start(
-        {.socket_path = dir_.path() + "/tier.sock",
-         .group = std::nullopt,
-         .tenant_of = [this](const PeerCredentials& peer) -> std::optional<uint64_t> {
-           if (peer.pid != getpid() || refuse_) return std::nullopt;
-           return next_tenant_++;  // every connection is another tenant here
-         },
-         .hello_timeout = absl::Milliseconds(300)},
-        store_.get());
+    StartService([](TierServiceOptions&) {});
+  }
+
+  // (Re)starts the service with the fixture's options as changed by `tweak`.
+  void StartService(const std::function<void(TierServiceOptions&)>& tweak) {
+    service_.reset();
+    TierServiceOptions options{
+        .socket_path = dir_.path() + "/tier.sock",
+        .group = std::nullopt,
+        .tenant_of = [this](const PeerCredentials& peer) -> std::optional<uint64_t> {
+          if (tenant_by_pid_) return static_cast<uint64_t>(peer.pid);
+          if (peer.pid != getpid() || refuse_) return std::nullopt;
+          return next_tenant_++;  // every connection is another tenant here
+        },
+        .hello_timeout = absl::Milliseconds(300)};
+    tweak(options);
+    auto service = TierService::Start(options, store_.get());
     ASSERT_TRUE(service.ok()) << service.status();
     service_ = *std::move(service);
+  }
+
+  // Stores slot 0 filled from `seed`, loads it back into the cleared slot and checks it.
+  static void ExpectRoundTrip(TierChannel* c, uint64_t seed) {
+    Fill(c->staging(0), seed);
+    uint64_t id = 0;
+    ASSERT_EQ(c->Store(0, &id), SpillResult::kOk);
+    std::memset(c->staging(0), 0, kSlot);
+    ASSERT_EQ(c->StartLoad(id, 0), SpillResult::kOk);
+    ASSERT_EQ(c->FinishLoad(0, true), SpillResult::kOk);
+    EXPECT_TRUE(Matches(c->staging(0), seed));
   }
 
   std::unique_ptr<TierChannel> Connect(uint32_t slots = 2) {
     const char* error = nullptr;
     auto c =
-        TierChannel::Connect(dir_.path() + "/tier.sock", slots, std::chrono::seconds(5), &error);
+        TierChannel::Connect(dir_.path() + "/tier.sock", slots,
+                             {.connect = std::chrono::seconds(5), .request = deadline_}, &error);
     EXPECT_NE(c, nullptr) << error;
     return c;
   }
@@ -71,6 +100,8 @@ class TierChannelTest : public ::testing::Test {
   std::unique_ptr<TierService> service_;
   std::atomic<uint64_t> next_tenant_{1};
   std::atomic<bool> refuse_{false};
+  std::atomic<bool> tenant_by_pid_{false};  // a registered client per process, not per connection
+  std::chrono::milliseconds deadline_{5000};
 };
 
 TEST_F(TierChannelTest, StoredChunksComeBackByteForByte) {
@@ -130,8 +161,7 @@ TEST_F(TierChannelTest, ClosingTheChannelFreesItsSwap) {
 TEST_F(TierChannelTest, UnregisteredProcessesAreRefused) {
   refuse_ = true;
   const char* error = nullptr;
-  EXPECT_EQ(TierChannel::Connect(dir_.path() + "/tier.sock", 2, std::chrono::seconds(5), &error),
-            nullptr);
+  EXPECT_EQ(TierChannel::Connect(dir_.path() + "/tier.sock", 2, {}, &error), nullptr);
   EXPECT_STREQ(error, "the daemon refused the tier connection");
 }
 
@@ -160,6 +190,31 @@ TEST_F(TierChannelTest, DeviceErrorsAreReportedAndNothingWrongIsReturned) {
   for (int i = 0; i < 70 && last == SpillResult::kOk; ++i) last = c->Store(0, &id);
   EXPECT_EQ(last, SpillResult::kNoSpace);
   EXPECT_GT(service_->stats().failures, 0u);
+
+  // Issue 14, item 8: the NVMe tier's metrics.
+  FakeClock clock;
+  NodeState node(NodeOptions{}, &clock);
+  NodeCollector collector(&node, {service_.get(), store_.get()});
+  std::map<std::string, const prometheus::MetricFamily*> by_name;
+  const std::vector<prometheus::MetricFamily> families = collector.Collect();
+  for (const auto& f : families) by_name[f.name] = &f;
+  for (const char* name : {"memvirt_nvme_swap_used_bytes", "memvirt_nvme_swap_free_bytes",
+                           "memvirt_nvme_io_errors_total", "memvirt_nvme_request_seconds"}) {
+    ASSERT_TRUE(by_name.count(name)) << name;
+  }
+  EXPECT_EQ(by_name["memvirt_nvme_swap_used_bytes"]->metric[0].gauge.value,
+            static_cast<double>(store_->stats().used_bytes));
+  EXPECT_EQ(by_name["memvirt_nvme_swap_free_bytes"]->metric[0].gauge.value,
+            static_cast<double>(store_->stats().capacity_bytes - store_->stats().used_bytes));
+  const auto& errors = by_name["memvirt_nvme_io_errors_total"]->metric;
+  ASSERT_EQ(errors.size(), 2u);
+  EXPECT_EQ(errors[0].counter.value, 0);  // store: ENOSPC is not an I/O error
+  EXPECT_EQ(errors[1].counter.value, 1);  // load: the injected EIO
+  const auto& latency = by_name["memvirt_nvme_request_seconds"]->metric;
+  ASSERT_EQ(latency.size(), 2u);
+  EXPECT_EQ(latency[0].histogram.sample_count, service_->stats().stores);
+  EXPECT_EQ(latency[1].histogram.sample_count, service_->stats().loads);
+  EXPECT_EQ(latency[1].histogram.bucket.back().cumulative_count, service_->stats().loads);
 }
 
 // A raw client: Hello with a one-slot memfd, then hand-made requests.
@@ -200,6 +255,39 @@ TEST_F(TierChannelTest, MalformedRequestsGetInvalidAndTheConnectionGoesOn) {
   EXPECT_EQ(raw.Call(2, 0, stored.id).status, tier::Status::kOk);
 }
 
+// Issue 14, item 1: a client that shrinks its staging memfd after the handshake must not be
+// able to make the daemon fault (SIGBUS) on its mapping.
+TEST_F(TierChannelTest, AClientThatTruncatesItsStagingCannotCrashTheDaemon) {
+  const int unsealed = memfd_create("staging", MFD_CLOEXEC);
+  ASSERT_GE(unsealed, 0);
+  ASSERT_EQ(ftruncate(unsealed, kSlot), 0);
+  const int fd = tier::ConnectUnixSocket(dir_.path() + "/tier.sock");
+  ASSERT_GE(fd, 0);
+  tier::HelloReply reply;
+  ASSERT_TRUE(testing::SendHelloWith(fd, 1, unsealed, &reply));
+  EXPECT_EQ(reply.status, tier::Status::kInvalid);
+  // Truncate, then ask for a store from (and a load into) the vanished pages.
+  ASSERT_EQ(ftruncate(unsealed, 0), 0);
+  const tier::Request requests[2] = {{tier::Op::kStore, 0, 0}, {tier::Op::kLoad, 0, 1}};
+  (void)send(fd, requests, sizeof(requests), MSG_NOSIGNAL);
+  tier::Reply out;
+  EXPECT_LE(recv(fd, &out, sizeof(out), MSG_WAITALL), 0);  // closed: nothing was served
+  close(fd);
+  close(unsealed);
+
+  // A sealed staging area cannot shrink, so the same trick fails in the client.
+  const int sealed = tier::CreateStagingMemfd(1);
+  ASSERT_GE(sealed, 0);
+  EXPECT_NE(ftruncate(sealed, 0), 0);
+  EXPECT_EQ(errno, EPERM);
+  close(sealed);
+
+  // The service is alive and serves a well-behaved client.
+  auto c = Connect(1);
+  ASSERT_NE(c, nullptr);
+  ExpectRoundTrip(c.get(), 31);
+}
+
 TEST_F(TierChannelTest, APeerThatSendsNoHelloIsDropped) {
   const int fd = tier::ConnectUnixSocket(dir_.path() + "/tier.sock");
   ASSERT_GE(fd, 0);
@@ -221,6 +309,95 @@ TEST_F(TierChannelTest, ADaemonThatGoesAwayBreaksTheChannelWithoutHanging) {
   service_->Stop();
   EXPECT_EQ(c->Store(0, &id), SpillResult::kBroken);
   EXPECT_EQ(c->StartLoad(id, 0), SpillResult::kBroken);
+}
+
+// Issue 14, item 4: the tier socket cannot be locked out.
+size_t OpenDescriptors() {
+  size_t n = 0;
+  DIR* d = opendir("/proc/self/fd");
+  while (readdir(d) != nullptr) ++n;
+  closedir(d);
+  return n;
+}
+
+TEST_F(TierChannelTest, ConnectionsHeldBeforeTheHelloByAnotherUserDoNotLockOutOthers) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to run the other user's process";
+  StartService([&](TierServiceOptions& o) {
+    o.group = testing::HeldAsNobody::kNobody;
+    o.max_connections = 64;
+    o.max_pending_per_uid = 8;
+    o.hello_timeout = absl::Seconds(30);  // held for the whole test
+  });
+  ASSERT_EQ(chmod(dir_.path().c_str(), 0755), 0);
+  // The other user connects 64 times, sends nothing and holds the connections.
+  testing::HeldAsNobody other([&] {
+    char connected = 0;
+    for (int i = 0; i < 64; ++i) {
+      connected += tier::ConnectUnixSocket(dir_.path() + "/tier.sock") >= 0 ? 1 : 0;
+    }
+    return connected;
+  });
+  EXPECT_GT(other.Result().value_or(0), 8);
+  ASSERT_TRUE(
+      testing::WaitUntil([&] { return service_->stats().refused >= 40; }, std::chrono::seconds(5)))
+      << service_->stats().refused;
+  auto c = Connect(1);  // another user (root) still gets its tier
+  ASSERT_NE(c, nullptr);
+  uint64_t id = 0;
+  EXPECT_EQ(c->Store(0, &id), SpillResult::kOk);
+  EXPECT_TRUE(other.Release());
+}
+
+TEST_F(TierChannelTest, ARegisteredProcessGetsOneConnectionAndItsSlotBackAtOnce) {
+  tenant_by_pid_ = true;
+  auto first = std::make_unique<RawClient>(dir_.path() + "/tier.sock");
+  ASSERT_EQ(first->hello_reply.status, tier::Status::kOk);
+  for (int i = 0; i < 8; ++i) {
+    RawClient more(dir_.path() + "/tier.sock");
+    EXPECT_EQ(more.hello_reply.status, tier::Status::kDenied);
+  }
+  EXPECT_GE(service_->stats().refused, 8u);
+  first.reset();
+  // The slot is free as soon as the daemon has seen the close.
+  ASSERT_TRUE(testing::WaitUntil([&] { return service_->stats().connections == 0; },
+                                 std::chrono::seconds(2)));
+  RawClient again(dir_.path() + "/tier.sock");
+  EXPECT_EQ(again.hello_reply.status, tier::Status::kOk);
+}
+
+TEST_F(TierChannelTest, ClosedConnectionsReleaseTheirDescriptorsAtOnce) {
+  const size_t before = OpenDescriptors();
+  {
+    std::vector<std::unique_ptr<RawClient>> clients;
+    for (int i = 0; i < 16; ++i) {
+      clients.push_back(std::make_unique<RawClient>(dir_.path() + "/tier.sock"));
+      ASSERT_EQ(clients.back()->hello_reply.status, tier::Status::kOk);
+    }
+    EXPECT_GE(OpenDescriptors(), before + 32);  // both ends of each
+  }
+  // No further connection arrives: the service must release them by itself.
+  EXPECT_TRUE(
+      testing::WaitUntil([&] { return OpenDescriptors() <= before; }, std::chrono::seconds(2)))
+      << OpenDescriptors() << " open, " << before << " before";
+}
+
+TEST_F(TierChannelTest, AnIdleConnectionIsClosedOnlyWhenItStoresNothingAndReopensOnUse) {
+  StartService([](TierServiceOptions& o) { o.idle_timeout = absl::Milliseconds(200); });
+  auto c = Connect(1);
+  ASSERT_NE(c, nullptr);
+  Fill(c->staging(0), 41);
+  uint64_t id = 0;
+  ASSERT_EQ(c->Store(0, &id), SpillResult::kOk);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // idle, but holds a slab
+  std::memset(c->staging(0), 0, kSlot);
+  ASSERT_EQ(c->StartLoad(id, 0), SpillResult::kOk);
+  ASSERT_EQ(c->FinishLoad(0, true), SpillResult::kOk);
+  EXPECT_TRUE(Matches(c->staging(0), 41));
+  c->Discard(id);
+  ASSERT_TRUE(testing::WaitUntil([&] { return service_->stats().connections == 0; },
+                                 std::chrono::seconds(3)));
+  // The next store reopens the channel with the same staging area.
+  ExpectRoundTrip(c.get(), 42);
 }
 
 }  // namespace

@@ -14,17 +14,23 @@
 
 namespace memvirt::testing {
 
-// Sends a Hello for `slots` staging slots with a fresh memfd of that size and reads the reply.
-// False if either did not go through whole.
-inline bool SendHello(int fd, uint32_t slots, tier::HelloReply* reply) {
-  const int memfd = memfd_create("staging", MFD_CLOEXEC);
-  if (memfd < 0 || ftruncate(memfd, slots * tier::kStagingSlotBytes) != 0) return false;
+// Sends a Hello for `slots` staging slots with `memfd` attached and reads the reply. False if
+// either did not go through whole. The caller keeps `memfd`.
+inline bool SendHelloWith(int fd, uint32_t slots, int memfd, tier::HelloReply* reply) {
   tier::Hello hello;
   hello.staging_slots = slots;
-  const bool sent = tier::SendHello(fd, hello, memfd);
-  close(memfd);
-  return sent &&
+  return tier::SendHello(fd, hello, memfd) &&
          recv(fd, reply, sizeof(*reply), MSG_WAITALL) == static_cast<ssize_t>(sizeof(*reply));
+}
+
+// Sends a Hello for `slots` staging slots with a fresh sealed memfd of that size and reads the
+// reply. False if either did not go through whole.
+inline bool SendHello(int fd, uint32_t slots, tier::HelloReply* reply) {
+  const int memfd = tier::CreateStagingMemfd(slots);
+  if (memfd < 0) return false;
+  const bool ok = SendHelloWith(fd, slots, memfd, reply);
+  close(memfd);
+  return ok;
 }
 
 }  // namespace memvirt::testing

@@ -1,147 +1,183 @@
 #!/usr/bin/env bash
-# Real-GPU check of libmemshim.so (run on a machine with an NVIDIA GPU and
-# the driver; budget: < 8 minutes on an H200).
-#   1. builds the shim (CMake; falls back to a direct compiler call when the
-#      tree's other dependencies are missing there),
-#   2. runs the shim's unit tests if they could be built, and the shim's
-#      real-driver check: the nvcc-built oversubscribed workload, unconstrained
-#      and under LD_PRELOAD with a device budget of 1/3 of its footprint,
-#      comparing checksums,
-#   3. runs a small PyTorch GPT training loop unconstrained and under the shim
-#      with MEMSHIM_DEVICE_BUDGET = half its peak memory, comparing losses bit
-#      for bit and reporting the step-time ratio.
-# Output: a summary on stdout and $OUT/device_check.json (OUT defaults to ./out).
+# The GPU check: runs what build_carry.sh put in this folder, one stage after another, within
+# one device call (10 minutes), and keeps every result even if the call is cut short.
+#   OUT=/some/dir ./device_check.sh            on a GPU machine (driver, python3, PyTorch)
+#   OUT=/some/dir ./device_check.sh --sim      on the simulated driver carried in sim/ (CI)
+# Each stage writes $OUT/NAME.log and $OUT/NAME.rc and rewrites $OUT/summary.json as it
+# finishes; a global deadline (DEADLINE_S, default 540 s) bounds the whole run, and each stage
+# gets min(its own limit, what is left). Stages, most informative first:
+#   env            machine, driver, PyTorch, locked-memory limit, NUMA
+#   driver_probe   the driver's answers the shim depends on, without the shim (driver_probe.json)
+#   shim_smoke     a small run under the shim at MEMSHIM_LOG=debug: the shim must be active
+#   oversub_ref    the oversubscribed workload, unconstrained: the reference checksum
+#   oversub_shim   the same under the shim with a device budget of a third of its footprint
+#   torch_ref      the PyTorch training loop, unconstrained (skipped without PyTorch)
+#   torch_shim     the same under the shim at half its peak: losses equal bit for bit
+#   oversub_graph  the workload as CUDA graph launches under the shim
+# Exit status: 0 when no stage failed (skipped stages do not fail the run).
 set -u -o pipefail
-ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
-OUT="${OUT:-$ROOT/out}"
-BUILD="${BUILD:-$ROOT/build-gpu}"
-mkdir -p "$OUT" "$BUILD"
-LOG="$OUT/device_check.log"
-: > "$LOG"
-declare -A RESULT
-say() { echo "[device_check] $*" | tee -a "$LOG"; }
-NVCC="${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
-CUDA_INC="$(dirname "$(dirname "$NVCC")")/include"
-
-# ---- 1. build ---------------------------------------------------------------
-SHIM="$BUILD/lib/libmemshim.so"
-UNIT=""
-if cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DBUILD_BENCHMARKS=OFF \
-      >>"$LOG" 2>&1 &&
-   cmake --build "$BUILD" -j"$(nproc)" --target memshim >>"$LOG" 2>&1; then
-  say "built $SHIM with CMake"
-  if cmake --build "$BUILD" -j"$(nproc)" --target memshim_unit_tests >>"$LOG" 2>&1; then
-    UNIT="$BUILD/tests/bin/memshim_unit_tests"
-  fi
-else
-  say "CMake build unavailable here; compiling the shim directly"
-  mkdir -p "$BUILD/lib"
-  SRC=("$ROOT"/shim/driver/driver.cc "$ROOT"/shim/core/{block_allocator,config,log,lru_policy,physical_pool,residency_policy,shim_core,stream_tracker}.cc)
-  HOOKS=("$ROOT"/shim/hooks/*.cc)
-  if g++ -std=c++20 -O2 -fPIC -shared -fvisibility=hidden -I"$ROOT" -I"$CUDA_INC" \
-        -D__CUDA_API_VERSION_INTERNAL=1 "${SRC[@]}" "${HOOKS[@]}" -o "$SHIM" -ldl -lpthread \
-        >>"$LOG" 2>&1; then
-    say "built $SHIM directly"
-  else
-    say "FAILED to build the shim"; RESULT[build]=fail
-  fi
-fi
-[ -f "$SHIM" ] && RESULT[build]=ok
-
-# ---- 2. unit tests and the real-driver workload --------------------------------
-if [ -n "$UNIT" ]; then
-  if timeout 120 "$UNIT" >>"$LOG" 2>&1; then RESULT[unit_tests]=pass; else RESULT[unit_tests]=fail; fi
-  say "unit tests: ${RESULT[unit_tests]}"
-else
-  RESULT[unit_tests]=skipped; say "unit tests: not built here (no GoogleTest)"
-fi
-
-WORK="$BUILD/oversub_workload"
-if "$NVCC" -O2 -std=c++17 -arch=native -o "$WORK" "$ROOT/tests/gpu/oversub_workload.cu" \
-      >>"$LOG" 2>&1 || "$NVCC" -O2 -std=c++17 -o "$WORK" "$ROOT/tests/gpu/oversub_workload.cu" \
-      >>"$LOG" 2>&1; then
-  FOOT=$((12 << 30))
-  BUDGET=$((4 << 30))
-  REF="$(timeout 120 "$WORK" "$FOOT" 3 2>>"$LOG")"; REF_RC=$?
-  SHIMMED="$(MEMSHIM_DEVICE_BUDGET=$BUDGET MEMSHIM_HOST_BUDGET=$((16 << 30)) MEMSHIM_LOG=info \
-              LD_PRELOAD="$SHIM" timeout 240 "$WORK" "$FOOT" 3 2>>"$LOG")"; SHIM_RC=$?
-  echo "$REF" >>"$LOG"; echo "$SHIMMED" >>"$LOG"
-  REF_SUM="$(echo "$REF" | awk '/^checksum/{print $2}')"
-  SHIM_SUM="$(echo "$SHIMMED" | awk '/^checksum/{print $2}')"
-  if [ $REF_RC -eq 0 ] && [ $SHIM_RC -eq 0 ] && [ -n "$REF_SUM" ] && [ "$REF_SUM" = "$SHIM_SUM" ]; then
-    RESULT[oversub_workload]=pass
-  else
-    RESULT[oversub_workload]="fail(ref_rc=$REF_RC shim_rc=$SHIM_RC ref=$REF_SUM shim=$SHIM_SUM)"
-  fi
-  RESULT[oversub_ref_s]="$(echo "$REF" | awk '/^seconds/{print $2}')"
-  RESULT[oversub_shim_s]="$(echo "$SHIMMED" | awk '/^seconds/{print $2}')"
-  say "oversubscribed workload (12 GiB through a 4 GiB budget): ${RESULT[oversub_workload]}" \
-      "(${RESULT[oversub_ref_s]} s unconstrained, ${RESULT[oversub_shim_s]} s shimmed)"
-  # The same iterations as CUDA graph launches under the shim: same checksum.
-  GRAPHED="$(MEMSHIM_DEVICE_BUDGET=$BUDGET MEMSHIM_HOST_BUDGET=$((16 << 30)) MEMSHIM_LOG=info \
-              LD_PRELOAD="$SHIM" timeout 240 "$WORK" "$FOOT" 3 graph 2>>"$LOG")"; GRAPH_RC=$?
-  echo "$GRAPHED" >>"$LOG"
-  GRAPH_SUM="$(echo "$GRAPHED" | awk '/^checksum/{print $2}')"
-  if [ $GRAPH_RC -eq 0 ] && [ -n "$REF_SUM" ] && [ "$REF_SUM" = "$GRAPH_SUM" ]; then
-    RESULT[oversub_graph]=pass
-  else
-    RESULT[oversub_graph]="fail(rc=$GRAPH_RC ref=$REF_SUM graph=$GRAPH_SUM)"
-  fi
-  RESULT[oversub_graph_s]="$(echo "$GRAPHED" | awk '/^seconds/{print $2}')"
-  say "same workload as graph launches under the shim: ${RESULT[oversub_graph]}" \
-      "(${RESULT[oversub_graph_s]} s)"
-else
-  RESULT[oversub_workload]="fail(nvcc)"; say "nvcc build of the workload failed"
-fi
-
-# ---- 3. PyTorch GPT loop ---------------------------------------------------------
+HERE="$(cd "$(dirname "$0")" && pwd)"
+SIM=0
+[[ ${1:-} == --sim ]] && SIM=1
+OUT="${OUT:-$HERE/out}"
+mkdir -p "$OUT"
+START=$(date +%s)
+DEADLINE=$((START + ${DEADLINE_S:-540}))
+SHIM="$HERE/lib/libmemshim.so"
 PY="${PYTHON:-python3}"
-if "$PY" -c "import torch; assert torch.cuda.is_available()" >>"$LOG" 2>&1; then
-  BASE="$(timeout 150 "$PY" "$ROOT/tests/gpu/gpt_train.py" 2>>"$LOG" | tail -1)"
-  echo "$BASE" >>"$LOG"
-  PEAK="$(echo "$BASE" | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["peak_reserved_bytes"])' 2>/dev/null)"
-  if [ -n "$PEAK" ]; then
-    HALF=$((PEAK / 2))
-    SHIMMED="$(MEMSHIM_DEVICE_BUDGET=$HALF MEMSHIM_HOST_BUDGET=$((64 << 30)) MEMSHIM_LOG=info \
-               LD_PRELOAD="$SHIM" timeout 240 "$PY" "$ROOT/tests/gpu/gpt_train.py" 2>>"$LOG" | tail -1)"
-    echo "$SHIMMED" >>"$LOG"
-    CMP="$(BASE="$BASE" SHIMMED="$SHIMMED" "$PY" - <<'PYEOF'
-import json, os
-try:
-    a = json.loads(os.environ["BASE"]); b = json.loads(os.environ["SHIMMED"])
-    same = a["losses_hex"] == b["losses_hex"]
-    print("pass" if same else "fail", "%.3f" % (b["median_step_s"] / a["median_step_s"]))
-except Exception as e:
-    print("fail(%s)" % type(e).__name__, "nan")
-PYEOF
-)"
-    RESULT[gpt_losses_equal]="${CMP%% *}"
-    RESULT[gpt_step_time_ratio]="${CMP##* }"
-    RESULT[gpt_peak_bytes]="$PEAK"
-    RESULT[gpt_budget_bytes]="$HALF"
-  else
-    RESULT[gpt_losses_equal]="fail(unconstrained run)"
-  fi
-  say "GPT loop under half its peak memory: losses ${RESULT[gpt_losses_equal]}," \
-      "step-time ratio ${RESULT[gpt_step_time_ratio]:-n/a}"
-else
-  RESULT[gpt_losses_equal]=skipped; say "PyTorch with CUDA not available"
-fi
+export CUBLAS_WORKSPACE_CONFIG=:4096:8  # deterministic cuBLAS for the loss comparison
 
-# ---- summary -------------------------------------------------------------------
-{
-  echo "{"
-  first=1
-  for k in "${!RESULT[@]}"; do
-    [ $first -eq 0 ] && echo ","
-    first=0
-    printf '  "%s": "%s"' "$k" "${RESULT[$k]}"
-  done
-  echo; echo "}"
-} > "$OUT/device_check.json"
-cat "$OUT/device_check.json"
-FAILED=0
-for k in build unit_tests oversub_workload oversub_graph gpt_losses_equal; do
-  case "${RESULT[$k]:-}" in pass|ok|skipped) ;; *) FAILED=1 ;; esac
-done
-exit $FAILED
+if ((SIM)); then
+  export LD_LIBRARY_PATH="$HERE/sim${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export MEMSIM_KERNELS="$HERE/sim/gpu_check_kernels.so" MEMSIM_DEVICE_MEMORY=256M MEMSIM_NODE=
+  FOOTPRINT=$((384 << 20))   # 1.5x the simulated device
+  SMOKE_FOOTPRINT=$((32 << 20))
+  HOST_BUDGET=$((1 << 30))
+  UNCONSTRAINED="MEMSIM_DEVICE_MEMORY=1G"  # reference runs get a device the footprint fits in
+else
+  UNCONSTRAINED=""
+  FOOTPRINT=$((12 << 30))
+  SMOKE_FOOTPRINT=$((256 << 20))
+  HOST_BUDGET=$((32 << 30))
+fi
+BUDGET=$((FOOTPRINT / 3))
+SHIM_ENV=(LD_PRELOAD="$SHIM" MEMSHIM_HOST_BUDGET=$HOST_BUDGET
+          MEMSHIM_DAEMON_SOCKET=/nonexistent/memvirtd.sock)
+
+declare -a NAMES=() STATUS=() SECONDS_TAKEN=() NOTES=()
+write_summary() {
+  local i sep=""
+  {
+    printf '{\n  "mode": "%s",\n  "elapsed_s": %d,\n  "stages": [' \
+      "$( ((SIM)) && echo sim || echo gpu)" $(($(date +%s) - START))
+    for i in "${!NAMES[@]}"; do
+      printf '%s\n    {"name": "%s", "status": "%s", "seconds": %s, "note": "%s"}' "$sep" \
+        "${NAMES[$i]}" "${STATUS[$i]}" "${SECONDS_TAKEN[$i]}" "${NOTES[$i]//\"/\'}"
+      sep=","
+    done
+    printf '\n  ]\n}\n'
+  } >"$OUT/summary.json.tmp" && mv "$OUT/summary.json.tmp" "$OUT/summary.json"
+}
+record() {  # record NAME STATUS SECONDS NOTE
+  NAMES+=("$1") STATUS+=("$2") SECONDS_TAKEN+=("$3") NOTES+=("$4")
+  write_summary
+  echo "[device_check] $1: $2 (${3}s) $4"
+}
+# stage NAME LIMIT_S FUNCTION: runs FUNCTION (exported) with its output in $OUT/NAME.log; the
+# function's last line of output "note: ..." becomes the stage's note; exit 77 means skipped.
+stage() {
+  local name=$1 limit=$2 fn=$3 left t0 rc status note
+  left=$((DEADLINE - $(date +%s) - 5))
+  if ((left < 10)); then
+    record "$name" skipped 0 "global deadline reached"
+    return
+  fi
+  ((limit > left)) && limit=$left
+  t0=$(date +%s)
+  timeout -k 5 "$limit" bash -c "$fn" >"$OUT/$name.log" 2>&1
+  rc=$?
+  echo "$rc" >"$OUT/$name.rc"
+  note="$(sed -n 's/^note: //p' "$OUT/$name.log" | tail -1)"
+  case $rc in
+    0) status=pass ;;
+    77) status=skipped ;;
+    124 | 137) status=timeout note="limit ${limit}s; $note" ;;
+    *) status=fail ;;
+  esac
+  record "$name" "$status" $(($(date +%s) - t0)) "$note"
+}
+checksum_of() { sed -n 's/^checksum //p' "$OUT/$1.log" | tail -1; }
+export -f checksum_of
+export OUT HERE SHIM PY SIM FOOTPRINT SMOKE_FOOTPRINT BUDGET HOST_BUDGET UNCONSTRAINED
+export SHIM_ENV_STR="${SHIM_ENV[*]}"
+
+env_stage() {
+  set -x
+  uname -a
+  ulimit -l
+  if ((SIM)); then echo "simulated driver: $LD_LIBRARY_PATH"; else nvidia-smi -q | head -120; fi
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>/dev/null
+  "$PY" -c 'import torch; print("torch", torch.__version__, torch.version.cuda)' 2>&1
+  (command -v numactl >/dev/null && numactl -H) || ls /sys/devices/system/node/
+  grep -E 'MemTotal|MemAvailable|HugePages_Total' /proc/meminfo
+  if ((SIM)); then echo "note: simulated driver"; else
+    echo "note: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)"
+  fi
+}
+probe_stage() {
+  "$HERE/bin/driver_probe" >"$OUT/driver_probe.json"
+  rc=$?
+  cat "$OUT/driver_probe.json"
+  echo "note: $(grep -E '"(driver_version|attr_host_numa_vmm_supported|host_numa_kernel_result_ok|map_us|capture_global_event_query_other_thread)"' "$OUT/driver_probe.json" | tr -d ' \n')"
+  return $rc
+}
+smoke_stage() {
+  env $SHIM_ENV_STR MEMSHIM_LOG=debug MEMSHIM_DEVICE_BUDGET=$((SMOKE_FOOTPRINT / 2)) \
+    "$HERE/bin/oversub_workload" "$SMOKE_FOOTPRINT" 1 || return 1
+  # The shim is active: it logged its start, and cuMemGetInfo reports the virtual capacity.
+  grep -q "virtual device memory:" "$OUT/shim_smoke.log" || { echo "note: shim not active"; return 1; }
+  echo "note: shim active"
+}
+oversub_ref_stage() {
+  env $UNCONSTRAINED "$HERE/bin/oversub_workload" "$FOOTPRINT" 3 || return 1
+  echo "note: footprint $((FOOTPRINT >> 20)) MiB"
+}
+oversub_shim_stage() {
+  env $SHIM_ENV_STR MEMSHIM_LOG=info MEMSHIM_DEVICE_BUDGET=$BUDGET \
+    "$HERE/bin/oversub_workload" "$FOOTPRINT" 3 || return 1
+  local want got
+  want=$(checksum_of oversub_ref) got=$(checksum_of oversub_shim)
+  echo "note: budget $((BUDGET >> 20)) MiB, checksum $got, reference $want"
+  [[ -n $want && $got == "$want" ]]
+}
+torch_available() {
+  ((SIM)) && [[ ! -f $HERE/lib/libgpt_kernels.so ]] && { echo "note: no kernel library for the sim"; return 1; }
+  "$PY" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)'
+}
+torch_ref_stage() {
+  torch_available || exit 77
+  env $UNCONSTRAINED "$PY" "$HERE/gpt_train.py" >"$OUT/torch_ref.json" || return 1
+  cat "$OUT/torch_ref.json"
+}
+torch_shim_stage() {
+  torch_available || exit 77
+  local peak
+  peak=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["peak_reserved_bytes"])' \
+    "$OUT/torch_ref.json") || { echo "note: no reference run"; return 1; }
+  env $SHIM_ENV_STR MEMSHIM_LOG=info MEMSHIM_DEVICE_BUDGET=$((peak / 2)) \
+    "$PY" "$HERE/gpt_train.py" >"$OUT/torch_shim.json" || return 1
+  cat "$OUT/torch_shim.json"
+  "$PY" - "$OUT/torch_ref.json" "$OUT/torch_shim.json" <<'PYEOF'
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+same = a["losses_hex"] == b["losses_hex"]
+print("note: losses %s, step-time ratio %.3f, budget %d MiB" % (
+    "equal" if same else "DIFFER", b["median_step_s"] / a["median_step_s"],
+    a["peak_reserved_bytes"] // 2 >> 20))
+sys.exit(0 if same else 1)
+PYEOF
+}
+oversub_graph_stage() {
+  env $SHIM_ENV_STR MEMSHIM_LOG=info MEMSHIM_DEVICE_BUDGET=$BUDGET \
+    "$HERE/bin/oversub_workload" "$FOOTPRINT" 3 graph || return 1
+  local want got
+  want=$(checksum_of oversub_ref) got=$(checksum_of oversub_graph)
+  echo "note: checksum $got, reference $want"
+  [[ -n $want && $got == "$want" ]]
+}
+export -f env_stage probe_stage smoke_stage oversub_ref_stage oversub_shim_stage \
+  torch_available torch_ref_stage torch_shim_stage oversub_graph_stage
+
+stage env 30 env_stage
+stage driver_probe 60 probe_stage
+stage shim_smoke 60 smoke_stage
+stage oversub_ref 90 oversub_ref_stage
+stage oversub_shim 150 oversub_shim_stage
+stage torch_ref 90 torch_ref_stage
+stage torch_shim 150 torch_shim_stage
+stage oversub_graph 120 oversub_graph_stage
+
+failed=0
+for s in "${STATUS[@]}"; do [[ $s == pass || $s == skipped ]] || failed=1; done
+cat "$OUT/summary.json"
+exit $failed

@@ -15,6 +15,7 @@ const std::string kShim = MEMSHIM_LIBRARY;
 const std::string kSimDir = MEMSIM_LIBRARY_DIR;
 const std::string kKernels = MEMSHIM_TEST_KERNELS;
 constexpr uint64_t kDevice = 64ull << 20;
+constexpr int kCudaErrorInvalidValue = 1;  // CUDA_ERROR_INVALID_VALUE
 
 std::vector<std::string> SimEnv(uint64_t device_bytes) {
   return {"LD_LIBRARY_PATH=" + kSimDir, "MEMSIM_DEVICE_MEMORY=" + std::to_string(device_bytes),
@@ -161,6 +162,30 @@ TEST(ProcAddressTest, WithoutTheShimNothingIsIntercepted) {
       RunProgram({MEMSHIM_PROCADDR_ONLY, kKernels, std::to_string(kDevice / 4)}, SimEnv(kDevice));
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_EQ(Field(r.out, "intercepted"), "no");
+}
+
+// Note [copy ranges] (shim/core/shim_core.h): copies and memsets past the end
+// of an allocation fail under the shim as they do on the plain driver,
+// without writing the neighbouring allocations or poisoning the context.
+TEST(CopyBoundsTest, OutOfRangeCopiesFailAsWithoutTheShim) {
+  const ProgramResult driver = RunProgram({MEMSHIM_COPY_BOUNDS}, SimEnv(kDevice));
+  const ProgramResult shim = RunProgram({MEMSHIM_COPY_BOUNDS}, ShimEnv(kDevice));
+  ASSERT_EQ(driver.exit_code, 0) << driver.out;
+  ASSERT_EQ(shim.exit_code, 0) << shim.out;
+  const std::string invalid_value = std::to_string(kCudaErrorInvalidValue);
+  for (const char* name :
+       {"htod_past_end", "htod_async_past_end", "memcpy2d_8k_into_4k", "dtod_read_past_end",
+        "memcpy_read_past_end", "dtoh_read_past_end", "htod_size_max", "dtod_wraps_address_space",
+        "memset_d8_past_end", "memset_d32_overflowing_count"}) {
+    EXPECT_EQ(Field(driver.out, name), invalid_value) << name;
+    EXPECT_EQ(Field(shim.out, name), Field(driver.out, name)) << name;
+  }
+  for (const ProgramResult* run : {&driver, &shim}) {
+    EXPECT_EQ(Field(run->out, "neighbours"), "unchanged") << run->out;
+    EXPECT_EQ(Field(run->out, "targets"), "unchanged") << run->out;
+    EXPECT_EQ(Field(run->out, "valid_copy_after"), "0") << run->out;
+    EXPECT_EQ(Field(run->out, "synchronize_after"), "0") << run->out;
+  }
 }
 
 }  // namespace

@@ -21,7 +21,8 @@ fi
 for s in cuInit cuGetProcAddress cuGetProcAddress_v2 cuCtxCreate_v4 cuMemAlloc_v2 cuMemFree_v2 \
          cuMemcpyHtoD_v2 cuMemcpyHtoD_v2_ptds cuMemcpyHtoDAsync_v2_ptsz cuStreamSynchronize \
          cuStreamSynchronize_ptsz cuLaunchKernel cuLaunchKernel_ptsz cuLaunchKernelEx \
-         cuMemCreate cuMemMap cuMemSetAccess cuFuncGetParamInfo memsim_current_launch; do
+         cuMemCreate cuMemMap cuMemSetAccess cuFuncGetParamInfo cuGetExportTable \
+         memsim_current_launch; do
   if ! grep -qx "${s}" <<<"${sim_syms}"; then echo "missing: ${s}"; status=1; fi
 done
 echo "$(wc -l <<<"${sim_syms}") symbols exported"

@@ -5,9 +5,15 @@
  *   extern "C" void NAME(void** params);                 // params[i] points at argument i
  *   extern "C" const unsigned NAME__param_sizes[];       // byte sizes, 0-terminated
  *
+ * or the host implementation of a kernel of an nvcc image (fatbin or cubin): the same function,
+ * named by the kernel's mangled name, without NAME__param_sizes (the layout comes from the
+ * cubin), in a shared object listed in MEMSIM_KERNELS or in the process (docs/sim.md,
+ * "Kernels from nvcc images").
+ *
  * The body runs ONCE per launch on the stream's worker thread (not once per GPU thread): it
  * loops over the grid itself, using memsim_current_launch() for the launch geometry.
- * Parameter offsets follow natural alignment, min(size, 8) (what cuFuncGetParamInfo reports).
+ * Parameter offsets of shared-object kernels follow natural alignment, min(size, 8) (what
+ * cuFuncGetParamInfo reports); those of image kernels are the cubin's.
  *
  * Thread safety: memsim_current_launch() is per thread; it is non-NULL only while a kernel body
  * runs on the calling thread, and the pointee stays valid until the body returns.

@@ -6,10 +6,11 @@
 //   daemon socket path), after it registered on the main stream, and sends a
 //   Hello with one SCM_RIGHTS file descriptor: a memfd of
 //   `staging_slots` x kStagingSlotBytes that both sides map (the staging
-//   area). The daemon identifies the process by SO_PEERCRED (never by what it
-//   sends), maps it to the client registered with that pid, and uses that
-//   client id as the swap store's tenant: a process can only ever name its own
-//   slabs. Then every Request gets exactly one Reply, in request order:
+//   area). The memfd's size must be sealed (kRequiredStagingSeals; Note [sealed staging] in
+//   daemon/server/tier_service.cc): the daemon refuses an unsealed one (kInvalid). The daemon
+//   identifies the process by SO_PEERCRED (never by what it sends), maps it to the client
+//   registered with that pid, and uses that client id as the swap store's tenant: a process can
+//   only ever name its own slabs. Then every Request gets exactly one Reply, in request order:
 //     kStore    writes staging slot `slot` (2 MiB) to swap; Reply.id names it.
 //     kLoad     reads slab `id` into staging slot `slot`.
 //     kDiscard  frees slab `id`.
@@ -21,6 +22,8 @@
 #ifndef MEMVIRT_TIER_PROTOCOL_H_
 #define MEMVIRT_TIER_PROTOCOL_H_
 
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -37,6 +40,7 @@ inline constexpr uint32_t kTierMagic = 0x3154564d;  // "MVT1"
 inline constexpr uint32_t kTierVersion = 1;
 inline constexpr uint64_t kStagingSlotBytes = 2ull << 20;
 inline constexpr uint32_t kMaxStagingSlots = 256;
+inline constexpr int kRequiredStagingSeals = F_SEAL_SHRINK | F_SEAL_GROW;
 
 struct Hello {
   uint32_t magic = kTierMagic;
@@ -93,6 +97,21 @@ inline int ConnectUnixSocket(const std::string& path) {
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
   if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    const int saved = errno;
+    close(fd);
+    errno = saved;
+    return -1;
+  }
+  return fd;
+}
+
+// A staging memfd of `slots` slots whose size is sealed (kRequiredStagingSeals, and F_SEAL_SEAL
+// so no other seal can be added later), or -1 (errno set). The caller owns the descriptor.
+inline int CreateStagingMemfd(uint32_t slots) {
+  const int fd = memfd_create("memvirt-staging", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) return -1;
+  if (ftruncate(fd, static_cast<off_t>(uint64_t{slots} * kStagingSlotBytes)) != 0 ||
+      fcntl(fd, F_ADD_SEALS, kRequiredStagingSeals | F_SEAL_SEAL) != 0) {
     const int saved = errno;
     close(fd);
     errno = saved;

@@ -192,13 +192,30 @@ struct LifetimeOptions {
   double lookahead_slack = 1.5;
   // Share of the device budget the lookahead plans to fill with upcoming
   // blocks (prefetches and room for new ones); the rest of the window only
-  // protects planned blocks from being evicted ahead. In (0, 1].
+  // protects planned blocks from being evicted ahead. In (0, 1]. Not used
+  // with a residency plan (plan_residency), which never evicts ahead what
+  // it keeps: the whole budget is planned.
   double plan_fraction = 0.85;
   // Evict ahead only for what the window needs within this many times the
   // time the link needs to fill the budget (<= lookahead_slack): evicting
   // earlier picks victims before the blocks born meanwhile, which MIN would
   // rather evict, exist.
   double evict_ahead_slack = 0.2;
+  // Once an iteration is learned, decide which data leaves the device by
+  // running MIN offline on it, and only when by the lookahead (Note
+  // [residency plan] in policy/src/residency_plan.h): write backs and
+  // fetches are then MIN's, started early. Needs a budget (OnBudgetChange);
+  // false: victims by farthest next use at decision time, evict ahead for
+  // the window's shortfall (evict_ahead_slack).
+  bool plan_residency = true;
+  // With a residency plan: prefetch candidates fit beside every resident
+  // block, within the budget, so that they never take the
+  // memory that blocks born later in the window need (a caller that issues
+  // every candidate it gets, such as memvirt-sim). false: the window counts
+  // only the blocks it touches, and the candidates also serve callers that
+  // stage lower tiers ahead of device room (the shim's spill prefetch; it
+  // prefetches to the device only into free memory).
+  bool prefetch_beside_resident = false;
   // Learn the iteration from the repeating kernel sequence when no
   // OnIterationMark() is given.
   bool detect_iterations = true;

@@ -42,9 +42,9 @@
 
 namespace memvirt::policy {
 
-enum class PolicyKind { kLru, kLifetime, kBelady };
+enum class PolicyKind { kLru, kLifetime, kBelady, kUvm };
 
-// "lru" | "lifetime" | "belady".
+// "lru" | "lifetime" | "belady" | "uvm".
 absl::StatusOr<PolicyKind> ParsePolicyKind(std::string_view name);
 std::string_view PolicyKindName(PolicyKind kind);
 
@@ -69,6 +69,13 @@ struct SimConfig {
   double lookahead_slack = -1;
   double plan_fraction = -1;
   double evict_ahead_slack = -1;
+  // LifetimeOptions::plan_residency of the lifetime policy.
+  bool plan_residency = true;
+  // The uvm policy (Note [uvm model] in simulator.cc): fault-handling time
+  // per batch of faulted pages, batch size, page size.
+  double uvm_fault_latency_us = 5;
+  uint64_t uvm_fault_batch_pages = 256;
+  uint64_t uvm_page_bytes = 4096;
 };
 
 struct IterationStats {
@@ -84,6 +91,12 @@ struct IterationStats {
   uint64_t evict_ahead = 0;  // evictions ahead of need (part of evictions)
   uint64_t dead_drops = 0;   // evictions of dirty blocks dropped as dead
   uint64_t staged = 0;       // SSD blocks promoted to the host tier ahead of use
+  uint64_t faults = 0;       // uvm: pages faulted in (migrated or first touched)
+  // Bytes written back in this iteration that were overwritten, freed or
+  // dropped before being read back (waste), and those still unread at the
+  // end of the simulation (read by a later iteration, if any).
+  uint64_t write_back_unread_bytes = 0;
+  uint64_t write_back_carried_bytes = 0;
 };
 
 struct SimResult {
@@ -98,6 +111,9 @@ struct SimResult {
   uint64_t max_kernel_bytes = 0;   // largest single-kernel working set (device bytes)
   uint64_t blocks = 0;
   uint64_t kernels = 0;
+  // Note [time lower bound] in time_bound.h: no policy's iteration is
+  // faster on this configuration.
+  double time_lower_bound_us = 0;
 };
 
 // Whether the run prefetches, evicts ahead and stages (false for the default

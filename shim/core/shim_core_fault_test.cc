@@ -1,0 +1,330 @@
+// Note [failed transitions] (shim_core.h): a failure at any step of a page
+// transition fails the operation and keeps the bytes where they were. Each
+// test injects one failure, checks the bytes by checksum right after it and
+// again after a retry that succeeds.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "shim/core/shim_core.h"
+#include "shim/core/shim_core_test_fixture.h"
+#include "shim/testing/fake_driver.h"
+
+namespace memvirt::shim {
+namespace {
+
+// A core over a FaultInjector with a 2-chunk device budget.
+class ShimCoreFaultTest : public ShimCoreTest {
+ protected:
+  void SetUp() override {
+    faults_ = std::make_unique<testing::FaultInjector>(fake_.driver());
+    Make(&faults_->driver(), 4 * kMiB, 64 * kMiB);
+  }
+  void TearDown() override {
+    core_.reset();
+    faults_.reset();
+  }
+
+  static uint64_t BytesAt(CUdeviceptr p) { return Checksum(reinterpret_cast<void*>(p), 2 * kMiB); }
+
+  // Three 2 MiB blocks (seeds 1, 2, 3) through the 2-chunk device: returns
+  // one that is in the host tier, then raises the budget so that paging it
+  // in needs no eviction.
+  CUdeviceptr HostChunk(CUstream s, uint64_t* seed) {
+    CUdeviceptr blocks[3];
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_EQ(core_->Alloc(&blocks[i], 2 * kMiB), CUDA_SUCCESS);
+      EXPECT_EQ(Write(s, blocks[i], 2 * kMiB, i + 1), CUDA_SUCCESS);
+    }
+    EXPECT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+    core_->SetDeviceBudget(16 * kMiB);
+    for (int i = 0; i < 3; ++i) {
+      if (core_->ResidenceOf(blocks[i]) == Residence::kHost) {
+        *seed = i + 1;
+        return blocks[i];
+      }
+    }
+    ADD_FAILURE() << "no block in the host tier";
+    return blocks[0];
+  }
+
+  // Arms `arm`, then checks that a launch reading the host-tier block fails,
+  // leaves it in the host tier (mapped, with its bytes, unless `unmapped`)
+  // and that a retry sees the bytes.
+  void ExpectFailedPageInKeepsBytes(const std::function<void()>& arm, bool unmapped = false) {
+    CUstream s = fake_.CreateStream();
+    uint64_t seed = 0;
+    const CUdeviceptr p = HostChunk(s, &seed);
+    arm();
+    bool ran = false;
+    EXPECT_NE(Launch(s, {p}, 2 * kMiB, [&ran] { ran = true; }), CUDA_SUCCESS);
+    Disarm();
+    EXPECT_FALSE(ran);
+    EXPECT_EQ(core_->ResidenceOf(p), Residence::kHost);
+    EXPECT_EQ(fake_.IsMapped(p, 2 * kMiB), !unmapped);
+    if (!unmapped) {
+      EXPECT_EQ(BytesAt(p), PatternChecksum(2 * kMiB, seed));
+    }
+    uint64_t sum = 0;
+    ASSERT_EQ(Read(s, p, 2 * kMiB, &sum), CUDA_SUCCESS);
+    ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+    EXPECT_EQ(sum, PatternChecksum(2 * kMiB, seed));
+    EXPECT_EQ(core_->ResidenceOf(p), Residence::kDevice);
+    EXPECT_EQ(fake_.faults(), 0u);
+  }
+
+  void ExpectBlocks(CUstream s, const std::vector<CUdeviceptr>& blocks) {
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      uint64_t sum = 0;
+      ASSERT_EQ(Read(s, blocks[i], 2 * kMiB, &sum), CUDA_SUCCESS) << i;
+      ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+      EXPECT_EQ(sum, PatternChecksum(2 * kMiB, i + 1)) << i;
+    }
+    EXPECT_EQ(fake_.faults(), 0u);
+  }
+
+  void Disarm() { faults_->ClearFaults(); }
+
+  CUstream CopyStream() { return fake_.created_streams().at(0); }
+
+  std::unique_ptr<testing::FaultInjector> faults_;
+};
+
+// ---- Page-in (host tier -> device) ------------------------------------------
+
+TEST_F(ShimCoreFaultTest, PageInMapFailureKeepsTheChunkInTheHostTier) {
+  ExpectFailedPageInKeepsBytes([this] { faults_->FailMemMap(1); });
+}
+
+TEST_F(ShimCoreFaultTest, PageInSetAccessFailureKeepsTheChunkInTheHostTier) {
+  ExpectFailedPageInKeepsBytes([this] { faults_->FailSetAccess(1); });
+}
+
+TEST_F(ShimCoreFaultTest, PageInUnmapFailureKeepsTheChunkInTheHostTier) {
+  ExpectFailedPageInKeepsBytes([this] { faults_->FailMemUnmap(1); });
+}
+
+TEST_F(ShimCoreFaultTest, PageInCopyFailureKeepsTheChunkInTheHostTier) {
+  ExpectFailedPageInKeepsBytes([this] { faults_->FailCopy(1); });
+}
+
+TEST_F(ShimCoreFaultTest, PageInWhoseFillCannotBeAwaitedIsUndone) {
+  // The event after the fill, and the host wait that replaces it, fail.
+  ExpectFailedPageInKeepsBytes([this] { faults_->FailEventRecord(1000); });
+}
+
+TEST_F(ShimCoreFaultTest, PageInWhoseHostSlotCannotBeMappedBackIsMappedAtItsNextUse) {
+  // The device map fails, and so does putting the host slot back.
+  ExpectFailedPageInKeepsBytes([this] { faults_->FailMemMap(2); }, /*unmapped=*/true);
+}
+
+TEST_F(ShimCoreFaultTest, FailedStreamWaitFallsBackToAHostWait) {
+  CUstream s = fake_.CreateStream();
+  uint64_t seed = 0;
+  const CUdeviceptr p = HostChunk(s, &seed);
+  faults_->FailStreamWaitEvent(1);
+  uint64_t sum = 0;
+  ASSERT_EQ(Read(s, p, 2 * kMiB, &sum), CUDA_SUCCESS);
+  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  EXPECT_EQ(sum, PatternChecksum(2 * kMiB, seed));
+}
+
+// ---- Page-out (device -> host tier) -----------------------------------------
+
+// A one-chunk device: every page-in pages out the one resident chunk, the
+// only victim there is.
+class ShimCorePageOutFaultTest : public ShimCoreFaultTest {
+ protected:
+  void SetUp() override {
+    faults_ = std::make_unique<testing::FaultInjector>(fake_.driver());
+    Make(&faults_->driver(), 2 * kMiB, 64 * kMiB);
+  }
+
+  // Blocks a and b (seeds 1, 2), a on the device and b in the host tier
+  // (both host slots already created); arms `arm`, then reads b, which
+  // pages a out. Returns {a, b}.
+  std::vector<CUdeviceptr> PageOutUnder(CUstream s, const std::function<void()>& arm) {
+    std::vector<CUdeviceptr> blocks(2);
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_EQ(core_->Alloc(&blocks[i], 2 * kMiB), CUDA_SUCCESS);
+      EXPECT_EQ(Write(s, blocks[i], 2 * kMiB, i + 1), CUDA_SUCCESS);
+    }
+    uint64_t sum = 0;
+    EXPECT_EQ(Read(s, blocks[0], 2 * kMiB, &sum), CUDA_SUCCESS);
+    EXPECT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+    EXPECT_EQ(core_->ResidenceOf(blocks[0]), Residence::kDevice);
+    EXPECT_EQ(core_->ResidenceOf(blocks[1]), Residence::kHost);
+    arm();
+    EXPECT_EQ(Read(s, blocks[1], 2 * kMiB, &sum), CUDA_SUCCESS);  // from host memory if need be
+    EXPECT_EQ(sum, PatternChecksum(2 * kMiB, 2));
+    return blocks;
+  }
+
+  // a stayed on the device, mapped, with its bytes.
+  void ExpectStayedOnTheDevice(CUdeviceptr a) {
+    EXPECT_EQ(core_->ResidenceOf(a), Residence::kDevice);
+    EXPECT_TRUE(fake_.IsMapped(a, 2 * kMiB));
+    EXPECT_EQ(BytesAt(a), PatternChecksum(2 * kMiB, 1));
+  }
+};
+
+TEST_F(ShimCorePageOutFaultTest, CopyFailureKeepsTheChunkOnTheDevice) {
+  CUstream s = fake_.CreateStream();
+  const std::vector<CUdeviceptr> blocks = PageOutUnder(s, [this] { faults_->FailCopy(1); });
+  ExpectStayedOnTheDevice(blocks[0]);
+  Disarm();
+  ExpectBlocks(s, blocks);
+}
+
+TEST_F(ShimCorePageOutFaultTest, WaitFailureKeepsTheChunkOnTheDevice) {
+  CUstream s = fake_.CreateStream();
+  fake_.Hold(CopyStream());  // the page-out copy has not run when its wait fails
+  const std::vector<CUdeviceptr> blocks =
+      PageOutUnder(s, [this] { faults_->FailEventSynchronize(1); });
+  ExpectStayedOnTheDevice(blocks[0]);
+  fake_.Release(CopyStream());
+  Disarm();
+  ExpectBlocks(s, blocks);
+}
+
+TEST_F(ShimCorePageOutFaultTest, UnmapFailureKeepsTheChunkOnTheDevice) {
+  CUstream s = fake_.CreateStream();
+  const std::vector<CUdeviceptr> blocks = PageOutUnder(s, [this] { faults_->FailMemUnmap(1); });
+  ExpectStayedOnTheDevice(blocks[0]);
+  Disarm();
+  ExpectBlocks(s, blocks);
+}
+
+TEST_F(ShimCorePageOutFaultTest, HostMapFailureMapsTheDeviceChunkBack) {
+  CUstream s = fake_.CreateStream();
+  const std::vector<CUdeviceptr> blocks = PageOutUnder(s, [this] { faults_->FailMemMap(1); });
+  ExpectStayedOnTheDevice(blocks[0]);
+  Disarm();
+  ExpectBlocks(s, blocks);
+}
+
+TEST_F(ShimCorePageOutFaultTest, SetAccessFailureMapsTheDeviceChunkBack) {
+  CUstream s = fake_.CreateStream();
+  const std::vector<CUdeviceptr> blocks = PageOutUnder(s, [this] { faults_->FailSetAccess(1); });
+  ExpectStayedOnTheDevice(blocks[0]);
+  Disarm();
+  ExpectBlocks(s, blocks);
+}
+
+TEST_F(ShimCorePageOutFaultTest, ChunkWithNoMappingLeftIsMappedBeforeAnOpaqueLaunch) {
+  CUstream s = fake_.CreateStream();
+  // Mapping the host slot fails, and so does mapping the device chunk back.
+  const std::vector<CUdeviceptr> blocks = PageOutUnder(s, [this] { faults_->FailMemMap(2); });
+  Disarm();
+  const CUdeviceptr a = blocks[0];
+  EXPECT_EQ(core_->ResidenceOf(a), Residence::kHost);
+  EXPECT_FALSE(fake_.IsMapped(a, 2 * kMiB));
+  // An opaque launch may reach it: it is mapped again first.
+  CUfunction opaque = fake_.MakeFunction({}, /*opaque=*/true);
+  void* no_args[] = {nullptr};
+  ShimCore::Ticket ticket;
+  ASSERT_EQ(core_->BeforeLaunch(opaque, no_args, nullptr, s, false, &ticket), CUDA_SUCCESS);
+  uint64_t sum = 0;
+  fake_.EnqueueTouch(s, a, 2 * kMiB, [a, &sum] { sum = BytesAt(a); });
+  ShimCore::AfterEnqueue(ticket);
+  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  EXPECT_EQ(sum, PatternChecksum(2 * kMiB, 1));
+  ExpectBlocks(s, blocks);
+}
+
+// ---- Graph residency ----------------------------------------------------------
+
+TEST_F(ShimCoreFaultTest, GraphLaunchWhosePageInFailsFailsAndKeepsTheBytes) {
+  CUstream s = fake_.CreateStream();
+  uint64_t seed = 0;
+  const CUdeviceptr p = HostChunk(s, &seed);
+  CUgraph graph = fake_.MakeGraph();
+  fake_.AddKernelNode(graph, Function(1), {p});
+  const CUgraphExec exec = reinterpret_cast<CUgraphExec>(0x2000);
+  core_->OnGraphInstantiate(exec, graph);
+  ASSERT_TRUE(core_->GraphPlanOf(exec).decodable);
+  const std::vector<std::function<void()>> failures = {
+      [this] { faults_->FailCopy(1); },
+      [this] { faults_->FailMemMap(1); },
+      [this] { faults_->FailEventRecord(1000); },
+  };
+  for (size_t i = 0; i < failures.size(); ++i) {
+    failures[i]();
+    ShimCore::Ticket ticket;
+    EXPECT_NE(core_->BeforeGraphLaunch(exec, s, false, &ticket), CUDA_SUCCESS) << i;
+    Disarm();
+    EXPECT_EQ(core_->ResidenceOf(p), Residence::kHost) << i;
+    EXPECT_EQ(BytesAt(p), PatternChecksum(2 * kMiB, seed)) << i;
+  }
+  ShimCore::Ticket ticket;
+  ASSERT_EQ(core_->BeforeGraphLaunch(exec, s, false, &ticket), CUDA_SUCCESS);
+  uint64_t sum = 0;
+  fake_.EnqueueTouch(s, p, 2 * kMiB, [p, &sum] { sum = BytesAt(p); });
+  ShimCore::AfterEnqueue(ticket);
+  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  EXPECT_EQ(sum, PatternChecksum(2 * kMiB, seed));
+  EXPECT_EQ(core_->ResidenceOf(p), Residence::kDevice);
+  EXPECT_EQ(fake_.faults(), 0u);
+}
+
+// ---- Allocation of physical memory --------------------------------------------
+
+TEST_F(ShimCoreFaultTest, FailedDeviceCreateFallsBackToHostTier) {
+  CUstream s = fake_.CreateStream();
+  CUdeviceptr a;
+  ASSERT_EQ(core_->Alloc(&a, 2 * kMiB), CUDA_SUCCESS);
+  faults_->FailMemCreate(1);
+  ASSERT_EQ(Write(s, a, 2 * kMiB, 3), CUDA_SUCCESS);
+  EXPECT_EQ(core_->ResidenceOf(a), Residence::kHost);
+  EXPECT_GT(core_->stats().host_fallbacks, 0u);
+  uint64_t sum;
+  ASSERT_EQ(Read(s, a, 2 * kMiB, &sum), CUDA_SUCCESS);  // now moves to the device
+  EXPECT_EQ(sum, PatternChecksum(2 * kMiB, 3));
+  EXPECT_EQ(fake_.faults(), 0u);
+}
+
+TEST_F(ShimCoreFaultTest, NoPhysicalMemoryAtAllIsOutOfMemory) {
+  CUstream s = fake_.CreateStream();
+  CUdeviceptr a;
+  ASSERT_EQ(core_->Alloc(&a, 2 * kMiB), CUDA_SUCCESS);
+  faults_->FailMemCreate(1000);
+  EXPECT_EQ(Write(s, a, 2 * kMiB, 3), CUDA_ERROR_OUT_OF_MEMORY);
+  faults_->FailMemCreate(0);
+  EXPECT_EQ(Write(s, a, 2 * kMiB, 3), CUDA_SUCCESS);
+  EXPECT_EQ(fake_.faults(), 0u);
+}
+
+TEST_F(ShimCoreFaultTest, FailedMapIsReportedAndRecoverable) {
+  CUstream s = fake_.CreateStream();
+  CUdeviceptr a;
+  ASSERT_EQ(core_->Alloc(&a, 2 * kMiB), CUDA_SUCCESS);
+  faults_->FailMemMap(1);
+  EXPECT_NE(Write(s, a, 2 * kMiB, 4), CUDA_SUCCESS);
+  ASSERT_EQ(Write(s, a, 2 * kMiB, 4), CUDA_SUCCESS);
+  uint64_t sum;
+  ASSERT_EQ(Read(s, a, 2 * kMiB, &sum), CUDA_SUCCESS);
+  EXPECT_EQ(sum, PatternChecksum(2 * kMiB, 4));
+}
+
+TEST_F(ShimCoreFaultTest, FailedPageOutCopyKeepsDataOnTheDevice) {
+  CUstream s = fake_.CreateStream();
+  CUdeviceptr a, b, c;
+  ASSERT_EQ(core_->Alloc(&a, 2 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(core_->Alloc(&b, 2 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(core_->Alloc(&c, 2 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(Write(s, a, 2 * kMiB, 1), CUDA_SUCCESS);
+  ASSERT_EQ(Write(s, b, 2 * kMiB, 2), CUDA_SUCCESS);
+  faults_->FailCopy(1);
+  ASSERT_EQ(Write(s, c, 2 * kMiB, 3), CUDA_SUCCESS);  // c lands in the host tier
+  uint64_t sum;
+  for (auto [p, seed] : {std::pair{a, 1}, std::pair{b, 2}, std::pair{c, 3}}) {
+    ASSERT_EQ(Read(s, p, 2 * kMiB, &sum), CUDA_SUCCESS);
+    EXPECT_EQ(sum, PatternChecksum(2 * kMiB, seed));
+  }
+  EXPECT_EQ(fake_.faults(), 0u);
+}
+
+}  // namespace
+}  // namespace memvirt::shim
