@@ -19,6 +19,31 @@ struct PerThreadSlot {
 };
 thread_local PerThreadSlot t_per_thread;
 
+// Note [relaxed polling]: the tracker polls its events from the application's threads, also
+// while the application captures a stream. cuEventQuery is a "potentially unsafe" call during
+// capture: in the thread's default GLOBAL capture mode it fails with
+// CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates the application's capture. The
+// tracker's events are never recorded into a capture (OnCaptureBegin covers the streams), so
+// polling them is safe: it runs in RELAXED mode, which the driver never prohibits.
+class RelaxedCaptureMode {
+ public:
+  explicit RelaxedCaptureMode(const Driver* driver) : driver_(driver) {
+    if (driver_->cuThreadExchangeStreamCaptureMode != nullptr) {
+      swapped_ = driver_->cuThreadExchangeStreamCaptureMode(&mode_) == CUDA_SUCCESS;
+    }
+  }
+  ~RelaxedCaptureMode() {
+    if (swapped_) driver_->cuThreadExchangeStreamCaptureMode(&mode_);
+  }
+  RelaxedCaptureMode(const RelaxedCaptureMode&) = delete;
+  RelaxedCaptureMode& operator=(const RelaxedCaptureMode&) = delete;
+
+ private:
+  const Driver* const driver_;
+  CUstreamCaptureMode mode_ = CU_STREAM_CAPTURE_MODE_RELAXED;
+  bool swapped_ = false;
+};
+
 }  // namespace
 
 int64_t StreamTracker::MonotonicNs() {
@@ -124,6 +149,8 @@ void StreamTracker::RecordBatch(State* s) {
 }
 
 void StreamTracker::Poll(State* s) {
+  if (s->pending.empty()) return;
+  RelaxedCaptureMode relaxed(driver_);  // Note [relaxed polling]
   while (!s->pending.empty()) {
     auto [seq, event] = s->pending.front();
     CUresult r = driver_->cuEventQuery(event);

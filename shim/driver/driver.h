@@ -62,7 +62,8 @@ namespace memvirt::shim {
   X(cuMemcpyHtoDAsync_v2, false)          \
   X(cuMemcpyDtoHAsync_v2, false)          \
   X(cuMemHostRegister_v2, false)          \
-  X(cuMemHostUnregister, false)
+  X(cuMemHostUnregister, false)           \
+  X(cuThreadExchangeStreamCaptureMode, false)
 
 struct Driver {
 #define MEMSHIM_DECLARE_MEMBER(name, required) MEMSHIM_DRIVER_FN(name);

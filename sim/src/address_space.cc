@@ -1,8 +1,12 @@
 #include "address_space.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <iterator>
+
+#include "populate.h"
 
 namespace memsim {
 
@@ -13,6 +17,18 @@ uint64_t RoundUp(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
 // A non-empty range that starts and ends on granule boundaries.
 bool IsGranuleRange(uint64_t ptr, uint64_t size) {
   return size != 0 && ptr % kGranularity == 0 && size % kGranularity == 0;
+}
+
+// The sparse memfd backing classic allocations (Note [ipc backing] in ipc.h); -1 if the system
+// refuses one (classic memory is then anonymous and cannot be exported).
+int CreateClassicFile(uint64_t size) {
+  const int fd = memfd_create("memsim-device-memory", MFD_CLOEXEC);
+  if (fd < 0) return -1;
+  if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
 }
 
 }  // namespace
@@ -27,15 +43,18 @@ std::unique_ptr<AddressSpace> AddressSpace::Create(uint64_t va_size) {
     if (aligned > raw) munmap(p, aligned - raw);
     const uint64_t tail = raw + size + kGranularity - (aligned + size);
     if (tail > 0) munmap(reinterpret_cast<void*>(aligned + size), tail);
-    return std::unique_ptr<AddressSpace>(new AddressSpace(aligned, size));
+    return std::unique_ptr<AddressSpace>(new AddressSpace(aligned, size, CreateClassicFile(size)));
   }
   return nullptr;
 }
 
-AddressSpace::AddressSpace(uint64_t base, uint64_t size)
-    : base_(base), size_(size), ranges_(base, size) {}
+AddressSpace::AddressSpace(uint64_t base, uint64_t size, int classic_fd)
+    : base_(base), size_(size), classic_fd_(classic_fd), ranges_(base, size) {}
 
-AddressSpace::~AddressSpace() { munmap(reinterpret_cast<void*>(base_), size_); }
+AddressSpace::~AddressSpace() {
+  munmap(reinterpret_cast<void*>(base_), size_);
+  if (classic_fd_ >= 0) close(classic_fd_);
+}
 
 bool AddressSpace::ResetToNone(uint64_t ptr, uint64_t size) {
   void* p = mmap(reinterpret_cast<void*>(ptr), size, PROT_NONE,
@@ -109,8 +128,8 @@ CUresult AddressSpace::Map(uint64_t ptr, uint64_t size, uint64_t offset,
     if (p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
   }
   const uint64_t map_id = NextAllocationId();
-  mappings_.emplace(ptr,
-                    Mapping{size, std::move(phys), offset, PROT_NONE, map_id, ptr, size, deferred});
+  mappings_.emplace(
+      ptr, Mapping{size, std::move(phys), offset, PROT_NONE, 0, 0, map_id, ptr, size, deferred});
   return CUDA_SUCCESS;
 }
 
@@ -169,7 +188,13 @@ CUresult AddressSpace::Unmap(uint64_t ptr, uint64_t size,
                              std::vector<std::shared_ptr<Physical>>* dropped) {
   if (!IsGranuleRange(ptr, size)) return CUDA_ERROR_INVALID_VALUE;
   std::lock_guard<std::mutex> lock(mu_);
-  if (!IsolateMappedRange(ptr, size)) return CUDA_ERROR_INVALID_VALUE;
+  if (!MappedContiguously(ptr, size, 0)) return CUDA_ERROR_INVALID_VALUE;
+  // Documented: "cuMemUnmap cannot unmap a sub-range of an address range mapped by cuMemMap".
+  auto first = std::prev(mappings_.upper_bound(ptr));
+  for (auto it = first; it != mappings_.end() && it->first < ptr + size; ++it) {
+    const Mapping& m = it->second;
+    if (m.map_base < ptr || m.map_base + m.map_size > ptr + size) return CUDA_ERROR_INVALID_VALUE;
+  }
   for (auto it = mappings_.lower_bound(ptr); it != mappings_.end() && it->first < ptr + size;) {
     const Mapping& m = it->second;
     // Keeps the page tables of a whole-allocation mapping for its next cuMemMap (Note [parked
@@ -182,26 +207,32 @@ CUresult AddressSpace::Unmap(uint64_t ptr, uint64_t size,
   return CUDA_SUCCESS;
 }
 
-CUresult AddressSpace::SetAccess(uint64_t ptr, uint64_t size, int prot) {
+CUresult AddressSpace::SetAccess(uint64_t ptr, uint64_t size, const AccessChange& change) {
   if (!IsGranuleRange(ptr, size)) return CUDA_ERROR_INVALID_VALUE;
   std::lock_guard<std::mutex> lock(mu_);
   if (!IsolateMappedRange(ptr, size)) return CUDA_ERROR_INVALID_VALUE;
-  bool all_moved = true;  // every piece already has `prot` (no mprotect needed)
   for (auto it = mappings_.lower_bound(ptr); it != mappings_.end() && it->first < ptr + size;
        ++it) {
-    const Realized how = it->second.deferred && prot != PROT_NONE
-                             ? Realize(it->first, &it->second, prot)
-                             : Realized::kMapped;
-    if (how == Realized::kFailed) {
-      // A partial cuMemSetAccess: the pieces before this one keep the new protection.
-      if (it->first > ptr) mprotect(reinterpret_cast<void*>(ptr), it->first - ptr, prot);
-      return CUDA_ERROR_OUT_OF_MEMORY;
+    Mapping& m = it->second;
+    const uint32_t readers = (m.readers & ~change.devices) | change.readers;
+    const uint32_t writers = (m.writers & ~change.devices) | change.writers;
+    int prot = change.host_prot;
+    if (readers != 0) prot |= PROT_READ;
+    if (writers != 0) prot |= PROT_READ | PROT_WRITE;
+    const Realized how =
+        m.deferred && prot != PROT_NONE ? Realize(it->first, &m, prot) : Realized::kMapped;
+    // A failure leaves the pieces before this one with their new access (a partial call).
+    if (how == Realized::kFailed) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (how == Realized::kMapped) {
+      if (prot != m.prot && mprotect(reinterpret_cast<void*>(it->first), m.size, prot) != 0) {
+        return CUDA_ERROR_UNKNOWN;
+      }
+      // Fresh mappings get their page tables now (Note [committed at allocation]).
+      if (prot != PROT_NONE) PopulateRange(it->first, m.size, /*write=*/false);
     }
-    all_moved = all_moved && how == Realized::kMoved;
-    it->second.prot = prot;
-  }
-  if (!all_moved && mprotect(reinterpret_cast<void*>(ptr), size, prot) != 0) {
-    return CUDA_ERROR_UNKNOWN;
+    m.prot = prot;
+    m.readers = readers;
+    m.writers = writers;
   }
   return CUDA_SUCCESS;
 }
@@ -212,29 +243,82 @@ CUresult AddressSpace::AllocClassic(uint64_t size, void* owner, CUmemoryPool poo
   if (size == 0) return CUDA_ERROR_INVALID_VALUE;
   const uint64_t footprint = ClassicFootprint(size);
   const uint64_t alignment = footprint >= kGranularity ? kGranularity : kPageSize;
-  std::lock_guard<std::mutex> lock(mu_);
-  auto start = ranges_.Allocate(footprint, alignment);
-  if (!start) return CUDA_ERROR_OUT_OF_MEMORY;
-  void* p = mmap(reinterpret_cast<void*>(*start), footprint, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
-  if (p == MAP_FAILED) {
-    ranges_.Free(*start, footprint);
+  uint64_t start = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto range = ranges_.Allocate(footprint, alignment);
+    if (!range) return CUDA_ERROR_OUT_OF_MEMORY;
+    start = *range;
+  }
+  // Outside the lock: the range is ours and no other thread knows it yet.
+  if (!BackClassic(start, footprint)) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ranges_.Free(start, footprint);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  classic_.emplace(*start, Classic{size, footprint, owner, pool, NextAllocationId()});
-  *out = *start;
+  std::lock_guard<std::mutex> lock(mu_);
+  classic_.emplace(start, Classic{size, footprint, owner, pool, NextAllocationId(), false});
+  *out = start;
   return CUDA_SUCCESS;
+}
+
+bool AddressSpace::BackClassic(uint64_t start, uint64_t footprint) {
+  void* p = MAP_FAILED;
+  if (classic_fd_ < 0) {
+    p = mmap(reinterpret_cast<void*>(start), footprint, PROT_READ | PROT_WRITE,
+             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+  } else if (AllocateFilePages(classic_fd_, start - base_, footprint)) {
+    p = mmap(reinterpret_cast<void*>(start), footprint, PROT_READ | PROT_WRITE,
+             MAP_SHARED | MAP_FIXED, classic_fd_, static_cast<off_t>(start - base_));
+  }
+  if (p == MAP_FAILED) {
+    ResetToNone(start, footprint);
+    ReleaseClassicPages(start, footprint);
+    return false;
+  }
+  PopulateRange(start, footprint, /*write=*/true);  // Note [committed at allocation]
+  return true;
+}
+
+void AddressSpace::ReleaseClassicPages(uint64_t start, uint64_t footprint) {
+  if (classic_fd_ < 0) return;
+  fallocate(classic_fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+            static_cast<off_t>(start - base_), static_cast<off_t>(footprint));
 }
 
 CUresult AddressSpace::FreeClassic(uint64_t ptr, uint64_t* footprint, CUmemoryPool* pool) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = classic_.find(ptr);
   if (it == classic_.end()) return CUDA_ERROR_INVALID_VALUE;
-  *footprint = it->second.footprint;
+  const bool imported = it->second.imported;
+  *footprint = imported ? 0 : it->second.footprint;  // imported memory was not charged
   if (pool != nullptr) *pool = it->second.pool;
   ResetToNone(ptr, it->second.footprint);
+  // The pages go back to the system (another process may still map them: undefined, as on
+  // a GPU when the exporter frees before the importer closes).
+  if (!imported) ReleaseClassicPages(ptr, it->second.footprint);
   ranges_.Free(ptr, it->second.footprint);
   classic_.erase(it);
+  return CUDA_SUCCESS;
+}
+
+CUresult AddressSpace::MapImported(int fd, uint64_t offset, uint64_t size, void* owner,
+                                   uint64_t* out) {
+  if (size == 0 || offset % kPageSize != 0) return CUDA_ERROR_INVALID_VALUE;
+  const uint64_t footprint = ClassicFootprint(size);
+  const uint64_t alignment = footprint >= kGranularity ? kGranularity : kPageSize;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto start = ranges_.Allocate(footprint, alignment);
+  if (!start) return CUDA_ERROR_OUT_OF_MEMORY;
+  void* p = mmap(reinterpret_cast<void*>(*start), footprint, PROT_READ | PROT_WRITE,
+                 MAP_SHARED | MAP_FIXED, fd, static_cast<off_t>(offset));
+  if (p == MAP_FAILED) {
+    ResetToNone(*start, footprint);
+    ranges_.Free(*start, footprint);
+    return CUDA_ERROR_MAP_FAILED;
+  }
+  classic_.emplace(*start, Classic{size, footprint, owner, nullptr, NextAllocationId(), true});
+  *out = *start;
   return CUDA_SUCCESS;
 }
 
@@ -259,6 +343,21 @@ bool AddressSpace::IsAccessible(uint64_t addr, uint64_t size, bool write) {
   return MappedContiguously(addr, size, write ? (PROT_READ | PROT_WRITE) : PROT_READ);
 }
 
+bool AddressSpace::DeniesDevice(uint64_t addr, uint64_t size, int ordinal, bool write) {
+  const uint32_t bit = 1u << ordinal;
+  const uint64_t end = addr + (size == 0 ? 1 : size);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = mappings_.upper_bound(addr);
+  if (it != mappings_.begin()) --it;
+  for (; it != mappings_.end() && it->first < end; ++it) {
+    const Mapping& m = it->second;
+    if (it->first + m.size <= addr || m.prot == PROT_NONE) continue;
+    if ((write ? m.writers : m.readers | m.writers) & bit) continue;
+    return true;
+  }
+  return false;
+}
+
 std::optional<RangeInfo> AddressSpace::Lookup(uint64_t addr) {
   std::lock_guard<std::mutex> lock(mu_);
   auto c = classic_.upper_bound(addr);
@@ -272,6 +371,7 @@ std::optional<RangeInfo> AddressSpace::Lookup(uint64_t addr) {
       info.buffer_id = c->second.buffer_id;
       info.owner = c->second.owner;
       info.pool = c->second.pool;
+      info.imported = c->second.imported;
       info.prot = PROT_READ | PROT_WRITE;
       return info;
     }
@@ -286,7 +386,14 @@ std::optional<RangeInfo> AddressSpace::Lookup(uint64_t addr) {
       info.size = m->second.map_size;
       info.buffer_id = m->second.map_id;
       info.prot = m->second.prot;
+      info.readers = m->second.readers;
+      info.writers = m->second.writers;
       info.physical = m->second.phys;
+      uint64_t res_start = 0;
+      if (const Reservation* r = ReservationContaining(addr, 1, &res_start)) {
+        info.reservation_base = res_start;
+        info.reservation_size = r->size;
+      }
       return info;
     }
   }

@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include "export_tables.h"
+#include "ipc.h"
 #include "memory_ops.h"
 
 namespace memsim::api {
@@ -112,6 +113,7 @@ void ReleaseContextResources(Context* ctx) {
   for (auto& e : D().events.Snapshot()) {
     if (e->context() == ctx) D().events.Remove(e.get());
   }
+  memsim::ForgetIpcOpenedBy(ctx);  // its opened handles are unmapped just below
   for (uint64_t ptr : ctx->device()->va().ClassicOwnedBy(ctx)) FreeDeviceMemory(ptr);
   for (const HostRange& r : D().host_memory.OwnedBy(ctx)) {
     if (D().host_memory.Remove(r.base, r.registered) && !r.registered) {

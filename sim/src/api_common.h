@@ -7,6 +7,7 @@
 
 #include <memory>
 
+#include "capture_mode.h"
 #include "cuda_api.h"
 #include "driver.h"
 

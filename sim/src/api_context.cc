@@ -137,6 +137,7 @@ CUresult CUDAAPI cuCtxGetId(CUcontext ctx, unsigned long long* ctxId) {
 CUresult CUDAAPI cuCtxSynchronize(void) {
   std::shared_ptr<Context> c;
   if (CUresult r = CurrentContext(&c)) return r;
+  if (CUresult r = memsim::CheckUnsafeCall()) return r;  // Note [capture modes]
   c->Synchronize();
   return c->sticky_error();
 }
@@ -144,6 +145,7 @@ CUresult CUDAAPI cuCtxSynchronize(void) {
 CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx) {
   std::shared_ptr<Context> c;
   if (CUresult r = ContextOrCurrent(ctx, &c)) return r;
+  if (CUresult r = memsim::CheckUnsafeCall()) return r;  // Note [capture modes]
   c->Synchronize();
   return c->sticky_error();
 }

@@ -82,6 +82,9 @@ CUresult Copy(Side dst_side, uint64_t dst, Side src_side, uint64_t src, CopyShap
     capture->Invalidate();
     return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   }
+  if (sync) {
+    if (CUresult r = memsim::CheckUnsafeCall()) return r;  // Note [capture modes]
+  }
   if (shape.width == 0 || shape.rows == 0) return CUDA_SUCCESS;
   const size_t dst_extent = (shape.rows - 1) * shape.dst_pitch + shape.width;
   const size_t src_extent = (shape.rows - 1) * shape.src_pitch + shape.width;
@@ -126,6 +129,9 @@ CUresult Memset(uint64_t dst, size_t pitch, uint32_t value, size_t element_size,
   if (capture != nullptr && sync) {  // a synchronous call cannot be captured
     capture->Invalidate();
     return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  }
+  if (sync) {
+    if (CUresult r = memsim::CheckUnsafeCall()) return r;  // Note [capture modes]
   }
   CUresult r = CUDA_SUCCESS;
   if (dst % element_size != 0 || (rows > 1 && pitch % element_size != 0)) {

@@ -22,8 +22,6 @@ using namespace memsim::api;
 
 namespace {
 
-thread_local CUstreamCaptureMode t_capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
-
 static_assert(sizeof(CUstreamCaptureMode) == sizeof(int));
 
 // Callers may pass any integer: the value is inspected as one, never loaded
@@ -381,7 +379,7 @@ CUresult CUDAAPI cuStreamGetCaptureInfo_v3_ptsz(CUstream h, CUstreamCaptureStatu
 CUresult CUDAAPI cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode) {
   if (CUresult r = RequireInit()) return r;
   if (mode == nullptr || !ValidMode(mode)) return CUDA_ERROR_INVALID_VALUE;
-  std::swap(*mode, t_capture_mode);
+  std::swap(*mode, memsim::ThreadCaptureMode());  // Note [capture modes]
   return CUDA_SUCCESS;
 }
 

@@ -5,6 +5,7 @@
 
 #include "api_common.h"
 #include "memory_ops.h"
+#include "populate.h"
 
 using memsim::Context;
 using memsim::Device;
@@ -46,7 +47,9 @@ CUresult FreeAsync(CUdeviceptr dptr, CUstream hStream, bool per_thread) {
   Device* dev = D().DeviceForAddress(dptr);
   if (dev == nullptr) return CUDA_ERROR_INVALID_VALUE;
   auto info = dev->va().Lookup(dptr);
-  if (!info || info->kind != memsim::RangeInfo::Kind::kClassic || info->base != dptr) {
+  // Memory opened with cuIpcOpenMemHandle is released by cuIpcCloseMemHandle only.
+  if (!info || info->kind != memsim::RangeInfo::Kind::kClassic || info->base != dptr ||
+      info->imported) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   StreamOp op;
@@ -79,6 +82,8 @@ CUresult HostAlloc(void** pp, size_t bytesize, unsigned int flags) {
   const size_t size = (bytesize + memsim::kPageSize - 1) / memsim::kPageSize * memsim::kPageSize;
   void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+  // Page-locked memory is resident (Note [committed at allocation]).
+  memsim::PopulateRange(reinterpret_cast<uint64_t>(p), size, /*write=*/true);
   D().host_memory.Add(MakeHostRange(p, size, flags, ctx.get(), /*registered=*/false));
   *pp = p;
   return CUDA_SUCCESS;
@@ -103,6 +108,7 @@ CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
   std::shared_ptr<Context> ctx;
   if (CUresult r = CurrentContext(&ctx)) return r;
   if (CUresult r = ctx->sticky_error()) return r;
+  if (CUresult r = memsim::CheckUnsafeCall()) return r;  // Note [capture modes]
   if (dptr == nullptr || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
   uint64_t out = 0;
   if (CUresult r = memsim::AllocateDeviceMemory(ctx.get(), bytesize, nullptr, &out)) return r;
@@ -125,10 +131,13 @@ CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, size_t Wi
 CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr) {
   if (CUresult r = RequireInit()) return r;
   if (dptr == 0) return CUDA_SUCCESS;
+  if (CUresult r = memsim::CheckUnsafeCall()) return r;  // Note [capture modes]
   Device* dev = D().DeviceForAddress(dptr);
   if (dev == nullptr) return CUDA_ERROR_INVALID_VALUE;
   auto info = dev->va().Lookup(dptr);
-  if (!info || info->kind != memsim::RangeInfo::Kind::kClassic || info->base != dptr) {
+  // Memory opened with cuIpcOpenMemHandle is released by cuIpcCloseMemHandle only.
+  if (!info || info->kind != memsim::RangeInfo::Kind::kClassic || info->base != dptr ||
+      info->imported) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   // cuMemFree synchronizes: work still queued in the owning context may use the memory.
@@ -240,6 +249,10 @@ CUresult CUDAAPI cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) {
 CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* poolProps) {
   if (CUresult r = RequireInit()) return r;
   if (pool == nullptr || poolProps == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  // Documented for cuMemPoolCreate: HOST_NUMA_CURRENT is not a pool location.
+  if (poolProps->location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
   if (poolProps->allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
       poolProps->location.type != CU_MEM_LOCATION_TYPE_DEVICE) {
     return CUDA_ERROR_NOT_SUPPORTED;

@@ -51,6 +51,7 @@ CUresult Attribute(const PointerFacts& f, CUdeviceptr ptr, CUpointer_attribute a
   if (data == nullptr) return CUDA_ERROR_INVALID_VALUE;
   const bool device = f.kind == PointerFacts::Kind::kDevice;
   const bool host = f.kind == PointerFacts::Kind::kHost;
+  const bool mapped = device && f.range.kind == RangeInfo::Kind::kMapped;
   if (!device && !host) return CUDA_ERROR_INVALID_VALUE;
   switch (attr) {
     case CU_POINTER_ATTRIBUTE_CONTEXT: {
@@ -72,12 +73,20 @@ CUresult Attribute(const PointerFacts& f, CUdeviceptr ptr, CUpointer_attribute a
       return Put<int>(data, 0);
     case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
       return Put<int>(data, device ? f.device->ordinal() : 0);
-    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
-      return Put<int>(data, 0);
+    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:  // Note [ipc backing] in ipc.h
+      return Put<int>(data, device && f.range.kind == RangeInfo::Kind::kClassic &&
+                                f.range.pool == nullptr && !f.range.imported &&
+                                f.device->va().classic_fd() >= 0);
+    // The allocation's range: for VMM mappings the reservation (cuMemAddressReserve) holding
+    // the mapping, as documented; MAPPING_BASE_ADDR / MAPPING_SIZE give the cuMemMap range.
     case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
-      return Put<CUdeviceptr>(data, device ? f.range.base : f.host.base);
+      return Put<CUdeviceptr>(data, !device  ? f.host.base
+                                    : mapped ? f.range.reservation_base
+                                             : f.range.base);
     case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
-      return Put<size_t>(data, device ? f.range.size : f.host.size);
+      return Put<size_t>(data, !device  ? f.host.size
+                               : mapped ? f.range.reservation_size
+                                        : f.range.size);
     case CU_POINTER_ATTRIBUTE_MAPPED:
       return Put<int>(data, 1);
     case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES:
@@ -111,8 +120,14 @@ CUresult Attribute(const PointerFacts& f, CUdeviceptr ptr, CUpointer_attribute a
   }
 }
 
+// The size of an attribute's value; 0 for values outside the enumeration.
 size_t AttributeSize(CUpointer_attribute attr) {
+  if (attr < CU_POINTER_ATTRIBUTE_CONTEXT || attr > CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE) {
+    return 0;
+  }
   switch (attr) {
+    case CU_POINTER_ATTRIBUTE_P2P_TOKENS:
+      return sizeof(CUDA_POINTER_ATTRIBUTE_P2P_TOKENS);
     case CU_POINTER_ATTRIBUTE_CONTEXT:
     case CU_POINTER_ATTRIBUTE_HOST_POINTER:
     case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
@@ -151,14 +166,16 @@ CUresult CUDAAPI cuPointerGetAttributes(unsigned int numAttributes, CUpointer_at
   if (numAttributes == 0 || attributes == nullptr || data == nullptr) {
     return CUDA_ERROR_INVALID_VALUE;
   }
+  // Malformed arguments fail before anything is written.
+  for (unsigned i = 0; i < numAttributes; ++i) {
+    if (data[i] == nullptr || AttributeSize(attributes[i]) == 0) return CUDA_ERROR_INVALID_VALUE;
+  }
   const PointerFacts facts = Inspect(ptr);
   for (unsigned i = 0; i < numAttributes; ++i) {
-    if (data[i] == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    if (Attribute(facts, ptr, attributes[i], data[i]) != CUDA_SUCCESS) {
-      // Unknown memory or an attribute that does not apply: zero, as the documentation says
-      // cuPointerGetAttributes does instead of failing.
-      std::memset(data[i], 0, AttributeSize(attributes[i]));
-    }
+    // Unknown memory or an attribute that does not apply gets the default NULL (zero) value of
+    // its whole type instead of failing the call, as documented for cuPointerGetAttributes.
+    std::memset(data[i], 0, AttributeSize(attributes[i]));
+    Attribute(facts, ptr, attributes[i], data[i]);
   }
   return CUDA_SUCCESS;
 }

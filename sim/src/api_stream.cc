@@ -38,6 +38,7 @@ CUresult Query(CUstream h, bool per_thread) {
   std::shared_ptr<Stream> stream;
   if (CUresult r = ResolveStream(h, per_thread, &ctx, &stream)) return r;
   if (CUresult r = RefuseDuringCapture(*stream, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)) return r;
+  if (CUresult r = memsim::CheckUnsafeCall()) return r;  // Note [capture modes]
   if (CUresult r = CheckLegacyUse(*ctx, *stream, /*invalidate=*/true)) return r;
   if (CUresult r = ctx->sticky_error()) return r;
   return stream->Idle() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
@@ -149,6 +150,8 @@ CUresult Record(CUevent hEvent, CUstream h, bool ptds) {
   if (CUresult r = ResolveStream(h, ptds, &ctx, &stream)) return r;
   auto ev = D().events.Get(hEvent);
   if (!ev) return CUDA_ERROR_INVALID_HANDLE;
+  // Documented for cuEventRecord: the event and the stream must be of one context.
+  if (ev->context() != ctx.get()) return CUDA_ERROR_INVALID_HANDLE;
   // Capture events (cross-stream capture) are not simulated.
   if (CUresult r = RefuseDuringCapture(*stream, CUDA_ERROR_NOT_SUPPORTED)) return r;
   if (CUresult r = CheckLegacyUse(*ctx, *stream, /*invalidate=*/true)) return r;
@@ -254,6 +257,7 @@ CUresult CUDAAPI cuEventQuery(CUevent hEvent) {
   if (CUresult r = RequireInit()) return r;
   auto ev = D().events.Get(hEvent);
   if (!ev) return CUDA_ERROR_INVALID_HANDLE;
+  if (CUresult r = memsim::CheckUnsafeCall()) return r;  // Note [capture modes]
   if (CUresult r = EventContextError(ev)) return r;
   return ev->Complete() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }

@@ -3,6 +3,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <thread>
 #include <vector>
 
 #include "api_common.h"
@@ -19,14 +21,42 @@ bool HostLocation(CUmemLocationType t) {
          t == CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT;
 }
 
+// The properties of a cuMemCreate (and cuMemGetAllocationGranularity) call, as documented for
+// cuMemCreate: HOST_NUMA_CURRENT is valid only for managed-memory calls (cuMemAdvise,
+// cuMemPrefetchAsync); HOST allocations are not IPC capable (requestedHandleTypes 0); HOST_NUMA
+// needs CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED (MEMSIM_HOST_NUMA).
 CUresult ValidateProp(const CUmemAllocationProp* prop) {
   if (prop == nullptr || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  if (prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE) {
-    return D().device(prop->location.id) != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+  switch (prop->location.type) {
+    case CU_MEM_LOCATION_TYPE_DEVICE:
+      return D().device(prop->location.id) != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+    case CU_MEM_LOCATION_TYPE_HOST:
+      return prop->requestedHandleTypes == CU_MEM_HANDLE_TYPE_NONE ? CUDA_SUCCESS
+                                                                   : CUDA_ERROR_INVALID_VALUE;
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA:
+      if (prop->location.id != 0) return CUDA_ERROR_INVALID_VALUE;  // one NUMA node: 0
+      return D().device(0)->host_numa_vmm() ? CUDA_SUCCESS : CUDA_ERROR_NOT_SUPPORTED;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
   }
-  return HostLocation(prop->location.type) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+// Note [map cost]: MEMSIM_MAP_US models the driver's page-table update cost of cuMemMap,
+// cuMemUnmap and cuMemSetAccess (tens of microseconds on a GPU, more for large ranges): each
+// successful call takes at least that long.
+void ChargeMapCost() {
+  const double us = D().config().map_us;
+  if (us > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::micro>(us));
+}
+
+// Note [unmap synchronizes]: cuMemUnmap exhibits synchronous behaviour (\note_sync in its
+// documentation): device work enqueued before it, which may still use the range, completes
+// before the memory goes away. The sim waits for every context, since kernels of any device
+// may have been granted access to the range.
+void SynchronizeAllContexts() {
+  for (const auto& ctx : D().contexts.Snapshot()) ctx->Synchronize();
 }
 
 int ProtFromFlags(CUmemAccess_flags flags) {
@@ -121,15 +151,23 @@ CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
   if (!phys) return CUDA_ERROR_INVALID_VALUE;
   Device* dev = D().DeviceForAddress(ptr);
   if (dev == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  return dev->va().Map(ptr, size, offset, std::move(phys));
+  CUresult r = dev->va().Map(ptr, size, offset, std::move(phys));
+  if (r == CUDA_SUCCESS) ChargeMapCost();
+  return r;
 }
 
 CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size) {
   if (CUresult r = RequireInit()) return r;
   Device* dev = D().DeviceForAddress(ptr);
   if (dev == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  // A host function waiting for all work, its own included, would never return; the
+  // documentation allows CUDA_ERROR_NOT_PERMITTED for CUDA calls from host functions.
+  if (memsim::OnStreamWorker()) return CUDA_ERROR_NOT_PERMITTED;
+  SynchronizeAllContexts();
   std::vector<std::shared_ptr<Physical>> dropped;
-  return dev->va().Unmap(ptr, size, &dropped);  // `dropped` is released after the lock
+  CUresult r = dev->va().Unmap(ptr, size, &dropped);  // `dropped` is released after the lock
+  if (r == CUDA_SUCCESS) ChargeMapCost();
+  return r;
 }
 
 CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc* desc,
@@ -138,24 +176,36 @@ CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessD
   if (desc == nullptr || count == 0) return CUDA_ERROR_INVALID_VALUE;
   Device* dev = D().DeviceForAddress(ptr);
   if (dev == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  // Note [one address space]: all simulated devices share the process's memory, so the range
-  // gets the widest access any descriptor grants.
-  int prot = PROT_NONE;
+  // Note [per-device access] in address_space.h.
+  memsim::AccessChange change;
   for (size_t i = 0; i < count; ++i) {
     const CUmemLocation& loc = desc[i].location;
-    if (loc.type == CU_MEM_LOCATION_TYPE_DEVICE) {
-      if (D().device(loc.id) == nullptr) return CUDA_ERROR_INVALID_DEVICE;
-    } else if (!HostLocation(loc.type)) {
-      return CUDA_ERROR_INVALID_VALUE;
-    }
     if (desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_NONE &&
         desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READ &&
         desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE) {
       return CUDA_ERROR_INVALID_VALUE;
     }
-    prot |= ProtFromFlags(desc[i].flags);
+    const int prot = ProtFromFlags(desc[i].flags);
+    if (loc.type == CU_MEM_LOCATION_TYPE_DEVICE) {
+      if (D().device(loc.id) == nullptr) return CUDA_ERROR_INVALID_DEVICE;
+      const uint32_t bit = 1u << loc.id;
+      change.devices |= bit;
+      change.readers &= ~bit;
+      change.writers &= ~bit;
+      if (prot & PROT_WRITE) {
+        change.writers |= bit;
+      } else if (prot & PROT_READ) {
+        change.readers |= bit;
+      }
+    } else if (HostLocation(loc.type)) {
+      change.host_prot |= prot;
+    } else {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
   }
-  return dev->va().SetAccess(ptr, size, prot);
+  CUresult r = dev->va().SetAccess(ptr, size, change);
+  if (r == CUDA_SUCCESS) ChargeMapCost();
+  return r;
 }
 
 CUresult CUDAAPI cuMemGetAccess(unsigned long long* flags, const CUmemLocation* location,
@@ -166,9 +216,19 @@ CUresult CUDAAPI cuMemGetAccess(unsigned long long* flags, const CUmemLocation* 
   if (dev == nullptr) return CUDA_ERROR_INVALID_VALUE;
   auto info = dev->va().Lookup(ptr);
   if (!info || info->kind != memsim::RangeInfo::Kind::kMapped) return CUDA_ERROR_INVALID_VALUE;
-  if (info->prot & PROT_WRITE) {
+  int prot = info->prot;  // host locations: what the MMU grants
+  if (location->type == CU_MEM_LOCATION_TYPE_DEVICE) {
+    if (D().device(location->id) == nullptr) return CUDA_ERROR_INVALID_DEVICE;
+    const uint32_t bit = 1u << location->id;
+    prot = (info->writers & bit)   ? (PROT_READ | PROT_WRITE)
+           : (info->readers & bit) ? PROT_READ
+                                   : PROT_NONE;
+  } else if (!HostLocation(location->type)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (prot & PROT_WRITE) {
     *flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-  } else if (info->prot & PROT_READ) {
+  } else if (prot & PROT_READ) {
     *flags = CU_MEM_ACCESS_FLAGS_PROT_READ;
   } else {
     *flags = CU_MEM_ACCESS_FLAGS_PROT_NONE;

@@ -68,6 +68,17 @@ void Warn(const char* name, const char* value) {
   std::fprintf(stderr, "memsim: ignoring malformed %s='%s'\n", name, value);
 }
 
+// Reads a non-negative number into *out; keeps *out on a malformed value.
+void ReadNonNegative(const char* name, double* out) {
+  const char* v = Env(name);
+  if (v == nullptr) return;
+  if (auto d = ParseNonNegativeDouble(v)) {
+    *out = *d;
+  } else {
+    Warn(name, v);
+  }
+}
+
 }  // namespace
 
 Config LoadConfigFromEnv() {
@@ -86,19 +97,15 @@ Config LoadConfigFromEnv() {
     else
       Warn("MEMSIM_DEVICE_COUNT", v);
   }
-  if (const char* v = Env("MEMSIM_H2D_GBPS")) {
-    auto g = ParseNonNegativeDouble(v);
-    if (g)
-      c.h2d_gbps = *g;
+  ReadNonNegative("MEMSIM_H2D_GBPS", &c.h2d_gbps);
+  ReadNonNegative("MEMSIM_D2H_GBPS", &c.d2h_gbps);
+  ReadNonNegative("MEMSIM_MAP_US", &c.map_us);
+  if (const char* v = Env("MEMSIM_HOST_NUMA")) {
+    auto n = ParseByteSize(v);
+    if (n && *n <= 1)
+      c.host_numa = *n == 1;
     else
-      Warn("MEMSIM_H2D_GBPS", v);
-  }
-  if (const char* v = Env("MEMSIM_D2H_GBPS")) {
-    auto g = ParseNonNegativeDouble(v);
-    if (g)
-      c.d2h_gbps = *g;
-    else
-      Warn("MEMSIM_D2H_GBPS", v);
+      Warn("MEMSIM_HOST_NUMA", v);
   }
   if (const char* v = Env("MEMSIM_NODE")) c.node = v;
   if (const char* v = Env("MEMSIM_VA_SIZE")) {

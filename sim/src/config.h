@@ -18,6 +18,8 @@ struct Config {
   double d2h_gbps = 0;                  // MEMSIM_D2H_GBPS, 0 = unthrottled
   std::string node;                     // MEMSIM_NODE, empty = capacity private to the process
   uint64_t va_size = 256ULL << 30;      // MEMSIM_VA_SIZE, virtual address space per device
+  double map_us = 0;                    // MEMSIM_MAP_US, cost of cuMemMap/Unmap/SetAccess
+  bool host_numa = true;                // MEMSIM_HOST_NUMA, HOST_NUMA locations in the VMM API
 };
 
 // Parses "123", "64K", "512M", "2G", "1T" (binary multiples, optional trailing 'B' or 'iB').

@@ -5,6 +5,7 @@
 
 #include "context.h"
 #include "device.h"
+#include "device_access.h"
 #include "driver.h"
 #include "fault_guard.h"
 #include "stream.h"
@@ -74,6 +75,15 @@ StreamOp MakeCopyOp(Context* raw, CopyEnd dst, CopyEnd src, CopyShape shape) {
   if (src.dev != nullptr && dst.dev == nullptr) engine = &src.dev->d2h();
   StreamOp op;
   op.run = [raw, engine, dst, src, shape] {
+    const size_t rows = shape.rows == 0 ? 0 : shape.rows - 1;
+    const size_t dst_extent = rows * shape.dst_pitch + shape.width;
+    const size_t src_extent = rows * shape.src_pitch + shape.width;
+    const Device& self = *raw->device();
+    if (DeviceDenied(self, dst.addr, dst_extent, /*write=*/true) ||
+        DeviceDenied(self, src.addr, src_extent, /*write=*/false)) {
+      raw->SetStickyError(CUDA_ERROR_ILLEGAL_ADDRESS);  // Note [per-device access]
+      return;
+    }
     auto body = [&] {
       const size_t bytes = shape.width * shape.rows;
       const auto done_at = engine != nullptr ? engine->Book(bytes) : CopyEngine::Clock::now();
@@ -94,6 +104,11 @@ StreamOp MakeMemsetOp(Context* raw, uint64_t dst, size_t pitch, uint32_t value, 
                       size_t width, size_t rows) {
   StreamOp op;
   op.run = [raw, dst, pitch, value, element_size, width, rows] {
+    const size_t extent = rows == 0 ? 0 : (rows - 1) * pitch + width * element_size;
+    if (DeviceDenied(*raw->device(), dst, extent, /*write=*/true)) {
+      raw->SetStickyError(CUDA_ERROR_ILLEGAL_ADDRESS);  // Note [per-device access]
+      return;
+    }
     auto body = [&] {
       for (size_t r = 0; r < rows; ++r) {
         auto* row = reinterpret_cast<unsigned char*>(dst + r * pitch);

@@ -67,7 +67,8 @@ Device::Device(int ordinal, std::unique_ptr<CapacityAccount> capacity,
       d2h_(config.d2h_gbps),
       uuid_(MakeUuid(config.node, ordinal)),
       name_("memsim Simulated GPU"),
-      shared_capacity_(shared_capacity) {
+      shared_capacity_(shared_capacity),
+      host_numa_vmm_(config.host_numa) {
   CUmemPoolProps props;
   std::memset(&props, 0, sizeof(props));
   props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
@@ -253,11 +254,11 @@ CUresult Device::Attribute(CUdevice_attribute attr, int* value) const {
     case CU_DEVICE_ATTRIBUTE_NUMA_ID:
       v = -1;
       break;
-    case CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID:
-      v = 0;
+    case CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID:  // -1: the system does not support NUMA
+      v = host_numa_vmm_ ? 0 : -1;
       break;
     case CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
-      v = 1;
+      v = host_numa_vmm_ ? 1 : 0;
       break;
     case CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
       v = 1;

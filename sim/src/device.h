@@ -32,6 +32,8 @@ class Device {
   const CUuuid& uuid() const { return uuid_; }
   const std::string& name() const { return name_; }
   bool shared_capacity() const { return shared_capacity_; }
+  // HOST_NUMA locations usable with the VMM API (MEMSIM_HOST_NUMA).
+  bool host_numa_vmm() const { return host_numa_vmm_; }
 
   // cuDeviceGetAttribute. CUDA_ERROR_INVALID_VALUE for values outside the enum.
   CUresult Attribute(CUdevice_attribute attr, int* value) const;
@@ -65,6 +67,7 @@ class Device {
   CUuuid uuid_;
   std::string name_;
   const bool shared_capacity_;
+  const bool host_numa_vmm_;
 
   std::mutex mu_;
   std::shared_ptr<Context> primary_;

@@ -5,6 +5,8 @@
 
 #include "context.h"
 #include "cuda_api.h"
+#include "device.h"
+#include "device_access.h"
 #include "fault_guard.h"
 #include "memsim/kernel.h"
 #include "stream.h"
@@ -91,6 +93,10 @@ StreamOp MakeLaunchOp(Context* raw, const std::shared_ptr<Module>& module, const
   const KernelEntry entry = fn->entry();
   StreamOp op;
   op.run = [raw, module, entry, args = std::move(args), g] {
+    if (ArgsReachDeniedMemory(*raw->device(), args->buffer.data(), args->bytes)) {
+      raw->SetStickyError(CUDA_ERROR_ILLEGAL_ADDRESS);  // Note [per-device access]
+      return;
+    }
     memsim_launch info;
     info.grid = memsim_dim3{g.grid[0], g.grid[1], g.grid[2]};
     info.block = memsim_dim3{g.block[0], g.block[1], g.block[2]};

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "capacity.h"
+#include "populate.h"
 
 namespace memsim {
 
@@ -125,7 +126,8 @@ std::shared_ptr<Physical> Physical::Create(uint64_t size, const CUmemAllocationP
                            std::to_string(prop.location.id);
   int fd = memfd_create(name.c_str(), MFD_CLOEXEC);
   if (fd < 0) return nullptr;
-  if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
+  // Physical memory is committed when created (Note [committed at allocation]).
+  if (ftruncate(fd, static_cast<off_t>(size)) != 0 || !AllocateFilePages(fd, 0, size)) {
     close(fd);
     return nullptr;
   }

@@ -2,6 +2,7 @@
 
 #include <atomic>
 
+#include "capture_mode.h"
 #include "context.h"
 #include "cuda_api.h"
 
@@ -9,7 +10,10 @@ namespace memsim {
 
 namespace {
 std::atomic<uint64_t> g_next_stream_id{1};
+thread_local bool t_stream_worker = false;
 }  // namespace
+
+bool OnStreamWorker() { return t_stream_worker; }
 
 Stream::Stream(Context* ctx, Kind kind, unsigned flags, int priority)
     : ctx_(ctx),
@@ -34,12 +38,14 @@ std::shared_ptr<Capture> Stream::capture() {
 bool Stream::StartCapture(std::shared_ptr<Capture> capture) {
   std::lock_guard<std::mutex> lock(capture_mu_);
   if (capture_ != nullptr) return false;
+  RegisterCapture(capture);  // Note [capture modes]
   capture_ = std::move(capture);
   return true;
 }
 
 void Stream::EndCapture() {
   std::lock_guard<std::mutex> lock(capture_mu_);
+  if (capture_ != nullptr) UnregisterCapture(capture_.get());
   capture_ = nullptr;
 }
 
@@ -82,6 +88,7 @@ void Stream::Shutdown() {
 }
 
 void Stream::WorkerLoop() {
+  t_stream_worker = true;
   for (;;) {
     StreamOp op;
     {

@@ -103,6 +103,10 @@ class Stream {
   std::thread worker_;
 };
 
+// Whether the calling thread is a stream worker, i.e. runs device work or a host function
+// (cuLaunchHostFunc / cuStreamAddCallback), which must not make CUDA API calls.
+bool OnStreamWorker();
+
 }  // namespace memsim
 
 #endif  // MEMSIM_SRC_STREAM_H_

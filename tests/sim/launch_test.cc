@@ -1,6 +1,8 @@
 // Modules, parameter layouts, kernel launches (kernelParams, `extra`, cuLaunchKernelEx, the
 // library API) and the sticky CUDA_ERROR_ILLEGAL_ADDRESS.
+#include <chrono>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "mixed_args.h"
@@ -197,7 +199,9 @@ TEST_F(SimLaunchTest, ReadingReservedButUnbackedAddressesIsAnIllegalAddress) {
   ASSERT_CU(cuMemAddressFree(va, 2u << 20));
 }
 
-TEST_F(SimLaunchTest, AsyncCopyFromMemoryUnmappedBeforeItRunsFaultsTheContext) {
+// cuMemUnmap synchronizes (Note [unmap synchronizes]): an async copy from the range that was
+// queued before it, even behind a kernel still running, reads the mapped memory.
+TEST_F(SimLaunchTest, AsyncCopyQueuedBeforeUnmapReadsTheMappedMemory) {
   CUstream s;
   ASSERT_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
   int* flag;
@@ -215,15 +219,23 @@ TEST_F(SimLaunchTest, AsyncCopyFromMemoryUnmappedBeforeItRunsFaultsTheContext) {
   ASSERT_CU(cuMemMap(va, chunk, 0, h, 0));
   CUmemAccessDesc rw = {{CU_MEM_LOCATION_TYPE_DEVICE, 0}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
   ASSERT_CU(cuMemSetAccess(va, chunk, &rw, 1));
+  const auto pattern = Pattern(1024, 12);
+  ASSERT_CU(cuMemcpyHtoD(va, pattern.data(), 4096));
   ASSERT_CU(Launch(wait_flag(), s, reinterpret_cast<CUdeviceptr>(flag)));
-  std::vector<uint8_t> host(4096);
-  ASSERT_CU(cuMemcpyDtoHAsync(host.data(), va, 4096, s));  // valid when issued
-  ASSERT_CU(cuMemUnmap(va, chunk));                        // ... not when it runs
-  __atomic_store_n(flag, 1, __ATOMIC_RELEASE);
-  EXPECT_EQ(cuStreamSynchronize(s), CUDA_ERROR_ILLEGAL_ADDRESS);
+  std::vector<uint32_t> host(1024);
+  ASSERT_CU(cuMemcpyDtoHAsync(host.data(), va, 4096, s));
+  std::thread release([flag] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    __atomic_store_n(flag, 1, __ATOMIC_RELEASE);
+  });
+  ASSERT_CU(cuMemUnmap(va, chunk));  // returns once the kernel and the copy ran
+  release.join();
+  EXPECT_EQ(Checksum(host.data(), 4096), Checksum(pattern.data(), 4096));
+  EXPECT_CU(cuStreamSynchronize(s));
   cuMemRelease(h);
   cuMemAddressFree(va, chunk);
   cuMemFreeHost(flag);
+  cuStreamDestroy(s);
 }
 
 }  // namespace

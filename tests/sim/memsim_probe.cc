@@ -3,12 +3,19 @@
 //   memsim_probe alloc BYTES  exit 0 if cuMemAlloc(BYTES) succeeds, 2 on OUT_OF_MEMORY
 //   memsim_probe hold BYTES   allocate, print "ok" or "oom", then wait until stdin closes
 //   memsim_probe uuid         print device 0's UUID in hex
+//   memsim_probe hostnuma     print device 0's HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED and
+//                             HOST_NUMA_ID attributes, then the results of cuMemCreate at a
+//                             HOST_NUMA and at a HOST location
+//   memsim_probe ipc HEX N    open the CUipcMemHandle given as 128 hex digits, print the FNV-1a
+//                             checksum of its first N bytes, overwrite them with their bitwise
+//                             complement, close the handle; or print the open's error code
 #include <cuda.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 namespace {
 
@@ -20,6 +27,52 @@ int Fail(const char* what, CUresult r) {
 int Setup(CUcontext* ctx) {
   if (CUresult r = cuInit(0)) return Fail("cuInit", r);
   if (CUresult r = cuCtxCreate(ctx, nullptr, 0, 0)) return Fail("cuCtxCreate", r);
+  return 0;
+}
+
+int HostNuma() {
+  int supported = -5, numa_id = -5;
+  cuDeviceGetAttribute(&supported,
+                       CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 0);
+  cuDeviceGetAttribute(&numa_id, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, 0);
+  CUmemAllocationProp prop = {};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
+  CUmemGenericAllocationHandle h;
+  const CUresult numa = cuMemCreate(&h, 2u << 20, &prop, 0);
+  if (numa == CUDA_SUCCESS) cuMemRelease(h);
+  prop.location.type = CU_MEM_LOCATION_TYPE_HOST;
+  const CUresult host = cuMemCreate(&h, 2u << 20, &prop, 0);
+  if (host == CUDA_SUCCESS) cuMemRelease(h);
+  std::printf("%d %d %d %d\n", supported, numa_id, static_cast<int>(numa), static_cast<int>(host));
+  return 0;
+}
+
+int OpenIpc(const char* hex, size_t bytes) {
+  CUipcMemHandle handle = {};
+  if (std::strlen(hex) != 2 * sizeof(handle.reserved)) return 64;
+  for (size_t i = 0; i < sizeof(handle.reserved); ++i) {
+    unsigned v = 0;
+    if (std::sscanf(hex + 2 * i, "%2x", &v) != 1) return 64;
+    handle.reserved[i] = static_cast<char>(v);
+  }
+  CUdeviceptr p = 0;
+  const CUresult r = cuIpcOpenMemHandle(&p, handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+  if (r != CUDA_SUCCESS) {
+    std::printf("error %d\n", static_cast<int>(r));
+    return 0;
+  }
+  std::vector<unsigned char> data(bytes);
+  if (CUresult c = cuMemcpyDtoH(data.data(), p, bytes)) return Fail("cuMemcpyDtoH", c);
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char b : data) {
+    h ^= b;
+    h *= 1099511628211ULL;
+  }
+  for (unsigned char& b : data) b = static_cast<unsigned char>(~b);
+  if (CUresult c = cuMemcpyHtoD(p, data.data(), bytes)) return Fail("cuMemcpyHtoD", c);
+  if (CUresult c = cuIpcCloseMemHandle(p)) return Fail("cuIpcCloseMemHandle", c);
+  std::printf("checksum %llu\n", static_cast<unsigned long long>(h));
   return 0;
 }
 
@@ -46,6 +99,9 @@ int main(int argc, char** argv) {
     std::printf("\n");
     return 0;
   }
+  if (std::strcmp(mode, "hostnuma") == 0) return HostNuma();
+  if (std::strcmp(mode, "ipc") == 0 && argc == 4)
+    return OpenIpc(argv[2], std::strtoull(argv[3], nullptr, 10));
   if (argc < 3) return 64;
   const size_t bytes = std::strtoull(argv[2], nullptr, 10);
   CUdeviceptr p;

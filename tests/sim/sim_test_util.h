@@ -54,6 +54,33 @@ inline std::vector<uint32_t> Pattern(size_t words, uint32_t seed) {
   return v;
 }
 
+// Properties of a pinned physical allocation (cuMemCreate) at a location.
+inline CUmemAllocationProp PinnedProp(CUmemLocationType type = CU_MEM_LOCATION_TYPE_DEVICE,
+                                      int id = 0) {
+  CUmemAllocationProp prop = {};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = type;
+  prop.location.id = id;
+  return prop;
+}
+
+// An access descriptor for device `device`.
+inline CUmemAccessDesc DeviceAccess(int device,
+                                    CUmemAccess_flags flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE) {
+  CUmemAccessDesc desc = {};
+  desc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  desc.location.id = device;
+  desc.flags = flags;
+  return desc;
+}
+
+// Reserves `size` bytes of address space and creates a device-0 allocation of that size.
+inline void ReserveAndCreate(size_t size, CUdeviceptr* va, CUmemGenericAllocationHandle* h) {
+  ASSERT_CU(cuMemAddressReserve(va, size, 0, 0, 0));
+  CUmemAllocationProp prop = PinnedProp();
+  ASSERT_CU(cuMemCreate(h, size, &prop, 0));
+}
+
 // Launches f with the given arguments through kernelParams.
 template <typename... Args>
 CUresult Launch(CUfunction f, CUstream s, Args... args) {
