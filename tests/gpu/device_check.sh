@@ -88,7 +88,11 @@ stage() {
   record "$name" "$status" $(($(date +%s) - t0)) "$note"
 }
 checksum_of() { sed -n 's/^checksum //p' "$OUT/$1.log" | tail -1; }
-export -f checksum_of
+# A stage under the shim proves the shim was active: its start-up line is in the stage's log.
+shim_was_active() {
+  grep -q "virtual device memory:" "$OUT/$1.log" || { echo "note: the shim was not active"; return 1; }
+}
+export -f checksum_of shim_was_active
 export OUT HERE SHIM PY SIM FOOTPRINT SMOKE_FOOTPRINT BUDGET HOST_BUDGET UNCONSTRAINED
 export SHIM_ENV_STR="${SHIM_ENV[*]}"
 
@@ -116,7 +120,7 @@ smoke_stage() {
   env $SHIM_ENV_STR MEMSHIM_LOG=debug MEMSHIM_DEVICE_BUDGET=$((SMOKE_FOOTPRINT / 2)) \
     "$HERE/bin/oversub_workload" "$SMOKE_FOOTPRINT" 1 || return 1
   # The shim is active: it logged its start, and cuMemGetInfo reports the virtual capacity.
-  grep -q "virtual device memory:" "$OUT/shim_smoke.log" || { echo "note: shim not active"; return 1; }
+  shim_was_active shim_smoke || return 1
   echo "note: shim active"
 }
 oversub_ref_stage() {
@@ -126,6 +130,7 @@ oversub_ref_stage() {
 oversub_shim_stage() {
   env $SHIM_ENV_STR MEMSHIM_LOG=info MEMSHIM_DEVICE_BUDGET=$BUDGET \
     "$HERE/bin/oversub_workload" "$FOOTPRINT" 3 || return 1
+  shim_was_active oversub_shim || return 1
   local want got
   want=$(checksum_of oversub_ref) got=$(checksum_of oversub_shim)
   echo "note: budget $((BUDGET >> 20)) MiB, checksum $got, reference $want"
@@ -148,6 +153,7 @@ torch_shim_stage() {
   env $SHIM_ENV_STR MEMSHIM_LOG=info MEMSHIM_DEVICE_BUDGET=$((peak / 2)) \
     "$PY" "$HERE/gpt_train.py" >"$OUT/torch_shim.json" || return 1
   cat "$OUT/torch_shim.json"
+  shim_was_active torch_shim || return 1
   "$PY" - "$OUT/torch_ref.json" "$OUT/torch_shim.json" <<'PYEOF'
 import json, sys
 a, b = (json.load(open(p)) for p in sys.argv[1:3])
@@ -161,6 +167,7 @@ PYEOF
 oversub_graph_stage() {
   env $SHIM_ENV_STR MEMSHIM_LOG=info MEMSHIM_DEVICE_BUDGET=$BUDGET \
     "$HERE/bin/oversub_workload" "$FOOTPRINT" 3 graph || return 1
+  shim_was_active oversub_graph || return 1
   local want got
   want=$(checksum_of oversub_ref) got=$(checksum_of oversub_graph)
   echo "note: checksum $got, reference $want"
