@@ -120,11 +120,22 @@ CUresult Attribute(const PointerFacts& f, CUdeviceptr ptr, CUpointer_attribute a
   }
 }
 
-// The size of an attribute's value; 0 for values outside the enumeration.
-size_t AttributeSize(CUpointer_attribute attr) {
-  if (attr < CU_POINTER_ATTRIBUTE_CONTEXT || attr > CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE) {
-    return 0;
+static_assert(sizeof(CUpointer_attribute) == sizeof(int));
+
+// Callers may pass any integer as an attribute: it is inspected as one, and loaded as the enum
+// type only when it is inside the enumeration (an out-of-range enum load is undefined).
+bool ReadAttribute(const CUpointer_attribute* attr, CUpointer_attribute* out) {
+  int raw;
+  std::memcpy(&raw, attr, sizeof(raw));
+  if (raw < CU_POINTER_ATTRIBUTE_CONTEXT || raw > CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE) {
+    return false;
   }
+  *out = static_cast<CUpointer_attribute>(raw);
+  return true;
+}
+
+// The size of an attribute's value. REQUIRES: attr inside the enumeration (ReadAttribute).
+size_t AttributeSize(CUpointer_attribute attr) {
   switch (attr) {
     case CU_POINTER_ATTRIBUTE_P2P_TOKENS:
       return sizeof(CUDA_POINTER_ATTRIBUTE_P2P_TOKENS);
@@ -157,7 +168,9 @@ extern "C" {
 
 CUresult CUDAAPI cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr ptr) {
   if (CUresult r = RequireInit()) return r;
-  return Attribute(Inspect(ptr), ptr, attribute, data);
+  CUpointer_attribute attr;
+  if (!ReadAttribute(&attribute, &attr)) return CUDA_ERROR_INVALID_VALUE;
+  return Attribute(Inspect(ptr), ptr, attr, data);
 }
 
 CUresult CUDAAPI cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute* attributes,
@@ -167,15 +180,19 @@ CUresult CUDAAPI cuPointerGetAttributes(unsigned int numAttributes, CUpointer_at
     return CUDA_ERROR_INVALID_VALUE;
   }
   // Malformed arguments fail before anything is written.
+  CUpointer_attribute attr;
   for (unsigned i = 0; i < numAttributes; ++i) {
-    if (data[i] == nullptr || AttributeSize(attributes[i]) == 0) return CUDA_ERROR_INVALID_VALUE;
+    if (data[i] == nullptr || !ReadAttribute(&attributes[i], &attr)) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
   }
   const PointerFacts facts = Inspect(ptr);
   for (unsigned i = 0; i < numAttributes; ++i) {
+    ReadAttribute(&attributes[i], &attr);
     // Unknown memory or an attribute that does not apply gets the default NULL (zero) value of
     // its whole type instead of failing the call, as documented for cuPointerGetAttributes.
-    std::memset(data[i], 0, AttributeSize(attributes[i]));
-    Attribute(facts, ptr, attributes[i], data[i]);
+    std::memset(data[i], 0, AttributeSize(attr));
+    Attribute(facts, ptr, attr, data[i]);
   }
   return CUDA_SUCCESS;
 }
