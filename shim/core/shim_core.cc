@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "shim/core/log.h"
+#include "shim/core/relaxed_capture_mode.h"
 
 namespace memvirt::shim {
 namespace {
@@ -1063,6 +1064,7 @@ CUresult ShimCore::OrderFills(uint64_t need, uint32_t stream, bool host_wait) {
     CUevent event = nullptr;
     r = tracker_->Cover(copy_index_, need, &event);
     if (r == CUDA_SUCCESS && event != nullptr) {
+      RelaxedCaptureMode relaxed(driver_);  // Note [relaxed driver sequences]
       if (host_wait) {
         ++stats_.host_waits;
         r = driver_->cuEventSynchronize(event);

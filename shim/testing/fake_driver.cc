@@ -528,6 +528,10 @@ struct FaultEntryPoints {
     if (Trip(&g_faults->fail_event_sync_)) return CUDA_ERROR_LAUNCH_FAILED;
     return g_faults->base_.cuEventSynchronize(event);
   }
+  static CUresult EventQuery(CUevent event) {
+    if (Trip(&g_faults->fail_event_query_)) return CUDA_ERROR_LAUNCH_FAILED;
+    return g_faults->base_.cuEventQuery(event);
+  }
   static CUresult StreamWaitEvent(CUstream stream, CUevent event, unsigned flags) {
     if (Trip(&g_faults->fail_stream_wait_)) return CUDA_ERROR_LAUNCH_FAILED;
     return g_faults->base_.cuStreamWaitEvent(stream, event, flags);
@@ -547,6 +551,7 @@ FaultInjector::FaultInjector(const Driver& base) : base_(base), driver_(base) {
   driver_.cuEventRecord = &E::EventRecord;
   driver_.cuEventSynchronize = &E::EventSynchronize;
   driver_.cuStreamWaitEvent = &E::StreamWaitEvent;
+  driver_.cuEventQuery = &E::EventQuery;
 }
 
 FaultInjector::~FaultInjector() { g_faults = nullptr; }

@@ -166,10 +166,12 @@ class FaultInjector {
   // cuEventSynchronize fails without running the stream.
   void FailEventSynchronize(int times) { fail_event_sync_ = times; }
   void FailStreamWaitEvent(int times) { fail_stream_wait_ = times; }
+  // cuEventQuery answers CUDA_ERROR_LAUNCH_FAILED (whether or not the event completed).
+  void FailEventQuery(int times) { fail_event_query_ = times; }
   // Every switch off.
   void ClearFaults() {
     fail_create_ = fail_map_ = fail_unmap_ = fail_set_access_ = fail_copy_ = fail_host_copy_ =
-        fail_event_record_ = fail_event_sync_ = fail_stream_wait_ = 0;
+        fail_event_record_ = fail_event_sync_ = fail_stream_wait_ = fail_event_query_ = 0;
   }
 
  private:
@@ -185,6 +187,7 @@ class FaultInjector {
   int fail_event_record_ = 0;
   int fail_event_sync_ = 0;
   int fail_stream_wait_ = 0;
+  int fail_event_query_ = 0;
 };
 
 }  // namespace memvirt::shim::testing

@@ -148,6 +148,33 @@ TEST(GraphWorkloadTest, BlockingStreamCaptureAfterLegacyStreamWork) {
   EXPECT_EQ(Field(shim.out, "checksum"), Field(reference.out, "checksum"));
 }
 
+// A GLOBAL-mode capture on one thread while another thread allocates and
+// launches under the shim at 3x the device: the shim's own event records,
+// queries and waits run in RELAXED mode (Note [relaxed driver sequences]), so
+// the strict driver never refuses them nor invalidates the capture.
+TEST(GraphWorkloadTest, GlobalCaptureOnOneThreadWhileAnotherPagesUnderTheShim) {
+  const std::string footprint = std::to_string(3 * kDevice);
+  const ProgramResult reference = RunProgram(
+      {MEMSHIM_CAPTURE_CONCURRENT, kKernels, footprint, "sequential"}, SimEnv(1ull << 30));
+  ASSERT_EQ(reference.exit_code, 0) << reference.out;
+  const std::string expected = Field(reference.out, "checksum");
+  ASSERT_EQ(expected.size(), 16u);
+  std::vector<std::string> env = ShimEnv(kDevice);
+  env.push_back("MEMSHIM_EVENT_PACE=0");  // a batched event every 32 launches: many queries
+  const ProgramResult shim = RunProgram(
+      {MEMSHIM_CAPTURE_CONCURRENT, kKernels, footprint, "overlap"}, env, /*with_stderr=*/true);
+  ASSERT_EQ(shim.exit_code, 0) << shim.out;
+  EXPECT_EQ(Field(shim.out, "checksum"), expected);
+  EXPECT_GE(std::stoull(Field(shim.out, "footprint_bytes")), 3 * kDevice - (1 << 20));
+  // The same program without the shim: the driver enforces the GLOBAL mode
+  // (the worker's own cuMemAlloc is refused), so the test runs on a driver
+  // that would refuse an unsafe call of the shim as well.
+  const ProgramResult plain = RunProgram(
+      {MEMSHIM_CAPTURE_CONCURRENT, kKernels, footprint, "overlap"}, SimEnv(1ull << 30), true);
+  EXPECT_EQ(plain.exit_code, 1) << plain.out;
+  EXPECT_NE(plain.out.find("failed: 900"), std::string::npos) << plain.out;
+}
+
 TEST(ProcAddressTest, DriverReachedOnlyThroughLookupsIsIntercepted) {
   const ProgramResult r =
       RunProgram({MEMSHIM_PROCADDR_ONLY, kKernels, std::to_string(kDevice)}, ShimEnv(kDevice));
