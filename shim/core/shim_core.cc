@@ -132,9 +132,12 @@ CUresult ShimCore::Create(const Driver* driver, const CoreOptions& options, Cont
     const uint32_t num_chunks = static_cast<uint32_t>(va >> kChunkShift);
     core->table_ = ChunkTable(core->base_, num_chunks);
     core->pool_ = std::make_unique<PhysicalPool>(driver, core->device_, numa);
-    (void)core->pool_->Init(device_chunks, host_chunks);  // a failure leaves no host tier (logged)
+    // A failure leaves the host tier off (logged): the capacity below is then
+    // the device budget (Note [host tier preconditions] in physical_pool.h).
+    (void)core->pool_->Init(device_chunks, host_chunks);
     core->device_budget_chunks_ = device_chunks;
-    core->InitSpill(spill);
+    // The spill tier holds demoted host chunks: without a host tier it is unused.
+    core->InitSpill(core->pool_->host_tier_available() ? spill : nullptr);
     has_spill = core->spill_ != nullptr;
     const uint64_t spill_chunks = core->spill_ != nullptr ? spill_bytes >> kChunkShift : 0;
     const uint32_t capacity = static_cast<uint32_t>(std::min<uint64_t>(
@@ -150,7 +153,8 @@ CUresult ShimCore::Create(const Driver* driver, const CoreOptions& options, Cont
                 "virtual device memory: %llu MiB device budget, %llu MiB host tier, %llu MiB "
                 "spill tier, %llu MiB address space, policy %s",
                 static_cast<unsigned long long>(device_budget >> 20),
-                static_cast<unsigned long long>(host_budget >> 20),
+                static_cast<unsigned long long>(
+                    static_cast<uint64_t>(core->pool_->host_limit()) << kChunkShift >> 20),
                 static_cast<unsigned long long>(spill_chunks << kChunkShift >> 20),
                 static_cast<unsigned long long>(va >> 20), core->policy_->name());
   }

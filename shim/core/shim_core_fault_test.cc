@@ -314,12 +314,18 @@ TEST_F(ShimCoreFaultTest, FailedDeviceCreateFallsBackToHostTier) {
 
 TEST_F(ShimCoreFaultTest, NoPhysicalMemoryAtAllIsOutOfMemory) {
   CUstream s = fake_.CreateStream();
-  CUdeviceptr a;
+  CUdeviceptr a, b;
   ASSERT_EQ(core_->Alloc(&a, 2 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(core_->Alloc(&b, 2 * kMiB), CUDA_SUCCESS);
   faults_->FailMemCreate(1000);
-  EXPECT_EQ(Write(s, a, 2 * kMiB, 3), CUDA_ERROR_OUT_OF_MEMORY);
+  // The host slot created at initialization (Note [host tier preconditions])
+  // takes the first chunk; nothing is left for the second.
+  EXPECT_EQ(Write(s, a, 2 * kMiB, 1), CUDA_SUCCESS);
+  EXPECT_EQ(core_->ResidenceOf(a), Residence::kHost);
+  EXPECT_EQ(Write(s, b, 2 * kMiB, 2), CUDA_ERROR_OUT_OF_MEMORY);
   faults_->FailMemCreate(0);
-  EXPECT_EQ(Write(s, a, 2 * kMiB, 3), CUDA_SUCCESS);
+  EXPECT_EQ(Write(s, b, 2 * kMiB, 2), CUDA_SUCCESS);
+  ExpectBlocks(s, {a, b});
   EXPECT_EQ(fake_.faults(), 0u);
 }
 

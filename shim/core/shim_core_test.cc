@@ -386,6 +386,61 @@ TEST_F(ShimCoreTest, AllocationBeyondVirtualCapacityFailsCleanly) {
   EXPECT_EQ(fake_.faults(), 0u);
 }
 
+// Note [host tier preconditions]: the tier is off from the start and the
+// capacity is the device budget; data within it is paged as usual.
+void ExpectDeviceBudgetIsTheCapacity(
+    ShimCore* core, testing::FakeDriver* fake,
+    const std::function<CUresult(CUstream, CUdeviceptr, uint64_t, uint64_t*)>& read,
+    const std::function<CUresult(CUstream, CUdeviceptr, uint64_t, uint64_t)>& write) {
+  size_t free = 0, total = 0;
+  ASSERT_EQ(core->GetInfo(&free, &total), CUDA_SUCCESS);
+  EXPECT_EQ(total, 8 * kMiB);  // the device budget only
+  EXPECT_EQ(core->stats().host_slot_limit, 0u);
+  std::vector<CUdeviceptr> blocks(2);
+  for (CUdeviceptr& b : blocks) ASSERT_EQ(core->Alloc(&b, 4 * kMiB), CUDA_SUCCESS);
+  CUdeviceptr more;
+  EXPECT_EQ(core->Alloc(&more, 2 * kMiB), CUDA_ERROR_OUT_OF_MEMORY);
+  CUstream s = fake->CreateStream();
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    ASSERT_EQ(write(s, blocks[i], 4 * kMiB, i + 1), CUDA_SUCCESS);
+  }
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    uint64_t sum = 0;
+    ASSERT_EQ(read(s, blocks[i], 4 * kMiB, &sum), CUDA_SUCCESS);
+    EXPECT_EQ(sum, PatternChecksum(4 * kMiB, i + 1));
+  }
+  ASSERT_EQ(core->Synchronize(), CUDA_SUCCESS);
+  EXPECT_EQ(core->stats().evictions, 0u);
+  ASSERT_EQ(core->Free(blocks[0]), CUDA_SUCCESS);
+  EXPECT_EQ(core->Alloc(&more, 4 * kMiB), CUDA_SUCCESS);
+  EXPECT_EQ(fake->faults(), 0u);
+}
+
+TEST_F(ShimCoreTest, WithoutHostNumaSupportTheHostTierIsOff) {
+  fake_.set_host_numa_supported(false);
+  Make(&fake_.driver(), 8 * kMiB, 64 * kMiB);
+  ExpectDeviceBudgetIsTheCapacity(
+      core_.get(), &fake_,
+      [this](CUstream s, CUdeviceptr p, uint64_t b, uint64_t* sum) { return Read(s, p, b, sum); },
+      [this](CUstream s, CUdeviceptr p, uint64_t b, uint64_t seed) {
+        return Write(s, p, b, seed);
+      });
+}
+
+TEST_F(ShimCoreTest, HostSlotThatCannotBeCreatedAtInitializationTurnsTheTierOff) {
+  testing::FaultInjector faults(fake_.driver());
+  faults.FailMemCreate(1);  // the first cuMemCreate is the host tier's first slot
+  Make(&faults.driver(), 8 * kMiB, 64 * kMiB);
+  faults.ClearFaults();
+  ExpectDeviceBudgetIsTheCapacity(
+      core_.get(), &fake_,
+      [this](CUstream s, CUdeviceptr p, uint64_t b, uint64_t* sum) { return Read(s, p, b, sum); },
+      [this](CUstream s, CUdeviceptr p, uint64_t b, uint64_t seed) {
+        return Write(s, p, b, seed);
+      });
+  core_.reset();  // before the injector it uses
+}
+
 TEST_F(ShimCoreTest, FreedChunksAreReclaimedWithoutCopies) {
   CUstream s = fake_.CreateStream();
   CUdeviceptr a, guard, b;

@@ -31,7 +31,24 @@ struct FakeEntryPoints {
     return CUDA_SUCCESS;
   }
   static CUresult DeviceGetAttribute(int* value, CUdevice_attribute attr, CUdevice) {
-    *value = attr == CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID ? 0 : 1;
+    auto lock = Lock();
+    const bool numa = g_fake->host_numa_supported_;
+    if (attr == CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID) {
+      *value = numa ? 0 : -1;
+    } else if (attr == CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED) {
+      *value = numa ? 1 : 0;
+    } else {
+      *value = 1;
+    }
+    return CUDA_SUCCESS;
+  }
+  static CUresult GetAllocationGranularity(size_t* granularity, const CUmemAllocationProp* prop,
+                                           CUmemAllocationGranularity_flags) {
+    auto lock = Lock();
+    if (prop->location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA && !g_fake->host_numa_supported_) {
+      return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    *granularity = 2u << 20;
     return CUDA_SUCCESS;
   }
   static CUresult MemGetInfo(size_t* free, size_t* total) {
@@ -288,6 +305,7 @@ FakeDriver::FakeDriver(uint64_t device_bytes) : device_capacity_(device_bytes) {
   driver_.cuCtxGetCurrent = &E::CtxGetCurrent;
   driver_.cuCtxGetDevice = &E::CtxGetDevice;
   driver_.cuDeviceGetAttribute = &E::DeviceGetAttribute;
+  driver_.cuMemGetAllocationGranularity = &E::GetAllocationGranularity;
   driver_.cuMemGetInfo_v2 = &E::MemGetInfo;
   driver_.cuMemAddressReserve = &E::AddressReserve;
   driver_.cuMemAddressFree = &E::AddressFree;

@@ -70,6 +70,36 @@ TEST(TrainingWorkloadTest, FailsWithOutOfMemoryWithoutTheShim) {
   EXPECT_NE(plain.out.find("OOM"), std::string::npos);
 }
 
+// Note [host tier preconditions]: on a system without host-NUMA VMM support
+// the host tier is off from the start, cuMemGetInfo reports only the device
+// budget, the log says why once, and the shim is a pass-through with a
+// budget: a footprint beyond the device fails with a clean
+// CUDA_ERROR_OUT_OF_MEMORY, one within it computes what the plain driver does.
+TEST(TrainingWorkloadTest, WithoutHostNumaSupportTheDeviceBudgetIsTheLimit) {
+  std::vector<std::string> env = ShimEnv(kDevice);
+  env.push_back("MEMSIM_HOST_NUMA=0");
+  const std::string beyond = std::to_string(3 * kDevice);
+  const ProgramResult oom = RunProgram({MEMSHIM_TRAIN_WORKLOAD, kKernels, beyond}, env, true);
+  EXPECT_EQ(oom.exit_code, 3) << oom.out;
+  EXPECT_NE(oom.out.find("host tier off: the device reports no host-NUMA"), std::string::npos)
+      << oom.out;
+
+  const std::string within = std::to_string(kDevice / 2);
+  const ProgramResult reference =
+      RunProgram({MEMSHIM_TRAIN_WORKLOAD, kKernels, within}, SimEnv(1ull << 30));
+  ASSERT_EQ(reference.exit_code, 0) << reference.out;
+  const ProgramResult shim = RunProgram({MEMSHIM_TRAIN_WORKLOAD, kKernels, within}, env, true);
+  ASSERT_EQ(shim.exit_code, 0) << shim.out;
+  EXPECT_EQ(Field(shim.out, "checksum"), Field(reference.out, "checksum"));
+  EXPECT_LE(std::stoull(Field(shim.out, "reported_total")), kDevice);
+  size_t logged = 0;
+  for (size_t at = shim.out.find("host tier off"); at != std::string::npos;
+       at = shim.out.find("host tier off", at + 1)) {
+    ++logged;
+  }
+  EXPECT_EQ(logged, 1u) << shim.out;
+}
+
 TEST(TrainingWorkloadTest, DisabledShimIsPassThrough) {
   const std::string footprint = std::to_string(kDevice / 2);
   const ProgramResult reference =
