@@ -275,6 +275,7 @@ CUresult ShimCore::AllocPitch(CUdeviceptr* ptr, size_t* pitch, size_t width, siz
 CUresult ShimCore::FreeLocked(uint64_t offset) {
   BlockAllocator::Release rel;
   if (!allocator_->Free(offset, &rel)) return CUDA_ERROR_INVALID_VALUE;
+  if (!buffer_ids_.empty()) buffer_ids_.erase(offset);  // Note [buffer ids]
   if (rel.freed_count != 0) OnChunksFreed(rel.freed_first, rel.freed_count);
   return CUDA_SUCCESS;
 }
@@ -385,59 +386,57 @@ CUresult ShimCore::GetInfo(size_t* free, size_t* total) {
 CUresult ShimCore::GetAddressRange(CUdeviceptr* base, size_t* size, CUdeviceptr ptr) {
   MutexLock lock(&mu_);
   uint64_t block = 0, bytes = 0;
-  if (!allocator_->Lookup(ptr - base_, &block, &bytes)) return CUDA_ERROR_NOT_FOUND;
+  if (!allocator_->Lookup(ptr - base_, &block, &bytes) || FreedButPending(block)) {
+    return CUDA_ERROR_NOT_FOUND;
+  }
   if (base != nullptr) *base = base_ + block;
   if (size != nullptr) *size = bytes;
   return CUDA_SUCCESS;
 }
 
-bool ShimCore::PointerAttribute(CUpointer_attribute attribute, void* data, CUdeviceptr ptr,
-                                CUresult* result) {
-  MutexLock lock(&mu_);
+bool ShimCore::FreedButPending(uint64_t block) const {
+  for (const PendingFree& f : pending_frees_) {
+    if (f.offset == block) return true;
+  }
+  return false;
+}
+
+bool ShimCore::FactsOf(CUdeviceptr ptr, AllocationFacts* facts) {
   uint64_t block = 0, bytes = 0;
-  if (!allocator_->Lookup(ptr - base_, &block, &bytes)) {
-    *result = CUDA_ERROR_INVALID_VALUE;
-    return true;
+  if (!allocator_->Lookup(ptr - base_, &block, &bytes) || FreedButPending(block)) return false;
+  facts->context = context_;
+  facts->device_ordinal = device_;
+  facts->base = base_ + block;
+  facts->bytes = bytes;
+  auto [it, inserted] = buffer_ids_.try_emplace(block, 0);  // Note [buffer ids]
+  if (inserted) it->second = next_buffer_id_++;
+  facts->buffer_id = it->second;
+  return true;
+}
+
+CUresult ShimCore::PointerAttribute(CUpointer_attribute attribute, void* data, CUdeviceptr ptr) {
+  MutexLock lock(&mu_);
+  AllocationFacts facts;
+  if (!FactsOf(ptr, &facts)) return CUDA_ERROR_INVALID_VALUE;
+  return AnswerPointerAttribute(facts, attribute, data, ptr);
+}
+
+CUresult ShimCore::PointerAttributes(unsigned count, const CUpointer_attribute* attributes,
+                                     void** data, CUdeviceptr ptr) {
+  if (count == 0 || attributes == nullptr || data == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  for (unsigned i = 0; i < count; ++i) {  // malformed: fail before writing anything
+    if (data[i] == nullptr || PointerAttributeBytes(attributes[i]) == 0) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
   }
-  if (data == nullptr) {
-    *result = CUDA_ERROR_INVALID_VALUE;
-    return true;
+  MutexLock lock(&mu_);
+  AllocationFacts facts;
+  const bool live = FactsOf(ptr, &facts);
+  for (unsigned i = 0; i < count; ++i) {
+    std::memset(data[i], 0, PointerAttributeBytes(attributes[i]));
+    if (live) (void)AnswerPointerAttribute(facts, attributes[i], data[i], ptr);  // else zero
   }
-  *result = CUDA_SUCCESS;
-  switch (attribute) {
-    case CU_POINTER_ATTRIBUTE_CONTEXT:
-      *static_cast<CUcontext*>(data) = context_;
-      return true;
-    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
-      *static_cast<unsigned int*>(data) = CU_MEMORYTYPE_DEVICE;
-      return true;
-    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
-      *static_cast<CUdeviceptr*>(data) = ptr;
-      return true;
-    case CU_POINTER_ATTRIBUTE_HOST_POINTER:
-      *result = CUDA_ERROR_INVALID_VALUE;
-      return true;
-    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
-      *static_cast<unsigned int*>(data) = 0;
-      return true;
-    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
-      *static_cast<int*>(data) = device_;
-      return true;
-    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
-      *static_cast<CUdeviceptr*>(data) = base_ + block;
-      return true;
-    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
-      *static_cast<size_t*>(data) = bytes;
-      return true;
-    case CU_POINTER_ATTRIBUTE_BUFFER_ID:
-      *static_cast<unsigned long long*>(data) = base_ + block;
-      return true;
-    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
-      *static_cast<CUmemoryPool*>(data) = nullptr;
-      return true;
-    default:
-      return false;
-  }
+  return CUDA_SUCCESS;
 }
 
 // ---- Argument scanning ---------------------------------------------------------

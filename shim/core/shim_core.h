@@ -127,6 +127,7 @@
 #include "shim/core/chunk_table.h"
 #include "shim/core/control_plane.h"
 #include "shim/core/physical_pool.h"
+#include "shim/core/pointer_attributes.h"
 #include "shim/core/residency_policy.h"
 #include "shim/core/spill_tier.h"
 #include "shim/core/stream_tracker.h"
@@ -206,10 +207,17 @@ class ShimCore {
   // Virtual capacity: total = device + host budget, free = total - committed.
   CUresult GetInfo(size_t* free, size_t* total) MEMSHIM_EXCLUDES(mu_);
   CUresult GetAddressRange(CUdeviceptr* base, size_t* size, CUdeviceptr ptr) MEMSHIM_EXCLUDES(mu_);
-  // Answers a pointer attribute for an owned pointer. Returns false if the
-  // attribute should be answered by the driver instead.
-  bool PointerAttribute(CUpointer_attribute attribute, void* data, CUdeviceptr ptr,
-                        CUresult* result) MEMSHIM_EXCLUDES(mu_);
+  // cuPointerGetAttribute for an owned pointer (Note [pointer attributes] in
+  // pointer_attributes.h): CUDA_ERROR_INVALID_VALUE if `ptr` is not in a
+  // live block. REQUIRES: Owns(ptr).
+  CUresult PointerAttribute(CUpointer_attribute attribute, void* data, CUdeviceptr ptr)
+      MEMSHIM_EXCLUDES(mu_);
+  // cuPointerGetAttributes for an owned pointer: every entry written (zero
+  // where an attribute does not apply or `ptr` is not in a live block), or
+  // CUDA_ERROR_INVALID_VALUE with nothing written for a malformed request.
+  // REQUIRES: Owns(ptr).
+  CUresult PointerAttributes(unsigned count, const CUpointer_attribute* attributes, void** data,
+                             CUdeviceptr ptr) MEMSHIM_EXCLUDES(mu_);
 
   // ---- Residency ----------------------------------------------------------
   struct Ticket {
@@ -468,6 +476,19 @@ class ShimCore {
   uint32_t device_budget_chunks_ MEMSHIM_GUARDED_BY(mu_) = 0;
   uint64_t app_pinned_bytes_ MEMSHIM_GUARDED_BY(mu_) = 0;
   std::unordered_map<CUmemGenericAllocationHandle, uint64_t> app_handles_ MEMSHIM_GUARDED_BY(mu_);
+  // Note [buffer ids]
+  //   CU_POINTER_ATTRIBUTE_BUFFER_ID is unique over the process lifetime: a
+  //   later allocation at a freed block's address gets a new id. Ids are
+  //   given out on the first query of a block (no cost for allocations never
+  //   queried) and forgotten when the block is freed; they count from 2^63,
+  //   away from the driver's own ids.
+  std::unordered_map<uint64_t, unsigned long long> buffer_ids_ MEMSHIM_GUARDED_BY(mu_);
+  unsigned long long next_buffer_id_ MEMSHIM_GUARDED_BY(mu_) = 1ull << 63;
+  // The facts of the live block holding `ptr`; false if there is none.
+  bool FactsOf(CUdeviceptr ptr, AllocationFacts* facts) MEMSHIM_REQUIRES(mu_);
+  // True if the application freed the block at `block` and its reuse waits
+  // for work that may still use it (it is no allocation to the application).
+  bool FreedButPending(uint64_t block) const MEMSHIM_REQUIRES(mu_);
   std::unordered_map<CUfunction, ParamLayout> layouts_ MEMSHIM_GUARDED_BY(mu_);
   CUfunction last_function_ MEMSHIM_GUARDED_BY(mu_) = nullptr;
   const ParamLayout* last_layout_ MEMSHIM_GUARDED_BY(mu_) = nullptr;

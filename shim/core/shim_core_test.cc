@@ -89,16 +89,32 @@ TEST_F(ShimCoreTest, AddressRangeAndPointerAttributes) {
   EXPECT_EQ(base, small);
   EXPECT_GE(size, 1000u);
   unsigned int type = 0;
-  CUresult r;
-  ASSERT_TRUE(core_->PointerAttribute(CU_POINTER_ATTRIBUTE_MEMORY_TYPE, &type, big + 7, &r));
-  EXPECT_EQ(r, CUDA_SUCCESS);
+  ASSERT_EQ(core_->PointerAttribute(CU_POINTER_ATTRIBUTE_MEMORY_TYPE, &type, big + 7),
+            CUDA_SUCCESS);
   EXPECT_EQ(type, static_cast<unsigned>(CU_MEMORYTYPE_DEVICE));
   CUdeviceptr start = 0;
-  ASSERT_TRUE(core_->PointerAttribute(CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, &start, big + 7, &r));
+  ASSERT_EQ(core_->PointerAttribute(CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, &start, big + 7),
+            CUDA_SUCCESS);
   EXPECT_EQ(start, big);
+  // Note [buffer ids]: one id per allocation, never reused.
+  unsigned long long id = 0, interior = 0, other = 0, again = 0;
+  ASSERT_EQ(core_->PointerAttribute(CU_POINTER_ATTRIBUTE_BUFFER_ID, &id, big), CUDA_SUCCESS);
+  ASSERT_EQ(core_->PointerAttribute(CU_POINTER_ATTRIBUTE_BUFFER_ID, &interior, big + 4 * kMiB),
+            CUDA_SUCCESS);
+  ASSERT_EQ(core_->PointerAttribute(CU_POINTER_ATTRIBUTE_BUFFER_ID, &other, small), CUDA_SUCCESS);
+  EXPECT_EQ(id, interior);
+  EXPECT_NE(id, other);
   ASSERT_EQ(core_->Free(big), CUDA_SUCCESS);
   EXPECT_EQ(core_->GetAddressRange(&base, &size, big), CUDA_ERROR_NOT_FOUND);
   EXPECT_EQ(core_->Free(big), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(core_->PointerAttribute(CU_POINTER_ATTRIBUTE_BUFFER_ID, &again, big),
+            CUDA_ERROR_INVALID_VALUE);
+  CUdeviceptr reused;
+  ASSERT_EQ(core_->Alloc(&reused, 5 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(reused, big);  // the same address ...
+  ASSERT_EQ(core_->PointerAttribute(CU_POINTER_ATTRIBUTE_BUFFER_ID, &again, reused), CUDA_SUCCESS);
+  EXPECT_NE(again, id);  // ... is a new buffer
+  EXPECT_NE(again, other);
 }
 
 TEST_F(ShimCoreTest, OversubscribedDataSurvivesPagingWithoutFaults) {

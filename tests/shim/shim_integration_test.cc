@@ -205,6 +205,46 @@ TEST(GraphWorkloadTest, GlobalCaptureOnOneThreadWhileAnotherPagesUnderTheShim) {
   EXPECT_NE(plain.out.find("failed: 900"), std::string::npos) << plain.out;
 }
 
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// Note [pointer attributes]: every attribute of cuPointerGetAttribute(s) on
+// shim memory is answered as the strict driver answers it for cuMemAlloc
+// memory of the same size (base and interior pointers, untouched and written
+// memory, freed memory, malformed requests), attribute by attribute. The one
+// difference: shim memory is not legacy-IPC capable (VMM chunks).
+TEST(PointerAttributesTest, ShimMemoryAnswersAsCuMemAllocMemory) {
+  const ProgramResult reference = RunProgram({MEMSHIM_POINTER_ATTRIBUTES}, SimEnv(1ull << 30));
+  ASSERT_EQ(reference.exit_code, 0) << reference.out;
+  const ProgramResult shim = RunProgram({MEMSHIM_POINTER_ATTRIBUTES}, ShimEnv(1ull << 30));
+  ASSERT_EQ(shim.exit_code, 0) << shim.out;
+  const std::vector<std::string> expected = Lines(reference.out);
+  const std::vector<std::string> got = Lines(shim.out);
+  ASSERT_EQ(got.size(), expected.size());
+  ASSERT_GT(expected.size(), 7u * 21 * 2);     // 7 cases x 21 attributes x 2 calls, + malformed
+  constexpr char kIpcCapable[] = " attr 10 ";  // CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const bool live_ipc = expected[i].find(kIpcCapable) != std::string::npos &&
+                          expected[i].find(".freed") == std::string::npos;
+    if (live_ipc) {
+      EXPECT_NE(expected[i].find("value 01000000"), std::string::npos) << expected[i];
+      EXPECT_NE(got[i].find("value 00000000"), std::string::npos) << got[i];
+      continue;
+    }
+    EXPECT_EQ(got[i], expected[i]);
+  }
+  // cuPointerGetAttributes leaves no entry unwritten (0xab bytes would show).
+  for (const std::string& line : got) {
+    if (line.find(" multi ") == std::string::npos) continue;
+    const std::string value = Field(line, "value");
+    EXPECT_NE(value.substr(0, 8), "abababab") << line;
+  }
+}
+
 TEST(ProcAddressTest, DriverReachedOnlyThroughLookupsIsIntercepted) {
   const ProgramResult r =
       RunProgram({MEMSHIM_PROCADDR_ONLY, kKernels, std::to_string(kDevice)}, ShimEnv(kDevice));
