@@ -154,12 +154,16 @@ struct MemRange {
 struct CoreStats {
   uint64_t launches = 0;
   uint64_t opaque_launches = 0;
-  uint64_t page_ins = 0;             // chunks filled from the host tier
-  uint64_t first_touches = 0;        // chunks backed without a copy
-  uint64_t evictions = 0;            // chunks copied to the host tier
-  uint64_t cancelled_page_outs = 0;  // page-outs dropped because the chunk was used again
-  uint64_t drops = 0;                // freed chunks reclaimed without a copy
-  uint64_t host_fallbacks = 0;       // chunks left in (or placed in) the host tier for an access
+  // Kernels whose parameter layout was looked up (Note [parameter information]):
+  uint32_t kernels_decoded_as_function = 0;  // by cuFuncGetParamInfo
+  uint32_t kernels_decoded_as_kernel = 0;    // by cuKernelGetParamInfo (a CUkernel)
+  uint32_t kernels_undecodable = 0;          // no layout: launched as opaque work
+  uint64_t page_ins = 0;                     // chunks filled from the host tier
+  uint64_t first_touches = 0;                // chunks backed without a copy
+  uint64_t evictions = 0;                    // chunks copied to the host tier
+  uint64_t cancelled_page_outs = 0;          // page-outs dropped because the chunk was used again
+  uint64_t drops = 0;                        // freed chunks reclaimed without a copy
+  uint64_t host_fallbacks = 0;  // chunks left in (or placed in) the host tier for an access
   uint64_t prefetches = 0;
   uint64_t demotions = 0;         // host chunks stored in the spill tier
   uint64_t demotion_scans = 0;    // chunk-table scans for demotion victims (Note [demotion queue])
@@ -345,6 +349,28 @@ class ShimCore {
     return LookUpLayout(function);
   }
   const ParamLayout& LookUpLayout(CUfunction function) MEMSHIM_REQUIRES(mu_);
+  // Note [parameter information]
+  //   cuLaunchKernel takes a CUfunction or a CUkernel cast as one (NVIDIA's
+  //   runtime launches CUkernels), and the layout is asked with the call of
+  //   the handle's kind: cuFuncGetParamInfo for a function,
+  //   cuKernelGetParamInfo for a kernel (the driver answers
+  //   CUDA_ERROR_INVALID_HANDLE for the other kind). The kind is learned at
+  //   index 0: cuFuncGetParamInfo succeeding means a function; any other
+  //   answer asks cuKernelGetParamInfo. CUDA_ERROR_INVALID_VALUE from
+  //   cuFuncGetParamInfo at index 0 is ambiguous (a function without
+  //   parameters, or a kernel handle the driver does not tell apart) and is
+  //   not read as "no parameters" by itself: only if cuKernelGetParamInfo
+  //   answers CUDA_ERROR_INVALID_HANDLE (not a kernel) is it a function
+  //   without parameters; otherwise the kernel's answer counts (its
+  //   parameters, none, or an error: opaque). Past index 0,
+  //   CUDA_ERROR_INVALID_VALUE ends the list.
+  enum class ParamSource : uint8_t { kFunction, kKernel };
+  CUresult ParamInfo(ParamSource source, CUfunction function, size_t index, size_t* offset,
+                     size_t* size) const;
+  // The handle's kind, with `*first` the answer for index 0 (and *offset,
+  // *size filled if it is CUDA_SUCCESS).
+  ParamSource ParamSourceOf(CUfunction function, size_t* offset, size_t* size,
+                            CUresult* first) const;
   void TouchWord(uint64_t word) MEMSHIM_REQUIRES(mu_);
   void TouchBlock(uint32_t first) MEMSHIM_REQUIRES(mu_);
   void TouchChunk(uint32_t chunk) MEMSHIM_REQUIRES(mu_);

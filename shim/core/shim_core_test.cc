@@ -117,6 +117,47 @@ TEST_F(ShimCoreTest, AddressRangeAndPointerAttributes) {
   EXPECT_NE(again, other);
 }
 
+// Note [parameter information]: a CUkernel launched as a CUfunction is
+// decoded with cuKernelGetParamInfo, whether cuFuncGetParamInfo refuses the
+// handle (CUDA_ERROR_INVALID_HANDLE) or answers the ambiguous
+// CUDA_ERROR_INVALID_VALUE at index 0, which is not read as "no parameters".
+TEST_F(ShimCoreTest, KernelHandlesAreDecodedWithKernelParamInfo) {
+  CUstream s = fake_.CreateStream();
+  uint32_t decoded = 0;
+  for (CUresult func_answer : {CUDA_ERROR_INVALID_HANDLE, CUDA_ERROR_INVALID_VALUE}) {
+    SCOPED_TRACE(func_answer);
+    const CUfunction kernel = fake_.MakeKernel({8, 4, 8}, func_answer);
+    CUdeviceptr a, b;
+    ASSERT_EQ(core_->Alloc(&a, 2 * kMiB), CUDA_SUCCESS);
+    ASSERT_EQ(core_->Alloc(&b, 2 * kMiB), CUDA_SUCCESS);
+    int scalar = 5;
+    void* params[] = {&a, &scalar, &b};
+    ShimCore::Ticket ticket;
+    ASSERT_EQ(core_->BeforeLaunch(kernel, params, nullptr, s, false, &ticket), CUDA_SUCCESS);
+    fake_.EnqueueTouch(s, a, 2 * kMiB, {});
+    fake_.EnqueueTouch(s, b, 2 * kMiB, {});
+    ShimCore::AfterEnqueue(ticket);
+    ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+    EXPECT_EQ(core_->ResidenceOf(a), Residence::kDevice);
+    EXPECT_EQ(core_->ResidenceOf(b), Residence::kDevice);
+    ++decoded;
+    EXPECT_EQ(core_->stats().kernels_decoded_as_kernel, decoded);
+  }
+  // A function without parameters: cuKernelGetParamInfo refuses the handle,
+  // so the ambiguous answer means none.
+  const CUfunction no_params = fake_.MakeFunction({});
+  ShimCore::Ticket ticket;
+  ASSERT_EQ(
+      core_->BeforeLaunch(no_params, std::vector<void*>(1).data(), nullptr, s, false, &ticket),
+      CUDA_SUCCESS);
+  ShimCore::AfterEnqueue(ticket);
+  const CoreStats stats = core_->stats();
+  EXPECT_EQ(stats.kernels_decoded_as_function, 1u);
+  EXPECT_EQ(stats.kernels_undecodable, 0u);
+  EXPECT_EQ(stats.opaque_launches, 0u);
+  EXPECT_EQ(fake_.faults(), 0u);
+}
+
 TEST_F(ShimCoreTest, OversubscribedDataSurvivesPagingWithoutFaults) {
   constexpr int kBlocks = 12;  // 24 MiB through an 8 MiB budget
   std::vector<CUdeviceptr> blocks(kBlocks);

@@ -231,7 +231,16 @@ struct FakeEntryPoints {
   static CUresult FuncGetParamInfo(CUfunction func, size_t index, size_t* offset, size_t* size) {
     auto lock = Lock();
     if (g_fake->opaque_functions_.count(func)) return CUDA_ERROR_NOT_SUPPORTED;
-    const auto* sizes = reinterpret_cast<const std::vector<uint32_t>*>(func);
+    if (auto it = g_fake->kernels_.find(func); it != g_fake->kernels_.end()) return it->second;
+    return ParamInfo(func, index, offset, size);
+  }
+  static CUresult KernelGetParamInfo(CUkernel kernel, size_t index, size_t* offset, size_t* size) {
+    auto lock = Lock();
+    if (g_fake->kernels_.count(kernel) == 0) return CUDA_ERROR_INVALID_HANDLE;
+    return ParamInfo(kernel, index, offset, size);
+  }
+  static CUresult ParamInfo(const void* handle, size_t index, size_t* offset, size_t* size) {
+    const auto* sizes = static_cast<const std::vector<uint32_t>*>(handle);
     if (index >= sizes->size()) return CUDA_ERROR_INVALID_VALUE;
     size_t off = 0;
     for (size_t i = 0; i <= index; ++i) {
@@ -326,6 +335,7 @@ FakeDriver::FakeDriver(uint64_t device_bytes) : device_capacity_(device_bytes) {
   driver_.cuEventSynchronize = &E::EventSynchronize;
   driver_.cuEventDestroy_v2 = &E::EventDestroy;
   driver_.cuFuncGetParamInfo = &E::FuncGetParamInfo;
+  driver_.cuKernelGetParamInfo = &E::KernelGetParamInfo;
   driver_.cuStreamIsCapturing = &E::StreamIsCapturing;
   driver_.cuGraphGetNodes = &E::GraphGetNodes;
   driver_.cuGraphNodeGetType = &E::GraphNodeGetType;
@@ -346,6 +356,14 @@ CUfunction FakeDriver::MakeFunction(std::vector<uint32_t> param_sizes, bool opaq
   functions_.push_back(std::make_unique<std::vector<uint32_t>>(std::move(param_sizes)));
   auto f = reinterpret_cast<CUfunction>(functions_.back().get());
   if (opaque) opaque_functions_.insert(f);
+  return f;
+}
+
+CUfunction FakeDriver::MakeKernel(std::vector<uint32_t> param_sizes, CUresult func_answer) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  functions_.push_back(std::make_unique<std::vector<uint32_t>>(std::move(param_sizes)));
+  auto f = reinterpret_cast<CUfunction>(functions_.back().get());
+  kernels_[f] = func_answer;
   return f;
 }
 
