@@ -24,17 +24,70 @@ PhysicalPool::~PhysicalPool() {
 CUresult PhysicalPool::Init(uint32_t device_chunks, uint32_t host_chunks) {
   device_limit_ = device_chunks;
   if (host_chunks == 0) return CUDA_SUCCESS;
-  const uint64_t bytes = static_cast<uint64_t>(host_chunks) << kChunkShift;
-  CUresult r = driver_->cuMemAddressReserve(&mirror_base_, bytes, kChunkBytes, 0, 0);
+  const char* why = nullptr;
+  const CUresult r = InitHostTier(host_chunks, &why);
   if (r != CUDA_SUCCESS) {
-    MEMSHIM_LOG(kWarn, "cannot reserve %llu bytes for the host tier (%d); host tier disabled",
-                static_cast<unsigned long long>(bytes), r);
+    MEMSHIM_LOG(kWarn,
+                "host tier off: %s (%d); the device budget is the capacity, and allocations "
+                "beyond it fail with CUDA_ERROR_OUT_OF_MEMORY",
+                why, r);
+  }
+  return r;
+}
+
+CUresult PhysicalPool::InitHostTier(uint32_t host_chunks, const char** why) {
+  int supported = 0;
+  CUresult r = driver_->cuDeviceGetAttribute(
+      &supported, CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, device_id_);
+  if (r != CUDA_SUCCESS || supported == 0) {
+    *why = "the device reports no host-NUMA virtual memory management";
+    return r != CUDA_SUCCESS ? r : CUDA_ERROR_NOT_SUPPORTED;
+  }
+  if (driver_->cuMemGetAllocationGranularity == nullptr) {
+    *why = "the driver lacks cuMemGetAllocationGranularity";
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  const CUmemAllocationProp prop = HostSlotProperties();
+  size_t granularity = 0;
+  r = driver_->cuMemGetAllocationGranularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+  if (r != CUDA_SUCCESS) {
+    *why = "no allocation granularity for host-NUMA memory";
+    return r;
+  }
+  if (granularity == 0 || kChunkBytes % granularity != 0) {
+    *why = "the host-NUMA allocation granularity does not divide the 2 MiB chunk";
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  const uint64_t bytes = static_cast<uint64_t>(host_chunks) << kChunkShift;
+  if ((r = driver_->cuMemAddressReserve(&mirror_base_, bytes, kChunkBytes, 0, 0)) != CUDA_SUCCESS) {
+    *why = "cannot reserve the host tier's mirror address range";
     return r;
   }
   mirror_bytes_ = bytes;
+  // One slot now: a tier whose memory cannot be created is known off at once,
+  // not at the first eviction, when allocations beyond the device have
+  // already succeeded.
+  CUmemGenericAllocationHandle handle = 0;
+  if ((r = CreateHostSlot(0, &handle)) != CUDA_SUCCESS) {
+    driver_->cuMemAddressFree(mirror_base_, mirror_bytes_);
+    mirror_base_ = 0;
+    mirror_bytes_ = 0;
+    *why = "the first host-NUMA slot cannot be created or mapped";
+    return r;
+  }
+  host_.push_back(handle);
+  host_free_.push_back(0);
   host_limit_ = host_chunks;
   host_mirror_slots_ = host_chunks;
   return CUDA_SUCCESS;
+}
+
+CUmemAllocationProp PhysicalPool::HostSlotProperties() const {
+  CUmemAllocationProp prop = {};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
+  prop.location.id = host_numa_id_;
+  return prop;
 }
 
 CUresult PhysicalPool::MapAt(CUdeviceptr va, CUmemGenericAllocationHandle handle) {
@@ -134,21 +187,18 @@ void PhysicalPool::SetHostLimit(uint32_t chunks) {
 }
 
 CUresult PhysicalPool::CreateHostSlot(uint32_t index, CUmemGenericAllocationHandle* out) {
-  CUmemAllocationProp prop = {};
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
-  prop.location.id = host_numa_id_;
+  const CUmemAllocationProp prop = HostSlotProperties();
   CUmemGenericAllocationHandle handle = 0;
   CUresult r = driver_->cuMemCreate(&handle, kChunkBytes, &prop, 0);
   if (r != CUDA_SUCCESS) {
     MEMSHIM_LOG(kWarn, "host-tier cuMemCreate failed (%d)", r);
-    return CUDA_ERROR_OUT_OF_MEMORY;
+    return r;
   }
   r = MapAt(mirror(index), handle);
   if (r != CUDA_SUCCESS) {
     MEMSHIM_LOG(kWarn, "host-tier mirror map failed (%d)", r);
     driver_->cuMemRelease(handle);
-    return CUDA_ERROR_OUT_OF_MEMORY;
+    return r;
   }
   *out = handle;
   return CUDA_SUCCESS;

@@ -28,8 +28,20 @@ class PhysicalPool {
   PhysicalPool(const PhysicalPool&) = delete;
   PhysicalPool& operator=(const PhysicalPool&) = delete;
 
-  // Reserves the mirror range for `host_chunks` slots. A failure leaves the
-  // host tier empty (no eviction possible), which Init reports.
+  // Sets the device budget and enables a host tier of `host_chunks` slots if
+  // its preconditions hold (Note [host tier preconditions]). A failure leaves
+  // the tier off (host_limit() 0: no eviction possible), logs why once and
+  // returns the driver's error.
+  //
+  // Note [host tier preconditions]
+  //   The host tier is enabled only if the device reports host-NUMA VMM
+  //   support (CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_
+  //   SUPPORTED), the allocation granularity of a HOST_NUMA location divides
+  //   the 2 MiB chunk, the mirror range can be reserved and one slot can be
+  //   created and mapped. Otherwise the tier is off from the start, so the
+  //   capacity the core reports (cuMemGetInfo) and admits is only what is
+  //   real: the device budget, not memory that the first eviction would fail
+  //   to create.
   [[nodiscard]] CUresult Init(uint32_t device_chunks, uint32_t host_chunks);
 
   // Device chunks: CUDA_ERROR_OUT_OF_MEMORY when the budget is used up (the
@@ -79,7 +91,9 @@ class PhysicalPool {
   std::vector<uint32_t> host_free_;
   std::vector<uint32_t> host_released_;  // indices whose memory SetHostLimit gave back
   uint32_t host_mirror_slots_ = 0;       // slots the mirror range can hold
-  CUresult CreateHostSlot(uint32_t index, CUmemGenericAllocationHandle* out);
+  [[nodiscard]] CUresult InitHostTier(uint32_t host_chunks, const char** why);
+  CUmemAllocationProp HostSlotProperties() const;
+  [[nodiscard]] CUresult CreateHostSlot(uint32_t index, CUmemGenericAllocationHandle* out);
   CUdeviceptr mirror_base_ = 0;
   uint64_t mirror_bytes_ = 0;
 };

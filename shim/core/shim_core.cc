@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "shim/core/log.h"
+#include "shim/core/relaxed_capture_mode.h"
 
 namespace memvirt::shim {
 namespace {
@@ -131,9 +132,12 @@ CUresult ShimCore::Create(const Driver* driver, const CoreOptions& options, Cont
     const uint32_t num_chunks = static_cast<uint32_t>(va >> kChunkShift);
     core->table_ = ChunkTable(core->base_, num_chunks);
     core->pool_ = std::make_unique<PhysicalPool>(driver, core->device_, numa);
-    (void)core->pool_->Init(device_chunks, host_chunks);  // a failure leaves no host tier (logged)
+    // A failure leaves the host tier off (logged): the capacity below is then
+    // the device budget (Note [host tier preconditions] in physical_pool.h).
+    (void)core->pool_->Init(device_chunks, host_chunks);
     core->device_budget_chunks_ = device_chunks;
-    core->InitSpill(spill);
+    // The spill tier holds demoted host chunks: without a host tier it is unused.
+    core->InitSpill(core->pool_->host_tier_available() ? spill : nullptr);
     has_spill = core->spill_ != nullptr;
     const uint64_t spill_chunks = core->spill_ != nullptr ? spill_bytes >> kChunkShift : 0;
     const uint32_t capacity = static_cast<uint32_t>(std::min<uint64_t>(
@@ -149,7 +153,8 @@ CUresult ShimCore::Create(const Driver* driver, const CoreOptions& options, Cont
                 "virtual device memory: %llu MiB device budget, %llu MiB host tier, %llu MiB "
                 "spill tier, %llu MiB address space, policy %s",
                 static_cast<unsigned long long>(device_budget >> 20),
-                static_cast<unsigned long long>(host_budget >> 20),
+                static_cast<unsigned long long>(
+                    static_cast<uint64_t>(core->pool_->host_limit()) << kChunkShift >> 20),
                 static_cast<unsigned long long>(spill_chunks << kChunkShift >> 20),
                 static_cast<unsigned long long>(va >> 20), core->policy_->name());
   }
@@ -270,6 +275,7 @@ CUresult ShimCore::AllocPitch(CUdeviceptr* ptr, size_t* pitch, size_t width, siz
 CUresult ShimCore::FreeLocked(uint64_t offset) {
   BlockAllocator::Release rel;
   if (!allocator_->Free(offset, &rel)) return CUDA_ERROR_INVALID_VALUE;
+  if (!buffer_ids_.empty()) buffer_ids_.erase(offset);  // Note [buffer ids]
   if (rel.freed_count != 0) OnChunksFreed(rel.freed_first, rel.freed_count);
   return CUDA_SUCCESS;
 }
@@ -380,62 +386,86 @@ CUresult ShimCore::GetInfo(size_t* free, size_t* total) {
 CUresult ShimCore::GetAddressRange(CUdeviceptr* base, size_t* size, CUdeviceptr ptr) {
   MutexLock lock(&mu_);
   uint64_t block = 0, bytes = 0;
-  if (!allocator_->Lookup(ptr - base_, &block, &bytes)) return CUDA_ERROR_NOT_FOUND;
+  if (!allocator_->Lookup(ptr - base_, &block, &bytes) || FreedButPending(block)) {
+    return CUDA_ERROR_NOT_FOUND;
+  }
   if (base != nullptr) *base = base_ + block;
   if (size != nullptr) *size = bytes;
   return CUDA_SUCCESS;
 }
 
-bool ShimCore::PointerAttribute(CUpointer_attribute attribute, void* data, CUdeviceptr ptr,
-                                CUresult* result) {
-  MutexLock lock(&mu_);
+bool ShimCore::FreedButPending(uint64_t block) const {
+  for (const PendingFree& f : pending_frees_) {
+    if (f.offset == block) return true;
+  }
+  return false;
+}
+
+bool ShimCore::FactsOf(CUdeviceptr ptr, AllocationFacts* facts) {
   uint64_t block = 0, bytes = 0;
-  if (!allocator_->Lookup(ptr - base_, &block, &bytes)) {
-    *result = CUDA_ERROR_INVALID_VALUE;
-    return true;
+  if (!allocator_->Lookup(ptr - base_, &block, &bytes) || FreedButPending(block)) return false;
+  facts->context = context_;
+  facts->device_ordinal = device_;
+  facts->base = base_ + block;
+  facts->bytes = bytes;
+  auto [it, inserted] = buffer_ids_.try_emplace(block, 0);  // Note [buffer ids]
+  if (inserted) it->second = next_buffer_id_++;
+  facts->buffer_id = it->second;
+  return true;
+}
+
+CUresult ShimCore::PointerAttribute(CUpointer_attribute attribute, void* data, CUdeviceptr ptr) {
+  MutexLock lock(&mu_);
+  AllocationFacts facts;
+  if (!FactsOf(ptr, &facts)) return CUDA_ERROR_INVALID_VALUE;
+  return AnswerPointerAttribute(facts, attribute, data, ptr);
+}
+
+CUresult ShimCore::PointerAttributes(unsigned count, const CUpointer_attribute* attributes,
+                                     void** data, CUdeviceptr ptr) {
+  if (count == 0 || attributes == nullptr || data == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  for (unsigned i = 0; i < count; ++i) {  // malformed: fail before writing anything
+    if (data[i] == nullptr || PointerAttributeBytes(attributes[i]) == 0) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
   }
-  if (data == nullptr) {
-    *result = CUDA_ERROR_INVALID_VALUE;
-    return true;
+  MutexLock lock(&mu_);
+  AllocationFacts facts;
+  const bool live = FactsOf(ptr, &facts);
+  for (unsigned i = 0; i < count; ++i) {
+    std::memset(data[i], 0, PointerAttributeBytes(attributes[i]));
+    if (live) (void)AnswerPointerAttribute(facts, attributes[i], data[i], ptr);  // else zero
   }
-  *result = CUDA_SUCCESS;
-  switch (attribute) {
-    case CU_POINTER_ATTRIBUTE_CONTEXT:
-      *static_cast<CUcontext*>(data) = context_;
-      return true;
-    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
-      *static_cast<unsigned int*>(data) = CU_MEMORYTYPE_DEVICE;
-      return true;
-    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
-      *static_cast<CUdeviceptr*>(data) = ptr;
-      return true;
-    case CU_POINTER_ATTRIBUTE_HOST_POINTER:
-      *result = CUDA_ERROR_INVALID_VALUE;
-      return true;
-    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
-      *static_cast<unsigned int*>(data) = 0;
-      return true;
-    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
-      *static_cast<int*>(data) = device_;
-      return true;
-    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
-      *static_cast<CUdeviceptr*>(data) = base_ + block;
-      return true;
-    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
-      *static_cast<size_t*>(data) = bytes;
-      return true;
-    case CU_POINTER_ATTRIBUTE_BUFFER_ID:
-      *static_cast<unsigned long long*>(data) = base_ + block;
-      return true;
-    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
-      *static_cast<CUmemoryPool*>(data) = nullptr;
-      return true;
-    default:
-      return false;
-  }
+  return CUDA_SUCCESS;
 }
 
 // ---- Argument scanning ---------------------------------------------------------
+
+CUresult ShimCore::ParamInfo(ParamSource source, CUfunction function, size_t index, size_t* offset,
+                             size_t* size) const {
+  if (source == ParamSource::kFunction) {
+    if (driver_->cuFuncGetParamInfo == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+    return driver_->cuFuncGetParamInfo(function, index, offset, size);
+  }
+  if (driver_->cuKernelGetParamInfo == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  return driver_->cuKernelGetParamInfo(reinterpret_cast<CUkernel>(function), index, offset, size);
+}
+
+ShimCore::ParamSource ShimCore::ParamSourceOf(CUfunction function, size_t* offset, size_t* size,
+                                              CUresult* first) const {
+  const CUresult as_function = ParamInfo(ParamSource::kFunction, function, 0, offset, size);
+  if (as_function == CUDA_SUCCESS) {
+    *first = as_function;
+    return ParamSource::kFunction;
+  }
+  const CUresult as_kernel = ParamInfo(ParamSource::kKernel, function, 0, offset, size);
+  if (as_function == CUDA_ERROR_INVALID_VALUE && as_kernel == CUDA_ERROR_INVALID_HANDLE) {
+    *first = as_function;  // a function without parameters
+    return ParamSource::kFunction;
+  }
+  *first = as_kernel;  // a kernel (or unknown: then opaque)
+  return ParamSource::kKernel;
+}
 
 const ShimCore::ParamLayout& ShimCore::LookUpLayout(CUfunction function) {
   auto [it, inserted] = layouts_.try_emplace(function);
@@ -443,21 +473,11 @@ const ShimCore::ParamLayout& ShimCore::LookUpLayout(CUfunction function) {
   last_layout_ = &it->second;  // node-based map: stable address
   if (!inserted) return it->second;
   ParamLayout& layout = it->second;
-  bool use_kernel = false;
+  size_t offset = 0, size = 0;
+  CUresult r = CUDA_SUCCESS;
+  const ParamSource source = ParamSourceOf(function, &offset, &size, &r);
   for (size_t i = 0;; ++i) {
-    size_t offset = 0, size = 0;
-    CUresult r = CUDA_ERROR_NOT_SUPPORTED;
-    if (!use_kernel && driver_->cuFuncGetParamInfo != nullptr) {
-      r = driver_->cuFuncGetParamInfo(function, i, &offset, &size);
-    }
-    if (r != CUDA_SUCCESS && r != CUDA_ERROR_INVALID_VALUE && i == 0 &&
-        driver_->cuKernelGetParamInfo != nullptr) {
-      // CUDA 12+ lets a CUkernel be launched as a CUfunction.
-      use_kernel = true;
-      r = driver_->cuKernelGetParamInfo(reinterpret_cast<CUkernel>(function), i, &offset, &size);
-    } else if (use_kernel) {
-      r = driver_->cuKernelGetParamInfo(reinterpret_cast<CUkernel>(function), i, &offset, &size);
-    }
+    if (i > 0) r = ParamInfo(source, function, i, &offset, &size);
     if (r == CUDA_SUCCESS) {
       layout.params.emplace_back(static_cast<uint32_t>(offset), static_cast<uint32_t>(size));
       for (size_t off = 0; off + sizeof(uint64_t) <= size; off += sizeof(uint64_t)) {
@@ -465,16 +485,24 @@ const ShimCore::ParamLayout& ShimCore::LookUpLayout(CUfunction function) {
       }
       continue;
     }
-    layout.known = r == CUDA_ERROR_INVALID_VALUE;
-    layout.one_word_each = layout.words.size() == layout.params.size();
-    for (size_t k = 0; k < layout.words.size() && layout.one_word_each; ++k) {
-      layout.one_word_each = layout.words[k].param == k && layout.words[k].offset == 0;
-    }
-    if (!layout.known) {
-      MEMSHIM_LOG(kInfo, "no parameter info for kernel %p (%d): its launches are opaque",
-                  static_cast<void*>(function), r);
-    }
+    layout.known = r == CUDA_ERROR_INVALID_VALUE;  // past the last parameter
     break;
+  }
+  layout.one_word_each = layout.words.size() == layout.params.size();
+  for (size_t k = 0; k < layout.words.size() && layout.one_word_each; ++k) {
+    layout.one_word_each = layout.words[k].param == k && layout.words[k].offset == 0;
+  }
+  const char* call =
+      source == ParamSource::kFunction ? "cuFuncGetParamInfo" : "cuKernelGetParamInfo";
+  if (!layout.known) {
+    ++stats_.kernels_undecodable;
+    MEMSHIM_LOG(kInfo, "kernel %p: no parameter information (%s: %d); its launches are opaque",
+                static_cast<void*>(function), call, r);
+  } else {
+    ++(source == ParamSource::kFunction ? stats_.kernels_decoded_as_function
+                                        : stats_.kernels_decoded_as_kernel);
+    MEMSHIM_LOG(kInfo, "kernel %p: %zu parameters, %zu argument words (%s)",
+                static_cast<void*>(function), layout.params.size(), layout.words.size(), call);
   }
   return layout;
 }
@@ -1063,6 +1091,7 @@ CUresult ShimCore::OrderFills(uint64_t need, uint32_t stream, bool host_wait) {
     CUevent event = nullptr;
     r = tracker_->Cover(copy_index_, need, &event);
     if (r == CUDA_SUCCESS && event != nullptr) {
+      RelaxedCaptureMode relaxed(driver_);  // Note [relaxed driver sequences]
       if (host_wait) {
         ++stats_.host_waits;
         r = driver_->cuEventSynchronize(event);

@@ -127,6 +127,7 @@
 #include "shim/core/chunk_table.h"
 #include "shim/core/control_plane.h"
 #include "shim/core/physical_pool.h"
+#include "shim/core/pointer_attributes.h"
 #include "shim/core/residency_policy.h"
 #include "shim/core/spill_tier.h"
 #include "shim/core/stream_tracker.h"
@@ -153,12 +154,16 @@ struct MemRange {
 struct CoreStats {
   uint64_t launches = 0;
   uint64_t opaque_launches = 0;
-  uint64_t page_ins = 0;             // chunks filled from the host tier
-  uint64_t first_touches = 0;        // chunks backed without a copy
-  uint64_t evictions = 0;            // chunks copied to the host tier
-  uint64_t cancelled_page_outs = 0;  // page-outs dropped because the chunk was used again
-  uint64_t drops = 0;                // freed chunks reclaimed without a copy
-  uint64_t host_fallbacks = 0;       // chunks left in (or placed in) the host tier for an access
+  // Kernels whose parameter layout was looked up (Note [parameter information]):
+  uint32_t kernels_decoded_as_function = 0;  // by cuFuncGetParamInfo
+  uint32_t kernels_decoded_as_kernel = 0;    // by cuKernelGetParamInfo (a CUkernel)
+  uint32_t kernels_undecodable = 0;          // no layout: launched as opaque work
+  uint64_t page_ins = 0;                     // chunks filled from the host tier
+  uint64_t first_touches = 0;                // chunks backed without a copy
+  uint64_t evictions = 0;                    // chunks copied to the host tier
+  uint64_t cancelled_page_outs = 0;          // page-outs dropped because the chunk was used again
+  uint64_t drops = 0;                        // freed chunks reclaimed without a copy
+  uint64_t host_fallbacks = 0;  // chunks left in (or placed in) the host tier for an access
   uint64_t prefetches = 0;
   uint64_t demotions = 0;         // host chunks stored in the spill tier
   uint64_t demotion_scans = 0;    // chunk-table scans for demotion victims (Note [demotion queue])
@@ -206,10 +211,17 @@ class ShimCore {
   // Virtual capacity: total = device + host budget, free = total - committed.
   CUresult GetInfo(size_t* free, size_t* total) MEMSHIM_EXCLUDES(mu_);
   CUresult GetAddressRange(CUdeviceptr* base, size_t* size, CUdeviceptr ptr) MEMSHIM_EXCLUDES(mu_);
-  // Answers a pointer attribute for an owned pointer. Returns false if the
-  // attribute should be answered by the driver instead.
-  bool PointerAttribute(CUpointer_attribute attribute, void* data, CUdeviceptr ptr,
-                        CUresult* result) MEMSHIM_EXCLUDES(mu_);
+  // cuPointerGetAttribute for an owned pointer (Note [pointer attributes] in
+  // pointer_attributes.h): CUDA_ERROR_INVALID_VALUE if `ptr` is not in a
+  // live block. REQUIRES: Owns(ptr).
+  CUresult PointerAttribute(CUpointer_attribute attribute, void* data, CUdeviceptr ptr)
+      MEMSHIM_EXCLUDES(mu_);
+  // cuPointerGetAttributes for an owned pointer: every entry written (zero
+  // where an attribute does not apply or `ptr` is not in a live block), or
+  // CUDA_ERROR_INVALID_VALUE with nothing written for a malformed request.
+  // REQUIRES: Owns(ptr).
+  CUresult PointerAttributes(unsigned count, const CUpointer_attribute* attributes, void** data,
+                             CUdeviceptr ptr) MEMSHIM_EXCLUDES(mu_);
 
   // ---- Residency ----------------------------------------------------------
   struct Ticket {
@@ -337,6 +349,28 @@ class ShimCore {
     return LookUpLayout(function);
   }
   const ParamLayout& LookUpLayout(CUfunction function) MEMSHIM_REQUIRES(mu_);
+  // Note [parameter information]
+  //   cuLaunchKernel takes a CUfunction or a CUkernel cast as one (NVIDIA's
+  //   runtime launches CUkernels), and the layout is asked with the call of
+  //   the handle's kind: cuFuncGetParamInfo for a function,
+  //   cuKernelGetParamInfo for a kernel (the driver answers
+  //   CUDA_ERROR_INVALID_HANDLE for the other kind). The kind is learned at
+  //   index 0: cuFuncGetParamInfo succeeding means a function; any other
+  //   answer asks cuKernelGetParamInfo. CUDA_ERROR_INVALID_VALUE from
+  //   cuFuncGetParamInfo at index 0 is ambiguous (a function without
+  //   parameters, or a kernel handle the driver does not tell apart) and is
+  //   not read as "no parameters" by itself: only if cuKernelGetParamInfo
+  //   answers CUDA_ERROR_INVALID_HANDLE (not a kernel) is it a function
+  //   without parameters; otherwise the kernel's answer counts (its
+  //   parameters, none, or an error: opaque). Past index 0,
+  //   CUDA_ERROR_INVALID_VALUE ends the list.
+  enum class ParamSource : uint8_t { kFunction, kKernel };
+  CUresult ParamInfo(ParamSource source, CUfunction function, size_t index, size_t* offset,
+                     size_t* size) const;
+  // The handle's kind, with `*first` the answer for index 0 (and *offset,
+  // *size filled if it is CUDA_SUCCESS).
+  ParamSource ParamSourceOf(CUfunction function, size_t* offset, size_t* size,
+                            CUresult* first) const;
   void TouchWord(uint64_t word) MEMSHIM_REQUIRES(mu_);
   void TouchBlock(uint32_t first) MEMSHIM_REQUIRES(mu_);
   void TouchChunk(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
@@ -468,6 +502,19 @@ class ShimCore {
   uint32_t device_budget_chunks_ MEMSHIM_GUARDED_BY(mu_) = 0;
   uint64_t app_pinned_bytes_ MEMSHIM_GUARDED_BY(mu_) = 0;
   std::unordered_map<CUmemGenericAllocationHandle, uint64_t> app_handles_ MEMSHIM_GUARDED_BY(mu_);
+  // Note [buffer ids]
+  //   CU_POINTER_ATTRIBUTE_BUFFER_ID is unique over the process lifetime: a
+  //   later allocation at a freed block's address gets a new id. Ids are
+  //   given out on the first query of a block (no cost for allocations never
+  //   queried) and forgotten when the block is freed; they count from 2^63,
+  //   away from the driver's own ids.
+  std::unordered_map<uint64_t, unsigned long long> buffer_ids_ MEMSHIM_GUARDED_BY(mu_);
+  unsigned long long next_buffer_id_ MEMSHIM_GUARDED_BY(mu_) = 1ull << 63;
+  // The facts of the live block holding `ptr`; false if there is none.
+  bool FactsOf(CUdeviceptr ptr, AllocationFacts* facts) MEMSHIM_REQUIRES(mu_);
+  // True if the application freed the block at `block` and its reuse waits
+  // for work that may still use it (it is no allocation to the application).
+  bool FreedButPending(uint64_t block) const MEMSHIM_REQUIRES(mu_);
   std::unordered_map<CUfunction, ParamLayout> layouts_ MEMSHIM_GUARDED_BY(mu_);
   CUfunction last_function_ MEMSHIM_GUARDED_BY(mu_) = nullptr;
   const ParamLayout* last_layout_ MEMSHIM_GUARDED_BY(mu_) = nullptr;

@@ -189,6 +189,27 @@ TEST_F(ShimCorePageOutFaultTest, WaitFailureKeepsTheChunkOnTheDevice) {
   ExpectBlocks(s, blocks);
 }
 
+// Note [completion is CUDA_SUCCESS]: an event query that fails does not make
+// the work it covers complete, so the chunk that work uses is not evicted;
+// the access that needed a device chunk runs from host memory instead.
+TEST_F(ShimCorePageOutFaultTest, FailingEventQueryNeverMakesAChunkIdle) {
+  CUstream s = fake_.CreateStream();
+  uint64_t evictions = 0;
+  const std::vector<CUdeviceptr> blocks = PageOutUnder(s, [&] {
+    evictions = core_->stats().evictions;
+    faults_->FailEventQuery(1 << 30);
+    uint64_t sum = 0;
+    // a (the first block, at the base): a use not known complete.
+    EXPECT_EQ(Read(s, core_->base(), 2 * kMiB, &sum), CUDA_SUCCESS);
+  });
+  ASSERT_EQ(blocks[0], core_->base());
+  EXPECT_EQ(core_->ResidenceOf(blocks[0]), Residence::kDevice);
+  EXPECT_EQ(core_->ResidenceOf(blocks[1]), Residence::kHost);  // b ran from host memory
+  EXPECT_EQ(core_->stats().evictions, evictions);
+  Disarm();
+  ExpectBlocks(s, blocks);
+}
+
 TEST_F(ShimCorePageOutFaultTest, UnmapFailureKeepsTheChunkOnTheDevice) {
   CUstream s = fake_.CreateStream();
   const std::vector<CUdeviceptr> blocks = PageOutUnder(s, [this] { faults_->FailMemUnmap(1); });
@@ -287,12 +308,18 @@ TEST_F(ShimCoreFaultTest, FailedDeviceCreateFallsBackToHostTier) {
 
 TEST_F(ShimCoreFaultTest, NoPhysicalMemoryAtAllIsOutOfMemory) {
   CUstream s = fake_.CreateStream();
-  CUdeviceptr a;
+  CUdeviceptr a, b;
   ASSERT_EQ(core_->Alloc(&a, 2 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(core_->Alloc(&b, 2 * kMiB), CUDA_SUCCESS);
   faults_->FailMemCreate(1000);
-  EXPECT_EQ(Write(s, a, 2 * kMiB, 3), CUDA_ERROR_OUT_OF_MEMORY);
+  // The host slot created at initialization (Note [host tier preconditions])
+  // takes the first chunk; nothing is left for the second.
+  EXPECT_EQ(Write(s, a, 2 * kMiB, 1), CUDA_SUCCESS);
+  EXPECT_EQ(core_->ResidenceOf(a), Residence::kHost);
+  EXPECT_EQ(Write(s, b, 2 * kMiB, 2), CUDA_ERROR_OUT_OF_MEMORY);
   faults_->FailMemCreate(0);
-  EXPECT_EQ(Write(s, a, 2 * kMiB, 3), CUDA_SUCCESS);
+  EXPECT_EQ(Write(s, b, 2 * kMiB, 2), CUDA_SUCCESS);
+  ExpectBlocks(s, {a, b});
   EXPECT_EQ(fake_.faults(), 0u);
 }
 

@@ -89,16 +89,73 @@ TEST_F(ShimCoreTest, AddressRangeAndPointerAttributes) {
   EXPECT_EQ(base, small);
   EXPECT_GE(size, 1000u);
   unsigned int type = 0;
-  CUresult r;
-  ASSERT_TRUE(core_->PointerAttribute(CU_POINTER_ATTRIBUTE_MEMORY_TYPE, &type, big + 7, &r));
-  EXPECT_EQ(r, CUDA_SUCCESS);
+  ASSERT_EQ(core_->PointerAttribute(CU_POINTER_ATTRIBUTE_MEMORY_TYPE, &type, big + 7),
+            CUDA_SUCCESS);
   EXPECT_EQ(type, static_cast<unsigned>(CU_MEMORYTYPE_DEVICE));
   CUdeviceptr start = 0;
-  ASSERT_TRUE(core_->PointerAttribute(CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, &start, big + 7, &r));
+  ASSERT_EQ(core_->PointerAttribute(CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, &start, big + 7),
+            CUDA_SUCCESS);
   EXPECT_EQ(start, big);
+  // Note [buffer ids]: one id per allocation, never reused.
+  unsigned long long id = 0, interior = 0, other = 0, again = 0;
+  ASSERT_EQ(core_->PointerAttribute(CU_POINTER_ATTRIBUTE_BUFFER_ID, &id, big), CUDA_SUCCESS);
+  ASSERT_EQ(core_->PointerAttribute(CU_POINTER_ATTRIBUTE_BUFFER_ID, &interior, big + 4 * kMiB),
+            CUDA_SUCCESS);
+  ASSERT_EQ(core_->PointerAttribute(CU_POINTER_ATTRIBUTE_BUFFER_ID, &other, small), CUDA_SUCCESS);
+  EXPECT_EQ(id, interior);
+  EXPECT_NE(id, other);
   ASSERT_EQ(core_->Free(big), CUDA_SUCCESS);
   EXPECT_EQ(core_->GetAddressRange(&base, &size, big), CUDA_ERROR_NOT_FOUND);
   EXPECT_EQ(core_->Free(big), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(core_->PointerAttribute(CU_POINTER_ATTRIBUTE_BUFFER_ID, &again, big),
+            CUDA_ERROR_INVALID_VALUE);
+  CUdeviceptr reused;
+  ASSERT_EQ(core_->Alloc(&reused, 5 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(reused, big);  // the same address ...
+  ASSERT_EQ(core_->PointerAttribute(CU_POINTER_ATTRIBUTE_BUFFER_ID, &again, reused), CUDA_SUCCESS);
+  EXPECT_NE(again, id);  // ... is a new buffer
+  EXPECT_NE(again, other);
+}
+
+// Note [parameter information]: a CUkernel launched as a CUfunction is
+// decoded with cuKernelGetParamInfo, whether cuFuncGetParamInfo refuses the
+// handle (CUDA_ERROR_INVALID_HANDLE) or answers the ambiguous
+// CUDA_ERROR_INVALID_VALUE at index 0, which is not read as "no parameters".
+TEST_F(ShimCoreTest, KernelHandlesAreDecodedWithKernelParamInfo) {
+  CUstream s = fake_.CreateStream();
+  uint32_t decoded = 0;
+  for (CUresult func_answer : {CUDA_ERROR_INVALID_HANDLE, CUDA_ERROR_INVALID_VALUE}) {
+    SCOPED_TRACE(func_answer);
+    const CUfunction kernel = fake_.MakeKernel({8, 4, 8}, func_answer);
+    CUdeviceptr a, b;
+    ASSERT_EQ(core_->Alloc(&a, 2 * kMiB), CUDA_SUCCESS);
+    ASSERT_EQ(core_->Alloc(&b, 2 * kMiB), CUDA_SUCCESS);
+    int scalar = 5;
+    void* params[] = {&a, &scalar, &b};
+    ShimCore::Ticket ticket;
+    ASSERT_EQ(core_->BeforeLaunch(kernel, params, nullptr, s, false, &ticket), CUDA_SUCCESS);
+    fake_.EnqueueTouch(s, a, 2 * kMiB, {});
+    fake_.EnqueueTouch(s, b, 2 * kMiB, {});
+    ShimCore::AfterEnqueue(ticket);
+    ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+    EXPECT_EQ(core_->ResidenceOf(a), Residence::kDevice);
+    EXPECT_EQ(core_->ResidenceOf(b), Residence::kDevice);
+    ++decoded;
+    EXPECT_EQ(core_->stats().kernels_decoded_as_kernel, decoded);
+  }
+  // A function without parameters: cuKernelGetParamInfo refuses the handle,
+  // so the ambiguous answer means none.
+  const CUfunction no_params = fake_.MakeFunction({});
+  ShimCore::Ticket ticket;
+  ASSERT_EQ(
+      core_->BeforeLaunch(no_params, std::vector<void*>(1).data(), nullptr, s, false, &ticket),
+      CUDA_SUCCESS);
+  ShimCore::AfterEnqueue(ticket);
+  const CoreStats stats = core_->stats();
+  EXPECT_EQ(stats.kernels_decoded_as_function, 1u);
+  EXPECT_EQ(stats.kernels_undecodable, 0u);
+  EXPECT_EQ(stats.opaque_launches, 0u);
+  EXPECT_EQ(fake_.faults(), 0u);
 }
 
 TEST_F(ShimCoreTest, OversubscribedDataSurvivesPagingWithoutFaults) {
@@ -384,6 +441,61 @@ TEST_F(ShimCoreTest, AllocationBeyondVirtualCapacityFailsCleanly) {
   ASSERT_EQ(core_->Free(blocks[0]), CUDA_SUCCESS);
   EXPECT_EQ(core_->Alloc(&p, 8 * kMiB), CUDA_SUCCESS);
   EXPECT_EQ(fake_.faults(), 0u);
+}
+
+// Note [host tier preconditions]: the tier is off from the start and the
+// capacity is the device budget; data within it is paged as usual.
+void ExpectDeviceBudgetIsTheCapacity(
+    ShimCore* core, testing::FakeDriver* fake,
+    const std::function<CUresult(CUstream, CUdeviceptr, uint64_t, uint64_t*)>& read,
+    const std::function<CUresult(CUstream, CUdeviceptr, uint64_t, uint64_t)>& write) {
+  size_t free = 0, total = 0;
+  ASSERT_EQ(core->GetInfo(&free, &total), CUDA_SUCCESS);
+  EXPECT_EQ(total, 8 * kMiB);  // the device budget only
+  EXPECT_EQ(core->stats().host_slot_limit, 0u);
+  std::vector<CUdeviceptr> blocks(2);
+  for (CUdeviceptr& b : blocks) ASSERT_EQ(core->Alloc(&b, 4 * kMiB), CUDA_SUCCESS);
+  CUdeviceptr more;
+  EXPECT_EQ(core->Alloc(&more, 2 * kMiB), CUDA_ERROR_OUT_OF_MEMORY);
+  CUstream s = fake->CreateStream();
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    ASSERT_EQ(write(s, blocks[i], 4 * kMiB, i + 1), CUDA_SUCCESS);
+  }
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    uint64_t sum = 0;
+    ASSERT_EQ(read(s, blocks[i], 4 * kMiB, &sum), CUDA_SUCCESS);
+    EXPECT_EQ(sum, PatternChecksum(4 * kMiB, i + 1));
+  }
+  ASSERT_EQ(core->Synchronize(), CUDA_SUCCESS);
+  EXPECT_EQ(core->stats().evictions, 0u);
+  ASSERT_EQ(core->Free(blocks[0]), CUDA_SUCCESS);
+  EXPECT_EQ(core->Alloc(&more, 4 * kMiB), CUDA_SUCCESS);
+  EXPECT_EQ(fake->faults(), 0u);
+}
+
+TEST_F(ShimCoreTest, WithoutHostNumaSupportTheHostTierIsOff) {
+  fake_.set_host_numa_supported(false);
+  Make(&fake_.driver(), 8 * kMiB, 64 * kMiB);
+  ExpectDeviceBudgetIsTheCapacity(
+      core_.get(), &fake_,
+      [this](CUstream s, CUdeviceptr p, uint64_t b, uint64_t* sum) { return Read(s, p, b, sum); },
+      [this](CUstream s, CUdeviceptr p, uint64_t b, uint64_t seed) {
+        return Write(s, p, b, seed);
+      });
+}
+
+TEST_F(ShimCoreTest, HostSlotThatCannotBeCreatedAtInitializationTurnsTheTierOff) {
+  testing::FaultInjector faults(fake_.driver());
+  faults.FailMemCreate(1);  // the first cuMemCreate is the host tier's first slot
+  Make(&faults.driver(), 8 * kMiB, 64 * kMiB);
+  faults.ClearFaults();
+  ExpectDeviceBudgetIsTheCapacity(
+      core_.get(), &fake_,
+      [this](CUstream s, CUdeviceptr p, uint64_t b, uint64_t* sum) { return Read(s, p, b, sum); },
+      [this](CUstream s, CUdeviceptr p, uint64_t b, uint64_t seed) {
+        return Write(s, p, b, seed);
+      });
+  core_.reset();  // before the injector it uses
 }
 
 TEST_F(ShimCoreTest, FreedChunksAreReclaimedWithoutCopies) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "shim/core/log.h"
+#include "shim/core/relaxed_capture_mode.h"
 
 namespace memvirt::shim {
 namespace {
@@ -18,31 +19,6 @@ struct PerThreadSlot {
   uint32_t index = 0;
 };
 thread_local PerThreadSlot t_per_thread;
-
-// Note [relaxed polling]: the tracker polls its events from the application's threads, also
-// while the application captures a stream. cuEventQuery is a "potentially unsafe" call during
-// capture: in the thread's default GLOBAL capture mode it fails with
-// CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates the application's capture. The
-// tracker's events are never recorded into a capture (OnCaptureBegin covers the streams), so
-// polling them is safe: it runs in RELAXED mode, which the driver never prohibits.
-class RelaxedCaptureMode {
- public:
-  explicit RelaxedCaptureMode(const Driver* driver) : driver_(driver) {
-    if (driver_->cuThreadExchangeStreamCaptureMode != nullptr) {
-      swapped_ = driver_->cuThreadExchangeStreamCaptureMode(&mode_) == CUDA_SUCCESS;
-    }
-  }
-  ~RelaxedCaptureMode() {
-    if (swapped_) driver_->cuThreadExchangeStreamCaptureMode(&mode_);
-  }
-  RelaxedCaptureMode(const RelaxedCaptureMode&) = delete;
-  RelaxedCaptureMode& operator=(const RelaxedCaptureMode&) = delete;
-
- private:
-  const Driver* const driver_;
-  CUstreamCaptureMode mode_ = CU_STREAM_CAPTURE_MODE_RELAXED;
-  bool swapped_ = false;
-};
 
 }  // namespace
 
@@ -114,6 +90,11 @@ CUevent StreamTracker::TakeEvent() {
 }
 
 CUresult StreamTracker::RecordNow(State* s) {
+  RelaxedCaptureMode relaxed(driver_);  // Note [relaxed driver sequences]
+  return RecordEvent(s);
+}
+
+CUresult StreamTracker::RecordEvent(State* s) {
   CUevent e = TakeEvent();
   if (e == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
   CUresult r = driver_->cuEventRecord(e, s->handle);
@@ -141,8 +122,13 @@ void StreamTracker::RecordBatch(State* s) {
   const bool paced = event_pace_ != 0;
   const int64_t start = paced ? now_() : 0;
   if (paced && start - s->last_batch_ns < event_interval_ns()) return;  // Note [event pacing]
-  Poll(s);  // recycle finished batches: pending events stay bounded
-  if (RecordNow(s) != CUDA_SUCCESS || !paced) return;
+  CUresult r;
+  {
+    RelaxedCaptureMode relaxed(driver_);  // Note [relaxed driver sequences]
+    PollEvents(s);                        // recycle finished batches: pending events stay bounded
+    r = RecordEvent(s);
+  }
+  if (r != CUDA_SUCCESS || !paced) return;
   s->last_batch_ns = start;
   const int64_t cost = std::max<int64_t>(now_() - start, 0);
   batch_cost_ns_ += (cost - batch_cost_ns_) / 8;
@@ -150,13 +136,17 @@ void StreamTracker::RecordBatch(State* s) {
 
 void StreamTracker::Poll(State* s) {
   if (s->pending.empty()) return;
-  RelaxedCaptureMode relaxed(driver_);  // Note [relaxed polling]
+  RelaxedCaptureMode relaxed(driver_);  // Note [relaxed driver sequences]
+  PollEvents(s);
+}
+
+void StreamTracker::PollEvents(State* s) {
   while (!s->pending.empty()) {
     auto [seq, event] = s->pending.front();
-    CUresult r = driver_->cuEventQuery(event);
-    if (r == CUDA_ERROR_NOT_READY) return;
-    if (r != CUDA_SUCCESS) {
-      MEMSHIM_LOG(kWarn, "cuEventQuery failed (%d); treating the batch as complete", r);
+    const CUresult r = driver_->cuEventQuery(event);
+    if (r != CUDA_SUCCESS) {  // Note [completion is CUDA_SUCCESS]
+      if (r != CUDA_ERROR_NOT_READY) ReportQueryError(r);
+      return;
     }
     s->completed = seq;
     s->pending.pop_front();
@@ -196,14 +186,27 @@ CUresult StreamTracker::WaitFor(uint32_t index, uint64_t seq) {
   CUresult r = Cover(index, seq, &event);
   if (r != CUDA_SUCCESS) return r;
   if (event != nullptr) {
+    RelaxedCaptureMode relaxed(driver_);  // Note [relaxed driver sequences]
     r = driver_->cuEventSynchronize(event);
     if (r != CUDA_SUCCESS) {
+      // Note [completion is CUDA_SUCCESS]: the work is not known complete.
       MEMSHIM_LOG(kWarn, "cuEventSynchronize failed (%d)", r);
+      return r;
     }
   }
   Poll(s);
-  if (s->completed < seq && r != CUDA_SUCCESS) s->completed = seq;  // sticky error
-  return r;
+  if (s->completed < seq) return last_query_error_;  // the query of a waited-for event failed
+  return CUDA_SUCCESS;
+}
+
+void StreamTracker::ReportQueryError(CUresult r) {
+  last_query_error_ = r;
+  if (query_error_logged_) return;
+  query_error_logged_ = true;
+  MEMSHIM_LOG(kError,
+              "cuEventQuery failed (%d): the work it covers is not known complete, so the "
+              "memory it uses is kept (logged once)",
+              r);
 }
 
 void StreamTracker::CoverAll() {

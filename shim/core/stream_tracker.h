@@ -36,6 +36,15 @@
 //   events then take at most about 1/P of the issuing thread's time, and
 //   completion knowledge is at most that interval (plus the batch) stale.
 //   The clock is read once per `event_batch` operations, never per Issue.
+//
+// Note [completion is CUDA_SUCCESS]
+//   Only CUDA_SUCCESS from cuEventQuery (or cuEventSynchronize) means the
+//   work an event covers has completed. CUDA_ERROR_NOT_READY means it has
+//   not; any other error (a sticky context error, an invalid handle) means
+//   it is not known to have completed: a chunk it uses is never idle, so it
+//   is never evicted or reused on that answer (the work may still be
+//   reading it), and a wait for it returns the error. The first such error is
+//   logged once.
 #ifndef MEMVIRT_SHIM_CORE_STREAM_TRACKER_H_
 #define MEMVIRT_SHIM_CORE_STREAM_TRACKER_H_
 
@@ -98,11 +107,14 @@ class StreamTracker {
     return &s->window_left;
   }
 
-  // True if operation `seq` of stream `index` has completed (polls events).
+  // True if operation `seq` of stream `index` is known complete (polls
+  // events; Note [completion is CUDA_SUCCESS]).
   bool IsComplete(uint32_t index, uint64_t seq);
   // Makes sure an event covers `seq` and returns it (to cuStreamWaitEvent on).
   [[nodiscard]] CUresult Cover(uint32_t index, uint64_t seq, CUevent* event);
-  // Blocks the host until `seq` of stream `index` has completed.
+  // Blocks the host until `seq` of stream `index` has completed; the
+  // driver's error if that cannot be established (the work then stays
+  // not known complete).
   [[nodiscard]] CUresult WaitFor(uint32_t index, uint64_t seq);
   // Records an event on every stream with uncovered work (no waiting), so
   // that IsComplete() can see work that has already finished.
@@ -138,8 +150,13 @@ class StreamTracker {
 
   uint32_t NewState(CUstream handle);
   CUresult RecordNow(State* s);
+  // RecordNow and Poll without their RelaxedCaptureMode scope: REQUIRES the
+  // caller's (Note [relaxed driver sequences]).
+  CUresult RecordEvent(State* s);
+  void PollEvents(State* s);
   void RecordBatch(State* s);
   void Poll(State* s);
+  void ReportQueryError(CUresult r);
   CUevent TakeEvent();
   uint32_t IndexOfSlow(CUstream handle, bool per_thread);
 
@@ -154,6 +171,8 @@ class StreamTracker {
   uint32_t last_index_ = kNoStream;
   std::vector<CUevent> free_events_;
   uint64_t events_recorded_ = 0;
+  CUresult last_query_error_ = CUDA_SUCCESS;
+  bool query_error_logged_ = false;
   const uint64_t generation_;
 
   static constexpr uint32_t kNoStream = 0xffffffffu;

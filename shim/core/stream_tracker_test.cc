@@ -25,6 +25,39 @@ TEST(StreamTrackerTest, CompletionFollowsTheDevice) {
   EXPECT_TRUE(tracker.IsComplete(idx, seq));
 }
 
+// Note [completion is CUDA_SUCCESS]
+TEST(StreamTrackerTest, OnlySuccessfulQueriesMeanComplete) {
+  testing::FakeDriver fake(64 << 20);
+  testing::FaultInjector faults(fake.driver());
+  StreamTracker tracker(&faults.driver(), 4);
+  CUstream s = fake.CreateStream();
+  const uint32_t idx = tracker.IndexOf(s, false);
+  const uint64_t seq = tracker.Issue(idx);
+  CUevent ev = nullptr;
+  ASSERT_EQ(tracker.Cover(idx, seq, &ev), CUDA_SUCCESS);
+  ASSERT_NE(ev, nullptr);
+  faults.FailEventQuery(2);
+  EXPECT_FALSE(tracker.IsComplete(idx, seq));  // the work ran, but the driver did not say so
+  EXPECT_EQ(tracker.WaitFor(idx, seq), CUDA_ERROR_LAUNCH_FAILED);
+  EXPECT_TRUE(tracker.IsComplete(idx, seq));  // the next query succeeds
+  EXPECT_EQ(tracker.WaitFor(idx, seq), CUDA_SUCCESS);
+}
+
+TEST(StreamTrackerTest, FailedHostWaitLeavesWorkNotComplete) {
+  testing::FakeDriver fake(64 << 20);
+  testing::FaultInjector faults(fake.driver());
+  StreamTracker tracker(&faults.driver(), 4);
+  CUstream s = fake.CreateStream();
+  const uint32_t idx = tracker.IndexOf(s, false);
+  fake.Hold(s);
+  const uint64_t seq = tracker.Issue(idx);
+  faults.FailEventSynchronize(1);
+  EXPECT_EQ(tracker.WaitFor(idx, seq), CUDA_ERROR_LAUNCH_FAILED);
+  EXPECT_FALSE(tracker.IsComplete(idx, seq));
+  fake.Release(s);
+  EXPECT_TRUE(tracker.IsComplete(idx, seq));
+}
+
 TEST(StreamTrackerTest, EventsAreBatched) {
   testing::FakeDriver fake(64 << 20);
   StreamTracker tracker(&fake.driver(), 8);

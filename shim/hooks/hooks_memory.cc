@@ -106,29 +106,14 @@ MEMSHIM_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr* base, size_t* size,
 
 MEMSHIM_EXPORT CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute,
                                               CUdeviceptr ptr) {
-  if (ShimCore* core = Owner(ptr)) {
-    CUresult r;
-    if (core->PointerAttribute(attribute, data, ptr, &r)) return r;
-  }
+  if (ShimCore* core = Owner(ptr)) return core->PointerAttribute(attribute, data, ptr);
   return Forward(Real().cuPointerGetAttribute, data, attribute, ptr);
 }
 
 MEMSHIM_EXPORT CUresult cuPointerGetAttributes(unsigned int count, CUpointer_attribute* attributes,
                                                void** data, CUdeviceptr ptr) {
-  ShimCore* core = Owner(ptr);
-  if (core == nullptr) return Forward(Real().cuPointerGetAttributes, count, attributes, data, ptr);
-  if (attributes == nullptr || data == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  for (unsigned int i = 0; i < count; ++i) {
-    CUresult r;
-    if (core->PointerAttribute(attributes[i], data[i], ptr, &r)) {
-      if (r == CUDA_ERROR_INVALID_VALUE && attributes[i] != CU_POINTER_ATTRIBUTE_HOST_POINTER) {
-        return r;  // not a live block
-      }
-      continue;
-    }
-    Forward(Real().cuPointerGetAttribute, data[i], attributes[i], ptr);
-  }
-  return CUDA_SUCCESS;
+  if (ShimCore* core = Owner(ptr)) return core->PointerAttributes(count, attributes, data, ptr);
+  return Forward(Real().cuPointerGetAttributes, count, attributes, data, ptr);
 }
 
 // Note [application VMM]

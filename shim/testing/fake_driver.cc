@@ -31,7 +31,24 @@ struct FakeEntryPoints {
     return CUDA_SUCCESS;
   }
   static CUresult DeviceGetAttribute(int* value, CUdevice_attribute attr, CUdevice) {
-    *value = attr == CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID ? 0 : 1;
+    auto lock = Lock();
+    const bool numa = g_fake->host_numa_supported_;
+    if (attr == CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID) {
+      *value = numa ? 0 : -1;
+    } else if (attr == CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED) {
+      *value = numa ? 1 : 0;
+    } else {
+      *value = 1;
+    }
+    return CUDA_SUCCESS;
+  }
+  static CUresult GetAllocationGranularity(size_t* granularity, const CUmemAllocationProp* prop,
+                                           CUmemAllocationGranularity_flags) {
+    auto lock = Lock();
+    if (prop->location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA && !g_fake->host_numa_supported_) {
+      return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    *granularity = 2u << 20;
     return CUDA_SUCCESS;
   }
   static CUresult MemGetInfo(size_t* free, size_t* total) {
@@ -214,7 +231,16 @@ struct FakeEntryPoints {
   static CUresult FuncGetParamInfo(CUfunction func, size_t index, size_t* offset, size_t* size) {
     auto lock = Lock();
     if (g_fake->opaque_functions_.count(func)) return CUDA_ERROR_NOT_SUPPORTED;
-    const auto* sizes = reinterpret_cast<const std::vector<uint32_t>*>(func);
+    if (auto it = g_fake->kernels_.find(func); it != g_fake->kernels_.end()) return it->second;
+    return ParamInfo(func, index, offset, size);
+  }
+  static CUresult KernelGetParamInfo(CUkernel kernel, size_t index, size_t* offset, size_t* size) {
+    auto lock = Lock();
+    if (g_fake->kernels_.count(kernel) == 0) return CUDA_ERROR_INVALID_HANDLE;
+    return ParamInfo(kernel, index, offset, size);
+  }
+  static CUresult ParamInfo(const void* handle, size_t index, size_t* offset, size_t* size) {
+    const auto* sizes = static_cast<const std::vector<uint32_t>*>(handle);
     if (index >= sizes->size()) return CUDA_ERROR_INVALID_VALUE;
     size_t off = 0;
     for (size_t i = 0; i <= index; ++i) {
@@ -288,6 +314,7 @@ FakeDriver::FakeDriver(uint64_t device_bytes) : device_capacity_(device_bytes) {
   driver_.cuCtxGetCurrent = &E::CtxGetCurrent;
   driver_.cuCtxGetDevice = &E::CtxGetDevice;
   driver_.cuDeviceGetAttribute = &E::DeviceGetAttribute;
+  driver_.cuMemGetAllocationGranularity = &E::GetAllocationGranularity;
   driver_.cuMemGetInfo_v2 = &E::MemGetInfo;
   driver_.cuMemAddressReserve = &E::AddressReserve;
   driver_.cuMemAddressFree = &E::AddressFree;
@@ -308,6 +335,7 @@ FakeDriver::FakeDriver(uint64_t device_bytes) : device_capacity_(device_bytes) {
   driver_.cuEventSynchronize = &E::EventSynchronize;
   driver_.cuEventDestroy_v2 = &E::EventDestroy;
   driver_.cuFuncGetParamInfo = &E::FuncGetParamInfo;
+  driver_.cuKernelGetParamInfo = &E::KernelGetParamInfo;
   driver_.cuStreamIsCapturing = &E::StreamIsCapturing;
   driver_.cuGraphGetNodes = &E::GraphGetNodes;
   driver_.cuGraphNodeGetType = &E::GraphNodeGetType;
@@ -328,6 +356,14 @@ CUfunction FakeDriver::MakeFunction(std::vector<uint32_t> param_sizes, bool opaq
   functions_.push_back(std::make_unique<std::vector<uint32_t>>(std::move(param_sizes)));
   auto f = reinterpret_cast<CUfunction>(functions_.back().get());
   if (opaque) opaque_functions_.insert(f);
+  return f;
+}
+
+CUfunction FakeDriver::MakeKernel(std::vector<uint32_t> param_sizes, CUresult func_answer) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  functions_.push_back(std::make_unique<std::vector<uint32_t>>(std::move(param_sizes)));
+  auto f = reinterpret_cast<CUfunction>(functions_.back().get());
+  kernels_[f] = func_answer;
   return f;
 }
 
@@ -528,6 +564,10 @@ struct FaultEntryPoints {
     if (Trip(&g_faults->fail_event_sync_)) return CUDA_ERROR_LAUNCH_FAILED;
     return g_faults->base_.cuEventSynchronize(event);
   }
+  static CUresult EventQuery(CUevent event) {
+    if (Trip(&g_faults->fail_event_query_)) return CUDA_ERROR_LAUNCH_FAILED;
+    return g_faults->base_.cuEventQuery(event);
+  }
   static CUresult StreamWaitEvent(CUstream stream, CUevent event, unsigned flags) {
     if (Trip(&g_faults->fail_stream_wait_)) return CUDA_ERROR_LAUNCH_FAILED;
     return g_faults->base_.cuStreamWaitEvent(stream, event, flags);
@@ -547,6 +587,7 @@ FaultInjector::FaultInjector(const Driver& base) : base_(base), driver_(base) {
   driver_.cuEventRecord = &E::EventRecord;
   driver_.cuEventSynchronize = &E::EventSynchronize;
   driver_.cuStreamWaitEvent = &E::StreamWaitEvent;
+  driver_.cuEventQuery = &E::EventQuery;
 }
 
 FaultInjector::~FaultInjector() { g_faults = nullptr; }

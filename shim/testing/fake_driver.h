@@ -39,6 +39,12 @@ class FakeDriver {
   // A kernel: the fake reports `param_sizes` through cuFuncGetParamInfo.
   // An empty `param_sizes` with `opaque` = true makes cuFuncGetParamInfo fail.
   CUfunction MakeFunction(std::vector<uint32_t> param_sizes, bool opaque = false);
+  // A CUkernel launched as a CUfunction (as NVIDIA's runtime does): only
+  // cuKernelGetParamInfo reports `param_sizes`; cuFuncGetParamInfo answers
+  // `func_answer` (CUDA_ERROR_INVALID_HANDLE, as the strict driver, or the
+  // ambiguous CUDA_ERROR_INVALID_VALUE). cuKernelGetParamInfo given a
+  // function answers CUDA_ERROR_INVALID_HANDLE.
+  CUfunction MakeKernel(std::vector<uint32_t> param_sizes, CUresult func_answer);
 
   // Enqueues `work` on `stream` (what a launch or copy would do on a GPU).
   void Enqueue(CUstream stream, std::function<void()> work);
@@ -142,6 +148,7 @@ class FakeDriver {
   std::vector<std::unique_ptr<std::vector<uint32_t>>> functions_;
   std::vector<std::unique_ptr<Graph>> graphs_;
   std::set<const void*> opaque_functions_;
+  std::map<const void*, CUresult> kernels_;  // CUkernel handle -> cuFuncGetParamInfo's answer
   int context_token_ = 0;
 };
 
@@ -166,10 +173,12 @@ class FaultInjector {
   // cuEventSynchronize fails without running the stream.
   void FailEventSynchronize(int times) { fail_event_sync_ = times; }
   void FailStreamWaitEvent(int times) { fail_stream_wait_ = times; }
+  // cuEventQuery answers CUDA_ERROR_LAUNCH_FAILED (whether or not the event completed).
+  void FailEventQuery(int times) { fail_event_query_ = times; }
   // Every switch off.
   void ClearFaults() {
     fail_create_ = fail_map_ = fail_unmap_ = fail_set_access_ = fail_copy_ = fail_host_copy_ =
-        fail_event_record_ = fail_event_sync_ = fail_stream_wait_ = 0;
+        fail_event_record_ = fail_event_sync_ = fail_stream_wait_ = fail_event_query_ = 0;
   }
 
  private:
@@ -185,6 +194,7 @@ class FaultInjector {
   int fail_event_record_ = 0;
   int fail_event_sync_ = 0;
   int fail_stream_wait_ = 0;
+  int fail_event_query_ = 0;
 };
 
 }  // namespace memvirt::shim::testing

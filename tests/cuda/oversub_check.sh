@@ -22,7 +22,14 @@ for mode in eager graph; do
         "$workload" "$footprint" 3 $([[ $mode == graph ]] && echo graph) 2>"${TMPDIR:-/tmp}/oversub_shim.$$.log") \
     || { cat "${TMPDIR:-/tmp}/oversub_shim.$$.log"; fail "$mode run under the shim exited $?"; }
   got=$(checksum "$out")
-  grep -q "virtual device memory:" "${TMPDIR:-/tmp}/oversub_shim.$$.log" || fail "the shim logged nothing: was it loaded?"
+  log="${TMPDIR:-/tmp}/oversub_shim.$$.log"
+  grep -q "virtual device memory:" "$log" || fail "the shim logged nothing: was it loaded?"
+  # The runtime launches CUkernels: the shim decodes them with cuKernelGetParamInfo (docs/shim.md,
+  # Note [parameter information]), none is left opaque.
+  grep -q "argument words (cuKernelGetParamInfo)" "$log" \
+    || { cat "$log"; fail "$mode: no kernel decoded with cuKernelGetParamInfo"; }
+  ! grep -q "no parameter information" "$log" \
+    || { grep "no parameter information" "$log"; fail "$mode: a kernel was left undecoded"; }
   rm -f "${TMPDIR:-/tmp}/oversub_shim.$$.log"
   [[ $got == "$want" ]] || fail "$mode under the shim at 3x: checksum $got, want $want"
   echo "shim at 3x ($mode): checksum $got"

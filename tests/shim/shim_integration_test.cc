@@ -70,6 +70,36 @@ TEST(TrainingWorkloadTest, FailsWithOutOfMemoryWithoutTheShim) {
   EXPECT_NE(plain.out.find("OOM"), std::string::npos);
 }
 
+// Note [host tier preconditions]: on a system without host-NUMA VMM support
+// the host tier is off from the start, cuMemGetInfo reports only the device
+// budget, the log says why once, and the shim is a pass-through with a
+// budget: a footprint beyond the device fails with a clean
+// CUDA_ERROR_OUT_OF_MEMORY, one within it computes what the plain driver does.
+TEST(TrainingWorkloadTest, WithoutHostNumaSupportTheDeviceBudgetIsTheLimit) {
+  std::vector<std::string> env = ShimEnv(kDevice);
+  env.push_back("MEMSIM_HOST_NUMA=0");
+  const std::string beyond = std::to_string(3 * kDevice);
+  const ProgramResult oom = RunProgram({MEMSHIM_TRAIN_WORKLOAD, kKernels, beyond}, env, true);
+  EXPECT_EQ(oom.exit_code, 3) << oom.out;
+  EXPECT_NE(oom.out.find("host tier off: the device reports no host-NUMA"), std::string::npos)
+      << oom.out;
+
+  const std::string within = std::to_string(kDevice / 2);
+  const ProgramResult reference =
+      RunProgram({MEMSHIM_TRAIN_WORKLOAD, kKernels, within}, SimEnv(1ull << 30));
+  ASSERT_EQ(reference.exit_code, 0) << reference.out;
+  const ProgramResult shim = RunProgram({MEMSHIM_TRAIN_WORKLOAD, kKernels, within}, env, true);
+  ASSERT_EQ(shim.exit_code, 0) << shim.out;
+  EXPECT_EQ(Field(shim.out, "checksum"), Field(reference.out, "checksum"));
+  EXPECT_LE(std::stoull(Field(shim.out, "reported_total")), kDevice);
+  size_t logged = 0;
+  for (size_t at = shim.out.find("host tier off"); at != std::string::npos;
+       at = shim.out.find("host tier off", at + 1)) {
+    ++logged;
+  }
+  EXPECT_EQ(logged, 1u) << shim.out;
+}
+
 TEST(TrainingWorkloadTest, DisabledShimIsPassThrough) {
   const std::string footprint = std::to_string(kDevice / 2);
   const ProgramResult reference =
@@ -146,6 +176,73 @@ TEST(GraphWorkloadTest, BlockingStreamCaptureAfterLegacyStreamWork) {
       {MEMSHIM_GRAPH_WORKLOAD, kKernels, footprint, "2", "blocking"}, ShimEnv(kDevice), true);
   ASSERT_EQ(shim.exit_code, 0) << shim.out;
   EXPECT_EQ(Field(shim.out, "checksum"), Field(reference.out, "checksum"));
+}
+
+// A GLOBAL-mode capture on one thread while another thread allocates and
+// launches under the shim at 3x the device: the shim's own event records,
+// queries and waits run in RELAXED mode (Note [relaxed driver sequences]), so
+// the strict driver never refuses them nor invalidates the capture.
+TEST(GraphWorkloadTest, GlobalCaptureOnOneThreadWhileAnotherPagesUnderTheShim) {
+  const std::string footprint = std::to_string(3 * kDevice);
+  const ProgramResult reference = RunProgram(
+      {MEMSHIM_CAPTURE_CONCURRENT, kKernels, footprint, "sequential"}, SimEnv(1ull << 30));
+  ASSERT_EQ(reference.exit_code, 0) << reference.out;
+  const std::string expected = Field(reference.out, "checksum");
+  ASSERT_EQ(expected.size(), 16u);
+  std::vector<std::string> env = ShimEnv(kDevice);
+  env.push_back("MEMSHIM_EVENT_PACE=0");  // a batched event every 32 launches: many queries
+  const ProgramResult shim = RunProgram(
+      {MEMSHIM_CAPTURE_CONCURRENT, kKernels, footprint, "overlap"}, env, /*with_stderr=*/true);
+  ASSERT_EQ(shim.exit_code, 0) << shim.out;
+  EXPECT_EQ(Field(shim.out, "checksum"), expected);
+  EXPECT_GE(std::stoull(Field(shim.out, "footprint_bytes")), 3 * kDevice - (1 << 20));
+  // The same program without the shim: the driver enforces the GLOBAL mode
+  // (the worker's own cuMemAlloc is refused), so the test runs on a driver
+  // that would refuse an unsafe call of the shim as well.
+  const ProgramResult plain = RunProgram(
+      {MEMSHIM_CAPTURE_CONCURRENT, kKernels, footprint, "overlap"}, SimEnv(1ull << 30), true);
+  EXPECT_EQ(plain.exit_code, 1) << plain.out;
+  EXPECT_NE(plain.out.find("failed: 900"), std::string::npos) << plain.out;
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// Note [pointer attributes]: every attribute of cuPointerGetAttribute(s) on
+// shim memory is answered as the strict driver answers it for cuMemAlloc
+// memory of the same size (base and interior pointers, untouched and written
+// memory, freed memory, malformed requests), attribute by attribute. The one
+// difference: shim memory is not legacy-IPC capable (VMM chunks).
+TEST(PointerAttributesTest, ShimMemoryAnswersAsCuMemAllocMemory) {
+  const ProgramResult reference = RunProgram({MEMSHIM_POINTER_ATTRIBUTES}, SimEnv(1ull << 30));
+  ASSERT_EQ(reference.exit_code, 0) << reference.out;
+  const ProgramResult shim = RunProgram({MEMSHIM_POINTER_ATTRIBUTES}, ShimEnv(1ull << 30));
+  ASSERT_EQ(shim.exit_code, 0) << shim.out;
+  const std::vector<std::string> expected = Lines(reference.out);
+  const std::vector<std::string> got = Lines(shim.out);
+  ASSERT_EQ(got.size(), expected.size());
+  ASSERT_GT(expected.size(), 7u * 21 * 2);     // 7 cases x 21 attributes x 2 calls, + malformed
+  constexpr char kIpcCapable[] = " attr 10 ";  // CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const bool live_ipc = expected[i].find(kIpcCapable) != std::string::npos &&
+                          expected[i].find(".freed") == std::string::npos;
+    if (live_ipc) {
+      EXPECT_NE(expected[i].find("value 01000000"), std::string::npos) << expected[i];
+      EXPECT_NE(got[i].find("value 00000000"), std::string::npos) << got[i];
+      continue;
+    }
+    EXPECT_EQ(got[i], expected[i]);
+  }
+  // cuPointerGetAttributes leaves no entry unwritten (0xab bytes would show).
+  for (const std::string& line : got) {
+    if (line.find(" multi ") == std::string::npos) continue;
+    const std::string value = Field(line, "value");
+    EXPECT_NE(value.substr(0, 8), "abababab") << line;
+  }
 }
 
 TEST(ProcAddressTest, DriverReachedOnlyThroughLookupsIsIntercepted) {

@@ -1,0 +1,93 @@
+#include "shim/core/pointer_attributes.h"
+
+#include <cstring>
+
+namespace memvirt::shim {
+namespace {
+
+template <typename T>
+CUresult Put(void* data, T value) {
+  std::memcpy(data, &value, sizeof(T));
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+size_t PointerAttributeBytes(CUpointer_attribute attribute) {
+  switch (attribute) {
+    case CU_POINTER_ATTRIBUTE_P2P_TOKENS:
+      return sizeof(CUDA_POINTER_ATTRIBUTE_P2P_TOKENS);
+    case CU_POINTER_ATTRIBUTE_CONTEXT:
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
+    case CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR:
+      return sizeof(void*);
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+      return sizeof(CUdeviceptr);
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+    case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES:
+    case CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID:
+      return sizeof(unsigned long long);
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+    case CU_POINTER_ATTRIBUTE_MAPPING_SIZE:
+      return sizeof(size_t);
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+    case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS:
+      return sizeof(unsigned int);
+    case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
+    case CU_POINTER_ATTRIBUTE_MAPPED:
+    case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE:
+    case CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE:
+      return sizeof(int);
+  }
+  return 0;
+}
+
+CUresult AnswerPointerAttribute(const AllocationFacts& facts, CUpointer_attribute attribute,
+                                void* data, CUdeviceptr ptr) {
+  if (data == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  switch (attribute) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT:
+      return Put<CUcontext>(data, facts.context);
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+      return Put<unsigned int>(data, CU_MEMORYTYPE_DEVICE);
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+      return Put<CUdeviceptr>(data, ptr);
+    case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
+    case CU_POINTER_ATTRIBUTE_MAPPED:
+      return Put<int>(data, 1);
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+    case CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID:
+      return Put<unsigned long long>(data, facts.buffer_id);
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
+    case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE:
+    case CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE:
+      return Put<int>(data, 0);
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+      return Put<int>(data, facts.device_ordinal);
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+      return Put<CUdeviceptr>(data, facts.base);
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+    case CU_POINTER_ATTRIBUTE_MAPPING_SIZE:
+      return Put<size_t>(data, facts.bytes);
+    case CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR:
+      return Put<void*>(data, reinterpret_cast<void*>(facts.base));
+    case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES:
+      return Put<unsigned long long>(data, 0);
+    case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS:
+      return Put<unsigned int>(data, CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE);
+    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
+      return Put<CUmemoryPool>(data, nullptr);
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER:  // device memory is not host-mapped
+    case CU_POINTER_ATTRIBUTE_P2P_TOKENS:    // nv-p2p tokens need real cuMemAlloc memory
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+  return CUDA_ERROR_INVALID_VALUE;
+}
+
+}  // namespace memvirt::shim

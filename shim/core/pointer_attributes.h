@@ -1,0 +1,54 @@
+// cuPointerGetAttribute(s) answers for memory the shim allocated.
+//
+// Note [pointer attributes]
+//   Shim memory is cuMemAlloc memory to the application, so every attribute
+//   the driver documents is answered as the driver answers it for a
+//   cuMemAlloc allocation of that size (the reference the tests compare
+//   against), from the shim's allocator, whatever the chunk's residence:
+//   device memory of the core's context and device; range start/size and
+//   mapping base/size = the allocation; mapped, read-write access, sync
+//   memops 1; not managed, no pool, no handle types; buffer id and memory
+//   block id unique over the process lifetime (Note [buffer ids] in
+//   shim_core.h). Two answers differ from cuMemAlloc memory, because the
+//   memory really is different: IS_LEGACY_CUDA_IPC_CAPABLE and
+//   IS_GPU_DIRECT_RDMA_CAPABLE are 0 (the chunks are VMM memory created
+//   without IPC or RDMA support), and attributes that do not apply
+//   (HOST_POINTER, P2P_TOKENS) fail with CUDA_ERROR_INVALID_VALUE as for
+//   device memory. The driver is never asked: it sees 2 MiB chunk mappings
+//   (or nothing, for a chunk not backed yet), not allocations.
+//   cuPointerGetAttributes writes every entry: malformed requests (a null
+//   data entry, an attribute outside the enumeration) fail before anything is
+//   written; an attribute that does not apply, or an address that is not a
+//   live allocation, gets the zero value of its whole type.
+#ifndef MEMVIRT_SHIM_CORE_POINTER_ATTRIBUTES_H_
+#define MEMVIRT_SHIM_CORE_POINTER_ATTRIBUTES_H_
+
+#include <cuda.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace memvirt::shim {
+
+// What the answers are computed from: one live allocation.
+struct AllocationFacts {
+  CUcontext context = nullptr;
+  int device_ordinal = 0;
+  CUdeviceptr base = 0;
+  uint64_t bytes = 0;
+  unsigned long long buffer_id = 0;
+};
+
+// The size of the attribute's value type; 0 for a value outside the
+// enumeration.
+size_t PointerAttributeBytes(CUpointer_attribute attribute);
+
+// Writes the value of `attribute` for `ptr` (inside `facts`) to `data`.
+// CUDA_ERROR_INVALID_VALUE for a null `data`, an attribute that does not
+// apply or one outside the enumeration (nothing written then).
+CUresult AnswerPointerAttribute(const AllocationFacts& facts, CUpointer_attribute attribute,
+                                void* data, CUdeviceptr ptr);
+
+}  // namespace memvirt::shim
+
+#endif  // MEMVIRT_SHIM_CORE_POINTER_ATTRIBUTES_H_
