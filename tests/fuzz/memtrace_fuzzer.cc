@@ -33,8 +33,7 @@ void CheckRoundTrip(const Trace& t) {
   Check(again->tensors.size() == t.tensors.size() && again->kernels.size() == t.kernels.size() &&
         again->frees.size() == t.frees.size());
   for (size_t i = 0; i < t.tensors.size(); ++i) {
-    Check(again->tensors[i].id == t.tensors[i].id &&
-          again->tensors[i].bytes == t.tensors[i].bytes);
+    Check(again->tensors[i].id == t.tensors[i].id && again->tensors[i].bytes == t.tensors[i].bytes);
   }
   for (size_t i = 0; i < t.kernels.size(); ++i) {
     Check(again->kernels[i].id == t.kernels[i].id &&

@@ -23,7 +23,7 @@ using memvirt::shim::ShimCore;
 
 constexpr uint64_t kMiB = 1ull << 20;
 constexpr uint64_t kBlockBytes = 2 * kMiB;
-constexpr int kBlocks = 6;           // 12 MiB of blocks ...
+constexpr int kBlocks = 6;                    // 12 MiB of blocks ...
 constexpr uint64_t kDeviceBudget = 8 * kMiB;  // ... over 8 MiB of device: launches page
 constexpr size_t kMaxParams = 12;
 constexpr uint32_t kMaxParamBytes = 256;
