@@ -16,7 +16,7 @@ cd "$(dirname "$0")/../.."
 seconds=${1:?usage: run_fuzzers.sh SECONDS}
 BUILD_DIR=${BUILD_DIR:-build-fuzz}
 JOBS=${JOBS:-$(nproc)}
-FUZZERS=${FUZZERS:-memtrace_fuzzer shim_launch_args_fuzzer node_state_fuzzer}
+FUZZERS=${FUZZERS:-memtrace_fuzzer shim_launch_args_fuzzer node_state_fuzzer tier_protocol_fuzzer}
 launcher=()
 if command -v ccache > /dev/null; then
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
