@@ -8,14 +8,13 @@
 #include <unordered_set>
 
 #include "memvirt/trace/memtrace.h"
+#include "tests/fuzz/fuzz_check.h"
 
 namespace {
 
 using memvirt::trace::Trace;
 
-void Check(bool condition) {
-  if (!condition) std::abort();
-}
+using memvirt::fuzz::Check;
 
 void CheckReferences(const Trace& t) {
   std::unordered_set<uint64_t> tensors;

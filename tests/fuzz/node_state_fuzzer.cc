@@ -19,6 +19,7 @@
 #include "glog/logging.h"
 #include "google/protobuf/stubs/logging.h"
 #include "memvirt/v1/memvirt.pb.h"
+#include "tests/fuzz/fuzz_check.h"
 
 namespace {
 
@@ -27,9 +28,7 @@ using namespace memvirt::daemon;  // NOLINT(build/namespaces): a test driver ove
 constexpr int kStreams = 4;
 constexpr char kGpu[] = "GPU-00000000-0000-0000-0000-000000000001";
 
-void Check(bool condition) {
-  if (!condition) std::abort();
-}
+using memvirt::fuzz::Check;
 
 // One client stream: what ClientStreamService keeps (its client id) and the directives sent.
 // OnDirective runs with NodeState's mutex held: it only records.

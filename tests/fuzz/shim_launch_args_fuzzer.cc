@@ -16,6 +16,7 @@
 #include "shim/core/control_plane.h"
 #include "shim/core/shim_core.h"
 #include "shim/testing/fake_driver.h"
+#include "tests/fuzz/fuzz_check.h"
 
 namespace {
 
@@ -29,9 +30,7 @@ constexpr size_t kMaxParams = 12;
 constexpr uint32_t kMaxParamBytes = 256;
 constexpr size_t kMaxExtraOptions = 4;
 
-void Check(bool condition) {
-  if (!condition) std::abort();
-}
+using memvirt::fuzz::Check;
 
 // One fake driver and core for the whole run (FakeDriver is a singleton).
 struct World {

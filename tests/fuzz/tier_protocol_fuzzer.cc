@@ -11,7 +11,7 @@
 
 #include <cstdint>
 #include <cstdlib>
-#include <filesystem>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,6 +21,7 @@
 #include "memvirt/nvme/memory_io_engine.h"
 #include "memvirt/nvme/swap_store.h"
 #include "memvirt/tier_protocol.h"
+#include "tests/fuzz/fuzz_check.h"
 
 namespace {
 
@@ -31,9 +32,7 @@ constexpr uint64_t kTenant = 7;
 constexpr uint32_t kMaxSlots = 4;
 constexpr size_t kMaxRequests = 64;
 
-void Check(bool condition) {
-  if (!condition) std::abort();
-}
+using memvirt::fuzz::Check;
 
 // One service for the whole run; every connection of this process is tenant kTenant, one at a
 // time (each input waits for its connection's end).
