@@ -5,6 +5,7 @@ set -euo pipefail
 
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git clang-format
+  clang libclang-rt-14-dev
   libgrpc++-dev libgrpc-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   liburing-dev libgoogle-glog-dev libgflags-dev libsystemd-dev
   libgtest-dev libgmock-dev libbenchmark-dev

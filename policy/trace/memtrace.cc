@@ -78,8 +78,12 @@ absl::StatusOr<Trace> ParseTrace(std::string_view text) {
         trace.model = m->string;
       if (const JsonValue* s = Member(obj, "source"); s && s->type == Type::kString)
         trace.source = s->string;
-      if (const JsonValue* b = Member(obj, "batch"); b && b->type == Type::kNumber)
+      if (const JsonValue* b = Member(obj, "batch"); b && b->type == Type::kNumber) {
+        // -2^63 <= number < 2^63: the conversion to int64_t is defined (NaN fails both).
+        if (!(b->number >= -0x1p63 && b->number < 0x1p63))
+          return LineError(line_no, "\"batch\" is out of range");
         trace.batch = static_cast<int64_t>(b->number);
+      }
       if (Member(obj, "iterations") != nullptr) {
         absl::StatusOr<uint64_t> it = GetUint(obj, "iterations", line_no);
         if (!it.ok()) return it.status();

@@ -73,6 +73,16 @@ TEST(MemtraceTest, ReportsMalformedLinesWithLineNumbers) {
   ExpectError("", "line 1:", "empty");
 }
 
+// Found by tests/fuzz/memtrace_fuzzer: a batch beyond int64_t was converted (undefined).
+TEST(MemtraceTest, RejectsBatchOutOfRange) {
+  ExpectError(WithLine(1, R"({"format":"memtrace-v1","batch":27777777777777777777777})"),
+              "line 1:", "batch");
+  ExpectError(WithLine(1, R"({"format":"memtrace-v1","batch":-1e300})"), "line 1:", "batch");
+  auto t = ParseTrace(WithLine(1, R"({"format":"memtrace-v1","batch":-9.2e18})"));
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->batch, -9200000000000000000);
+}
+
 std::string TempPath(const std::string& name) {
   return ::testing::TempDir() + "/memtrace_test_" + std::to_string(getpid()) + "_" + name;
 }

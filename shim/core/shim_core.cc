@@ -1219,7 +1219,7 @@ CUresult ShimCore::BeforeLaunch(CUfunction function, void** params, void** extra
     for (void** e = extra; *e != CU_LAUNCH_PARAM_END; e += 2) {
       if (e[0] == CU_LAUNCH_PARAM_BUFFER_POINTER) {
         buffer = e[1];
-      } else if (e[0] == CU_LAUNCH_PARAM_BUFFER_SIZE) {
+      } else if (e[0] == CU_LAUNCH_PARAM_BUFFER_SIZE && e[1] != nullptr) {
         bytes = *static_cast<const size_t*>(e[1]);
       } else {
         decodable = false;

@@ -655,6 +655,23 @@ TEST_F(ShimCoreTest, ExtraBufferArgumentsAreDecoded) {
   EXPECT_EQ(core_->stats().opaque_launches, 0u);
 }
 
+// Found by tests/fuzz/shim_launch_args_fuzzer: CU_LAUNCH_PARAM_BUFFER_SIZE with a null size
+// pointer was dereferenced. Such a list is not decodable: the launch is opaque (every block is
+// made resident) and the driver judges the list.
+TEST_F(ShimCoreTest, ExtraSizeWithoutPointerIsOpaque) {
+  CUstream s = fake_.CreateStream();
+  CUdeviceptr block;
+  ASSERT_EQ(core_->Alloc(&block, 2 * kMiB), CUDA_SUCCESS);
+  CUdeviceptr args = block;
+  void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &args, CU_LAUNCH_PARAM_BUFFER_SIZE, nullptr,
+                   CU_LAUNCH_PARAM_END};
+  ShimCore::Ticket ticket;
+  ASSERT_EQ(core_->BeforeLaunch(Function(0), nullptr, extra, s, false, &ticket), CUDA_SUCCESS);
+  ShimCore::AfterEnqueue(ticket);
+  EXPECT_EQ(core_->stats().opaque_launches, 1u);
+  EXPECT_EQ(core_->ResidenceOf(block), Residence::kDevice);
+}
+
 // Note [scan block range]: a word just past the previous hit's block, and
 // words into other blocks, are each looked up; scalars and null pointers are
 // skipped.

@@ -244,7 +244,7 @@ struct FakeEntryPoints {
     if (index >= sizes->size()) return CUDA_ERROR_INVALID_VALUE;
     size_t off = 0;
     for (size_t i = 0; i <= index; ++i) {
-      const size_t align = std::min<size_t>((*sizes)[i], 8);
+      const size_t align = std::clamp<size_t>((*sizes)[i], 1, 8);  // size 0: no alignment
       off = (off + align - 1) / align * align;
       if (i == index) break;
       off += (*sizes)[i];

@@ -1,8 +1,11 @@
 #include "tests/daemon/daemon_harness.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -270,6 +273,48 @@ std::string ExpectedChecksum(int pages, int iterations) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%016" PRIx64, h);
   return buf;
+}
+
+std::string WorkloadChecksum(const std::string& out) {
+  const size_t at = out.find("checksum ");
+  if (at == std::string::npos) return "";
+  return out.substr(at + 9, out.find_first_of(" \n", at + 9) - (at + 9));
+}
+
+std::string HttpGet(int port, const std::string& path) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const timeval timeout = {5, 0};  // a scrape that waits longer counts as failed
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return "";
+  }
+  const std::string req = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+  (void)!write(fd, req.data(), req.size());
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
+  close(fd);
+  return out;
+}
+
+int MetricsPort(Daemon& d) {
+  const std::string log = d.process().Stderr();
+  const std::string marker = "metrics listening on port ";
+  const size_t at = log.find(marker);
+  return at == std::string::npos ? 0 : std::atoi(log.c_str() + at + marker.size());
+}
+
+std::optional<double> MetricValue(const std::string& body, const std::string& name) {
+  const std::string line_start = "\n" + name + " ";
+  const size_t at = body.find(line_start);
+  if (at == std::string::npos) return std::nullopt;
+  return std::strtod(body.c_str() + at + line_start.size(), nullptr);
 }
 
 }  // namespace memvirt::testing

@@ -134,6 +134,19 @@ std::vector<std::string> AsNobody();
 // Checksum the test client prints for --pages/--iterations (see test_client.cc).
 std::string ExpectedChecksum(int pages, int iterations);
 
+// The hex digits after "checksum " in tests/shim/train_workload.cc's output, or "" if absent.
+std::string WorkloadChecksum(const std::string& out);
+
+// The body of an HTTP/1.0 GET of `path` from 127.0.0.1:`port` (with headers), or "" when the
+// connection fails; a reply slower than 5 s is cut off.
+std::string HttpGet(int port, const std::string& path);
+
+// The port a daemon started with --metrics-listen logged, or 0.
+int MetricsPort(Daemon& d);
+
+// The value of the unlabelled Prometheus sample `name` in `body`, or nullopt.
+std::optional<double> MetricValue(const std::string& body, const std::string& name);
+
 }  // namespace memvirt::testing
 
 #endif  // MEMVIRT_TESTS_DAEMON_DAEMON_HARNESS_H_

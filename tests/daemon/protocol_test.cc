@@ -243,35 +243,6 @@ TEST_F(ProtocolTest, RandomFieldValuesNeverCrashTheDaemon) {
   EXPECT_EQ(Processes(*s).values_size(), 0) << "registrations must be reclaimed when streams end";
 }
 
-std::string HttpGet(int port, const std::string& path) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  const timeval timeout = {5, 0};  // a scrape that waits longer counts as failed
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    close(fd);
-    return "";
-  }
-  const std::string req = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-  (void)!write(fd, req.data(), req.size());
-  std::string out;
-  char buf[4096];
-  ssize_t n;
-  while ((n = read(fd, buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
-  close(fd);
-  return out;
-}
-
-int MetricsPort(Daemon& d) {
-  const std::string log = d.process().Stderr();
-  const std::string marker = "metrics listening on port ";
-  const size_t at = log.find(marker);
-  return at == std::string::npos ? 0 : std::atoi(log.c_str() + at + marker.size());
-}
-
 // Issue 14, item 8: idle TCP connections do not block scraping.
 TEST_F(ProtocolTest, IdleConnectionsDoNotBlockScraping) {
   const int port = MetricsPort(*daemon_);

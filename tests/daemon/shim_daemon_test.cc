@@ -34,13 +34,6 @@ std::vector<std::string> DaemonFlags() {
           "--shrink_deadline_ms=" + std::to_string(kShrinkDeadline.count())};
 }
 
-// "checksum <hex>" as train_workload prints it.
-std::string Checksum(const std::string& out) {
-  const size_t at = out.find("checksum ");
-  if (at == std::string::npos) return "";
-  return out.substr(at + 9, out.find_first_of(" \n", at + 9) - (at + 9));
-}
-
 class ShimDaemonTest : public ::testing::Test {
  protected:
   // The checksum of the workload with unlimited memory and no shim.
@@ -49,7 +42,7 @@ class ShimDaemonTest : public ::testing::Test {
     auto p =
         Subprocess::Spawn(WorkloadArgv(), dir.path() + "/reference", {"MEMSIM_DEVICE_MEMORY=2G"});
     ASSERT_EQ(p->Wait(seconds(60)), std::optional<int>(0)) << p->Stderr();
-    reference_ = new std::string(Checksum(p->Stdout()));
+    reference_ = new std::string(WorkloadChecksum(p->Stdout()));
     ASSERT_FALSE(reference_->empty()) << p->Stdout();
   }
   static void TearDownTestSuite() {
@@ -168,7 +161,7 @@ TEST_F(ShimDaemonTest, ThreeShimProcessesAtThreeTimesTheDeviceFinishWithinTheirB
       static_cast<long long>(longest_excess.count()));
   for (auto& p : procs) {
     ASSERT_EQ(p->Wait(seconds(120)), std::optional<int>(0)) << p->Stderr();
-    EXPECT_EQ(Checksum(p->Stdout()), *reference_) << p->Stderr();
+    EXPECT_EQ(WorkloadChecksum(p->Stdout()), *reference_) << p->Stderr();
     EXPECT_THAT(p->Stderr(), HasSubstr("registered with memvirtd"));
     // The budget came from the daemon: never more than the device less the reserve.
     ASSERT_GT(max_budget.count(p->pid()), 0u) << "never seen in memctl status";
@@ -194,7 +187,7 @@ TEST_F(ShimDaemonTest, NineProcessesStartedTogetherWithAHostBudgetAllFinish) {
   for (int i = 0; i < kProcesses; ++i) procs.push_back(StartShimProcess(d, node, i));
   for (auto& p : procs) {
     ASSERT_EQ(p->Wait(seconds(240)), std::optional<int>(0)) << p->Stdout() << p->Stderr();
-    EXPECT_EQ(Checksum(p->Stdout()), *reference_);
+    EXPECT_EQ(WorkloadChecksum(p->Stdout()), *reference_);
     EXPECT_NE(p->Stderr().find("waited"), std::string::npos) << p->Stderr();
   }
 }
@@ -229,7 +222,7 @@ TEST_F(ShimDaemonTest, ShimProcessesSurviveADaemonKillAndReRegisterWithTheRestar
   std::printf("re-learned in %lld ms\n", static_cast<long long>(took.count()));
   for (auto& p : procs) {
     ASSERT_EQ(p->Wait(seconds(120)), std::optional<int>(0)) << p->Stderr();
-    EXPECT_EQ(Checksum(p->Stdout()), *reference_) << p->Stderr();
+    EXPECT_EQ(WorkloadChecksum(p->Stdout()), *reference_) << p->Stderr();
   }
 }
 

@@ -25,12 +25,6 @@ constexpr uint64_t kFootprint = 4 * kDeviceBytes;
 constexpr int kIterations = 8;
 constexpr int kProcesses = 3;
 
-std::string Checksum(const std::string& out) {
-  const size_t at = out.find("checksum ");
-  if (at == std::string::npos) return "";
-  return out.substr(at + 9, out.find_first_of(" \n", at + 9) - (at + 9));
-}
-
 TEST(MEMVIRT_PAUSE_SUITE, ProcessesWaitForAPausedDaemonAndKeepTheirNvmeData) {
   TempDir dir;
   const std::vector<std::string> workload = {MEMSHIM_TRAIN_WORKLOAD, MEMSHIM_TEST_KERNELS,
@@ -39,7 +33,7 @@ TEST(MEMVIRT_PAUSE_SUITE, ProcessesWaitForAPausedDaemonAndKeepTheirNvmeData) {
   auto reference =
       Subprocess::Spawn(workload, dir.path() + "/reference", {"MEMSIM_DEVICE_MEMORY=2G"});
   ASSERT_EQ(reference->Wait(seconds(120)), std::optional<int>(0)) << reference->Stderr();
-  const std::string expected = Checksum(reference->Stdout());
+  const std::string expected = WorkloadChecksum(reference->Stdout());
   ASSERT_FALSE(expected.empty());
 
   // Each process has a 1x host tier of its own, so most of its data goes to NVMe.
@@ -89,7 +83,7 @@ TEST(MEMVIRT_PAUSE_SUITE, ProcessesWaitForAPausedDaemonAndKeepTheirNvmeData) {
 
   for (auto& p : processes) {
     ASSERT_EQ(p->Wait(seconds(180)), std::optional<int>(0)) << p->Stdout() << p->Stderr();
-    EXPECT_EQ(Checksum(p->Stdout()), expected) << p->Stderr();
+    EXPECT_EQ(WorkloadChecksum(p->Stdout()), expected) << p->Stderr();
     EXPECT_EQ(p->Stderr().find("lost the daemon's tier channel"), std::string::npos) << p->Stderr();
   }
 }

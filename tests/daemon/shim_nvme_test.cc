@@ -25,12 +25,6 @@ constexpr uint64_t kDeviceBytes = 64 * kMiB;
 constexpr uint64_t kFootprint = 4 * kDeviceBytes;
 constexpr int kIterations = 6;
 
-std::string Checksum(const std::string& out) {
-  const size_t at = out.find("checksum ");
-  if (at == std::string::npos) return "";
-  return out.substr(at + 9, out.find_first_of(" \n", at + 9) - (at + 9));
-}
-
 std::vector<std::string> WorkloadArgv() {
   return {MEMSHIM_TRAIN_WORKLOAD, MEMSHIM_TEST_KERNELS, std::to_string(kFootprint),
           std::to_string(kIterations)};
@@ -56,7 +50,7 @@ TEST_F(ShimNvmeTest, FourTimesTheDeviceWithAOneTimesHostTierRunsThroughNvme) {
   auto reference =
       Subprocess::Spawn(WorkloadArgv(), dir_.path() + "/reference", {"MEMSIM_DEVICE_MEMORY=2G"});
   ASSERT_EQ(reference->Wait(seconds(120)), std::optional<int>(0)) << reference->Stderr();
-  const std::string expected = Checksum(reference->Stdout());
+  const std::string expected = WorkloadChecksum(reference->Stdout());
   ASSERT_FALSE(expected.empty());
 
   Daemon d(dir_.path(), DaemonFlags("1G"));
@@ -77,7 +71,7 @@ TEST_F(ShimNvmeTest, FourTimesTheDeviceWithAOneTimesHostTierRunsThroughNvme) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   ASSERT_EQ(p->Wait(seconds(1)), std::optional<int>(0)) << p->Stdout() << p->Stderr();
-  EXPECT_EQ(Checksum(p->Stdout()), expected) << p->Stderr();
+  EXPECT_EQ(WorkloadChecksum(p->Stdout()), expected) << p->Stderr();
   EXPECT_EQ(host_budget, double(kDeviceBytes));
   EXPECT_LE(max_host, double(kDeviceBytes));
   EXPECT_GT(max_nvme, 0) << p->Stderr();
@@ -100,7 +94,7 @@ TEST_F(ShimNvmeTest, KilledDaemonFailsAccessesToLostDataInsteadOfCorruptingThem)
   auto reference =
       Subprocess::Spawn(WorkloadArgv(), dir_.path() + "/reference", {"MEMSIM_DEVICE_MEMORY=2G"});
   ASSERT_EQ(reference->Wait(seconds(120)), std::optional<int>(0)) << reference->Stderr();
-  const std::string expected = Checksum(reference->Stdout());
+  const std::string expected = WorkloadChecksum(reference->Stdout());
   Daemon d(dir_.path(), DaemonFlags("1G"));
   ASSERT_TRUE(d.Start()) << d.process().Stderr();
   auto p = StartShimProcess(d);
@@ -118,10 +112,10 @@ TEST_F(ShimNvmeTest, KilledDaemonFailsAccessesToLostDataInsteadOfCorruptingThem)
   EXPECT_LT(*code, 128) << "the workload crashed: " << p->Stderr();
   std::cout << "workload exit code after the daemon was killed: " << *code << "\n";
   if (*code == 0) {
-    EXPECT_EQ(Checksum(p->Stdout()), expected);  // finished before it needed lost data
+    EXPECT_EQ(WorkloadChecksum(p->Stdout()), expected);  // finished before it needed lost data
   } else {
     EXPECT_NE(p->Stderr().find("spill tier"), std::string::npos) << p->Stderr();
-    EXPECT_EQ(Checksum(p->Stdout()), "");
+    EXPECT_EQ(WorkloadChecksum(p->Stdout()), "");
   }
 }
 
