@@ -13,6 +13,18 @@ CUresult Put(void* data, T value) {
 
 }  // namespace
 
+static_assert(sizeof(CUpointer_attribute) == sizeof(int));
+
+bool ReadPointerAttribute(const CUpointer_attribute* attribute, CUpointer_attribute* out) {
+  int raw;
+  std::memcpy(&raw, attribute, sizeof(raw));
+  if (raw < CU_POINTER_ATTRIBUTE_CONTEXT || raw > CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE) {
+    return false;
+  }
+  *out = static_cast<CUpointer_attribute>(raw);
+  return true;
+}
+
 size_t PointerAttributeBytes(CUpointer_attribute attribute) {
   switch (attribute) {
     case CU_POINTER_ATTRIBUTE_P2P_TOKENS:

@@ -39,8 +39,13 @@ struct AllocationFacts {
   unsigned long long buffer_id = 0;
 };
 
+// Reads an attribute the application passed, which may be any integer: it is
+// inspected as one, and loaded as the enum type only when it is inside the
+// enumeration (an out-of-range enum load is undefined). False outside it.
+bool ReadPointerAttribute(const CUpointer_attribute* attribute, CUpointer_attribute* out);
+
 // The size of the attribute's value type; 0 for a value outside the
-// enumeration.
+// enumeration. REQUIRES: `attribute` was read with ReadPointerAttribute.
 size_t PointerAttributeBytes(CUpointer_attribute attribute);
 
 // Writes the value of `attribute` for `ptr` (inside `facts`) to `data`.

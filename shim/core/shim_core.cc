@@ -415,17 +415,20 @@ bool ShimCore::FactsOf(CUdeviceptr ptr, AllocationFacts* facts) {
 }
 
 CUresult ShimCore::PointerAttribute(CUpointer_attribute attribute, void* data, CUdeviceptr ptr) {
+  CUpointer_attribute known;
+  if (!ReadPointerAttribute(&attribute, &known)) return CUDA_ERROR_INVALID_VALUE;
   MutexLock lock(&mu_);
   AllocationFacts facts;
   if (!FactsOf(ptr, &facts)) return CUDA_ERROR_INVALID_VALUE;
-  return AnswerPointerAttribute(facts, attribute, data, ptr);
+  return AnswerPointerAttribute(facts, known, data, ptr);
 }
 
 CUresult ShimCore::PointerAttributes(unsigned count, const CUpointer_attribute* attributes,
                                      void** data, CUdeviceptr ptr) {
   if (count == 0 || attributes == nullptr || data == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUpointer_attribute known;
   for (unsigned i = 0; i < count; ++i) {  // malformed: fail before writing anything
-    if (data[i] == nullptr || PointerAttributeBytes(attributes[i]) == 0) {
+    if (data[i] == nullptr || !ReadPointerAttribute(&attributes[i], &known)) {
       return CUDA_ERROR_INVALID_VALUE;
     }
   }
@@ -433,8 +436,9 @@ CUresult ShimCore::PointerAttributes(unsigned count, const CUpointer_attribute* 
   AllocationFacts facts;
   const bool live = FactsOf(ptr, &facts);
   for (unsigned i = 0; i < count; ++i) {
-    std::memset(data[i], 0, PointerAttributeBytes(attributes[i]));
-    if (live) (void)AnswerPointerAttribute(facts, attributes[i], data[i], ptr);  // else zero
+    (void)ReadPointerAttribute(&attributes[i], &known);
+    std::memset(data[i], 0, PointerAttributeBytes(known));
+    if (live) (void)AnswerPointerAttribute(facts, known, data[i], ptr);  // else zero
   }
   return CUDA_SUCCESS;
 }
