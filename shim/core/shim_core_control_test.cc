@@ -38,7 +38,7 @@ class DeliveringControlPlane final : public ControlPlane {
     Register([&] { budget_ = std::move(callback); });
     if (!set || worker_.joinable()) return;
     worker_ = std::thread([this] {
-      std::lock_guard<std::timed_mutex> lock(callback_mu_);
+      std::lock_guard<std::mutex> lock(callback_mu_);
       entered_ = true;
       if (budget_) budget_(directive_);
       delivered_ = true;
@@ -58,18 +58,24 @@ class DeliveringControlPlane final : public ControlPlane {
   bool delivered() const { return delivered_; }
 
  private:
+  // Polls try_lock rather than using a timed mutex: TSan does not model timed locks
+  // (pthread_mutex_clocklock) and reports their unlock as an unlock of an unlocked mutex.
   void Register(const std::function<void()>& store) {
-    if (!callback_mu_.try_lock_for(kDeadlockTimeout)) {
-      deadlocked_ = true;
-      store();
-      return;
+    const auto deadline = std::chrono::steady_clock::now() + kDeadlockTimeout;
+    while (!callback_mu_.try_lock()) {
+      if (std::chrono::steady_clock::now() >= deadline) {
+        deadlocked_ = true;
+        store();
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     store();
     callback_mu_.unlock();
   }
 
   const uint64_t directive_;
-  std::timed_mutex callback_mu_;
+  std::mutex callback_mu_;
   std::function<void(uint64_t)> budget_;
   std::function<UsageReport()> source_;
   HostTierControl host_;

@@ -79,11 +79,14 @@ struct Harness {
     plane = std::make_unique<DaemonControlPlane>(o, [this, reachable, granted](client::Options co) {
       auto c = std::make_unique<FakeClient>(std::move(co), reachable, granted);
       fake = c.get();
+      created.store(c.get(), std::memory_order_release);
       return c;
     });
   }
   std::unique_ptr<DaemonControlPlane> plane;
   FakeClient* fake = nullptr;
+  // The same client, published for threads that start before it exists.
+  std::atomic<FakeClient*> created{nullptr};
 };
 
 client::Directive BudgetDirective(uint64_t id, uint64_t bytes, const std::string& uuid = kUuid) {
@@ -101,10 +104,13 @@ TEST(DaemonControlPlaneAdmissionTest, WaitsForAUsableBudgetBeforeStarting) {
   Harness h(/*reachable=*/true, /*granted=*/4 * kMiB, /*min_bytes=*/16 * kMiB);
   DeviceIdentity dev{kUuid, 80 * kMiB};
   std::thread daemon([&] {
-    while (h.fake == nullptr) std::this_thread::sleep_for(1ms);
+    FakeClient* fake;
+    while ((fake = h.created.load(std::memory_order_acquire)) == nullptr) {
+      std::this_thread::sleep_for(1ms);
+    }
     std::this_thread::sleep_for(100ms);  // the others acknowledge their shrinks meanwhile
-    h.fake->granted_ = 32 * kMiB;
-    h.fake->Push(BudgetDirective(7, 32 * kMiB));
+    fake->granted_ = 32 * kMiB;
+    fake->Push(BudgetDirective(7, 32 * kMiB));
   });
   const auto start = std::chrono::steady_clock::now();
   EXPECT_EQ(h.plane->InitialDeviceBudget(dev, 1 * kMiB), 32 * kMiB);
