@@ -3,13 +3,19 @@
 #ifndef MEMVIRT_TESTS_FUZZ_FUZZ_CHECK_H_
 #define MEMVIRT_TESTS_FUZZ_FUZZ_CHECK_H_
 
+#include <cstdio>
 #include <cstdlib>
 
 namespace memvirt::fuzz {
 
-inline void Check(bool condition) {
-  if (!condition) std::abort();
+// Aborts (a finding for libFuzzer) when a property does not hold, naming the line.
+inline void CheckAt(bool condition, const char* file, int line) {
+  if (!condition) {
+    std::fprintf(stderr, "property violated at %s:%d\n", file, line);
+    std::abort();
+  }
 }
+#define Check(condition) ::memvirt::fuzz::CheckAt((condition), __FILE__, __LINE__)
 
 }  // namespace memvirt::fuzz
 

@@ -14,8 +14,6 @@ namespace {
 
 using memvirt::trace::Trace;
 
-using memvirt::fuzz::Check;
-
 void CheckReferences(const Trace& t) {
   std::unordered_set<uint64_t> tensors;
   for (const auto& tensor : t.tensors) tensors.insert(tensor.id);

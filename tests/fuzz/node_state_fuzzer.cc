@@ -28,8 +28,6 @@ using namespace memvirt::daemon;  // NOLINT(build/namespaces): a test driver ove
 constexpr int kStreams = 4;
 constexpr char kGpu[] = "GPU-00000000-0000-0000-0000-000000000001";
 
-using memvirt::fuzz::Check;
-
 // One client stream: what ClientStreamService keeps (its client id) and the directives sent.
 // OnDirective runs with NodeState's mutex held: it only records.
 class Stream : public DirectiveSink {

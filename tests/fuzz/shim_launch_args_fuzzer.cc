@@ -30,8 +30,6 @@ constexpr size_t kMaxParams = 12;
 constexpr uint32_t kMaxParamBytes = 256;
 constexpr size_t kMaxExtraOptions = 4;
 
-using memvirt::fuzz::Check;
-
 // One fake driver and core for the whole run (FakeDriver is a singleton).
 struct World {
   memvirt::shim::testing::FakeDriver fake{64 * kMiB};
