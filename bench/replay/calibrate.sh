@@ -6,15 +6,26 @@
 # that every transfer keeps its share of the iteration) on the simulated GPU,
 # once without a memory limit and once per DEVICE under the shim with the
 # lifetime policy, and prints the measured slowdown (last iteration over the
-# unlimited run's) beside memvirt-sim's prediction for the same scaled
-# configuration. Two unlimited references: the plain simulated GPU, and the
-# shim with room for everything (it commits device memory when a chunk is
-# created, so first-touch costs of the plain simulated GPU do not enter it). DEVICE is the full-scale device memory (e.g. 30Gi); the run
-# uses DEVICE x SCALE as the shim's budget. A row whose measurement and
-# prediction differ by more than 15% is marked.
+# unlimited run's) beside memvirt-sim's predictions for the same scaled
+# configuration: with its own block layout (tensors paged alone), and with the
+# trace paged as the shim pages it (`--predict-layout shim`, Note [shim
+# layout] in policy/include/memvirt/policy/shim_layout.h). Two unlimited
+# references: the plain simulated GPU (it pays a cuMemAlloc that commits
+# memory and a synchronizing cuMemFree per tensor per iteration), and the shim
+# with room for everything (it keeps its chunks and frees without waiting),
+# the one the rows compare against. DEVICE is the full-scale device memory
+# (e.g. 30Gi); the run uses DEVICE x SCALE as the shim's budget. A ratio off
+# by more than 15% is marked.
+#
+# After the table, a link check re-runs the last DEVICE with the simulated
+# link 1000 times slower, to show whether the shim's transfers are charged.
 #
 # Environment: PCIE_GBPS (full-scale link, default 15.754), POLICY (lifetime),
-# ITERATIONS (2). Needs python3 (JSON and byte arithmetic only).
+# ITERATIONS (2), RAW_DIR (if set, every run's JSON is kept there as
+# unlimited-plain.json, unlimited-shim.json, DEVICE.json, DEVICE-shim-layout.json
+# and DEVICE-slow-link.json, so predictions can
+# be recomputed with `memvirt-replay --predict-only` without re-measuring).
+# Needs python3 (JSON and byte arithmetic only).
 set -euo pipefail
 
 if [ $# -lt 5 ]; then
@@ -43,6 +54,7 @@ if not m: sys.exit('bad size: $1')
 mult = {'': 1, 'K': 1 << 10, 'M': 1 << 20, 'G': 1 << 30, 'T': 1 << 40}[m.group(2)]
 print(int(float(m.group(1)) * mult * $scale))"
 }
+keep() { if [ -n "${RAW_DIR:-}" ]; then mkdir -p "$RAW_DIR" && printf '%s\n' "$2" > "$RAW_DIR/$1.json"; fi; }
 field() { py "import json, sys; d = json.loads(sys.argv[1]); print(d$2)" "$1"; }
 
 export MEMSIM_H2D_GBPS=$scaled_gbps MEMSIM_D2H_GBPS=$scaled_gbps
@@ -50,26 +62,53 @@ common=(--trace "$trace" --scale "$scale" --time-scale "$time_scale" --iteration
 
 # Unlimited reference: the plain simulated GPU with room for everything.
 base=$(MEMSIM_DEVICE_MEMORY=64G "$replay" "${common[@]}")
+keep unlimited-plain "$base"
 base_us=$(field "$base" "['time_us']")
 shim_base=$(MEMSIM_DEVICE_MEMORY=64G MEMSHIM_POLICY=$policy LD_PRELOAD="$shim" "$replay" "${common[@]}")
+keep unlimited-shim "$shim_base"
 shim_base_us=$(field "$shim_base" "['time_us']")
 echo "trace $trace scale $scale time-scale $time_scale link $scaled_gbps GB/s policy $policy"
 echo "unlimited, plain: $base_us us last iteration, measured/ideal $(field "$base" "['slowdown']"), mismatches $(field "$base" "['mismatches']")"
 echo "unlimited, shim: $shim_base_us us last iteration, measured/ideal $(field "$shim_base" "['slowdown']"), mismatches $(field "$shim_base" "['mismatches']")"
 echo
-echo "| device (full scale) | budget | mismatches | measured / plain | measured / shim unlimited | predicted | plain vs predicted | shim vs predicted |"
-echo "|---|---|---|---|---|---|---|---|"
+echo "| device (full scale) | budget | mismatches | measured / plain | measured / shim unlimited | predicted, tensor layout | predicted, shim layout | shim vs tensor layout | shim vs shim layout |"
+echo "|---|---|---|---|---|---|---|---|---|"
+run_shim() {  # run_shim BUDGET [extra replay flags...]: the replay under the shim
+  local budget=$1
+  shift
+  # The simulated GPU gets the budget plus room for the shim's own staging.
+  MEMSIM_DEVICE_MEMORY=$((budget + (16 << 20))) MEMSHIM_DEVICE_BUDGET=$budget \
+    MEMSHIM_POLICY=$policy LD_PRELOAD="$shim" "$replay" "${common[@]}" "$@"
+}
+predict=()
 for device in "$@"; do
   budget=$(scaled_bytes "$device")
-  # The simulated GPU gets the budget plus room for the shim's own staging.
-  out=$(MEMSIM_DEVICE_MEMORY=$((budget + (16 << 20))) MEMSHIM_DEVICE_BUDGET=$budget \
-        MEMSHIM_POLICY=$policy LD_PRELOAD="$shim" "$replay" "${common[@]}" \
-        --predict-device-memory "$budget" --predict-pcie-gbps "$scaled_gbps" \
-        --predict-policy "$policy")
+  predict=(--predict-device-memory "$budget" --predict-pcie-gbps "$scaled_gbps"
+           --predict-policy "$policy")
+  out=$(run_shim "$budget" "${predict[@]}")
+  keep "$device" "$out"
+  # The same prediction with the trace paged as the shim pages it (Note [shim layout]).
+  shim_layout=$("$replay" "${common[@]}" "${predict[@]}" --predict-layout shim --predict-only)
+  keep "$device-shim-layout" "$shim_layout"
   time_us=$(field "$out" "['time_us']")
   measured=$(py "print('%.4f' % ($time_us / $base_us))")
   measured_shim=$(py "print('%.4f' % ($time_us / $shim_base_us))")
   predicted=$(py "print('%.4f' % $(field "$out" "['predicted']['slowdown']"))")
-  ratio() { py "r = $1 / $predicted; print('%.3f%s' % (r, '' if abs(r - 1) <= 0.15 else ' (>15%)'))"; }
-  echo "| $device | $budget | $(field "$out" "['mismatches']") | $measured | $measured_shim | $predicted | $(ratio "$measured") | $(ratio "$measured_shim") |"
+  predicted_shim=$(py "print('%.4f' % $(field "$shim_layout" "['predicted']['slowdown']"))")
+  ratio() { py "r = $1 / $2; print('%.3f%s' % (r, '' if abs(r - 1) <= 0.15 else ' (>15%)'))"; }
+  echo "| $device | $budget | $(field "$out" "['mismatches']") | $measured | $measured_shim | $predicted | $predicted_shim | $(ratio "$measured_shim" "$predicted") | $(ratio "$measured_shim" "$predicted_shim") |"
 done
+
+# Link check: the last size again with the simulated link 1000 times slower.
+# If the shim's page-ins and page-outs were charged to the link, the time
+# would grow by about (bytes moved / link) x 999; if it barely moves, the
+# measured slowdowns above contain no transfer time at all.
+slow_gbps=$(py "print('%.9g' % ($scaled_gbps / 1000))")
+slow=$(MEMSIM_H2D_GBPS=$slow_gbps MEMSIM_D2H_GBPS=$slow_gbps run_shim "$budget")
+keep "$device-slow-link" "$slow"
+slow_us=$(field "$slow" "['time_us']")
+moved=$(field "$shim_layout" "['predicted']['traffic_bytes']")
+echo
+echo "link check at $device: link $scaled_gbps -> $slow_gbps GB/s: last iteration $time_us -> $slow_us us" \
+     "(x$(py "print('%.3f' % ($slow_us / $time_us))")); the shim layout moves $moved bytes per iteration," \
+     "which at $slow_gbps GB/s take $(py "print('%.0f' % ($moved / ($slow_gbps * 1e3)))") us"

@@ -5,7 +5,8 @@
 //       [--kernels PATH] [--corrupt-after K]
 //       [--predict-device-memory BYTES [--predict-pcie-gbps X (15.754)]
 //        [--predict-policy lru|lifetime|belady|uvm (lifetime)] [--predict-host-memory BYTES (1T)]
-//        [--predict-ssd-gbps Y (3.2)]]
+//        [--predict-ssd-gbps Y (3.2)] [--predict-layout tensor|shim (tensor)]
+//        [--predict-only]]
 //
 // Allocates the trace's tensors (bytes scaled by S) with cuMemAlloc when they
 // are born and frees them when they die, launches one kernel per trace kernel
@@ -13,7 +14,10 @@
 // reads and writes a pattern derived from (tensor id, version) into what it
 // writes, and lasts the trace's duration (times T). Prints one JSON object:
 // mismatches, measured iteration times, slowdown vs the compute sum, and,
-// with --predict-*, memvirt-sim's prediction for the same scaled trace.
+// with --predict-*, memvirt-sim's prediction for the same scaled trace
+// (--predict-layout shim: paged as the shim pages it, Note [shim layout] in
+// memvirt/policy/shim_layout.h; --predict-only: the prediction alone, nothing
+// is run on the driver).
 // --corrupt-after K overwrites one word of a tensor behind the kernels' back
 // after kernel K of the first iteration (a self-test: mismatches must show).
 // Exit status: 0 no mismatch, 3 mismatches, 1 driver or trace error, 2 usage.
@@ -28,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "memvirt/policy/shim_layout.h"
 #include "memvirt/policy/simulator.h"
 #include "memvirt/trace/memtrace.h"
 #include "replay_abi.h"
@@ -43,7 +48,8 @@ constexpr char kUsage[] =
     "                      [--kernels PATH] [--corrupt-after K]\n"
     "                      [--predict-device-memory BYTES [--predict-pcie-gbps X]\n"
     "                       [--predict-policy P] [--predict-host-memory BYTES]\n"
-    "                       [--predict-ssd-gbps Y]]\n";
+    "                       [--predict-ssd-gbps Y] [--predict-layout tensor|shim]\n"
+    "                       [--predict-only]]\n";
 
 int Usage(const std::string& error) {
   std::fprintf(stderr, "memvirt-replay: %s\n%s", error.c_str(), kUsage);
@@ -181,11 +187,16 @@ class Replayer {
 
 int main(int argc, char** argv) {
   std::map<std::string, std::string> v;
+  bool predict_only = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
       std::fputs(kUsage, stdout);
       return 0;
+    }
+    if (arg == "--predict-only") {
+      predict_only = true;
+      continue;
     }
     static const char* kFlags[] = {"--trace",
                                    "--scale",
@@ -197,7 +208,8 @@ int main(int argc, char** argv) {
                                    "--predict-pcie-gbps",
                                    "--predict-policy",
                                    "--predict-host-memory",
-                                   "--predict-ssd-gbps"};
+                                   "--predict-ssd-gbps",
+                                   "--predict-layout"};
     std::string name = arg, value;
     bool has_value = false;
     if (size_t eq = arg.find('='); eq != std::string::npos) {
@@ -234,6 +246,7 @@ int main(int argc, char** argv) {
     corrupt_after = *n;
   }
   memvirt::policy::SimConfig predict;
+  bool shim_layout = false;
   const bool want_prediction = v.count("--predict-device-memory") > 0;
   if (want_prediction) {
     auto dev = memvirt::policy::ParseByteSize(v["--predict-device-memory"]);
@@ -258,7 +271,14 @@ int main(int argc, char** argv) {
                                                                              : "lifetime");
     if (!kind.ok()) return Usage(std::string(kind.status().message()));
     predict.policy = *kind;
+    const std::string layout = v.count("--predict-layout") ? v["--predict-layout"] : "tensor";
+    if (layout != "tensor" && layout != "shim") {
+      return Usage("--predict-layout: expected tensor or shim");
+    }
+    shim_layout = layout == "shim";
   }
+  if (predict_only && !want_prediction)
+    return Usage("--predict-only needs --predict-device-memory");
 
   auto trace = memvirt::trace::ReadTrace(v["--trace"]);
   if (!trace.ok()) {
@@ -276,6 +296,7 @@ int main(int argc, char** argv) {
     memvirt::trace::Trace scaled = *trace;
     for (size_t t = 0; t < scaled.tensors.size(); ++t) scaled.tensors[t].bytes = plan->bytes[t];
     for (auto& k : scaled.kernels) k.us *= time_scale;
+    if (shim_layout) scaled = memvirt::policy::ShimLayout(scaled);
     auto r = memvirt::policy::Simulate(scaled, predict);
     if (!r.ok()) {
       std::fprintf(stderr, "memvirt-replay: prediction: %s\n",
@@ -283,6 +304,11 @@ int main(int argc, char** argv) {
       return 1;
     }
     predicted_json = memvirt::policy::FormatResultJson(*r, predict);
+    if (predict_only) {
+      std::printf("{\"trace\":\"%s\",\"layout\":\"%s\",\"predicted\":%s}\n", v["--trace"].c_str(),
+                  shim_layout ? "shim" : "tensor", predicted_json.c_str());
+      return 0;
+    }
   }
 
   std::vector<double> times;
@@ -340,7 +366,10 @@ int main(int argc, char** argv) {
     out += buf;
   }
   out += "]";
-  if (!predicted_json.empty()) out += ",\"predicted\":" + predicted_json;
+  if (!predicted_json.empty()) {
+    out += std::string(",\"predicted_layout\":\"") + (shim_layout ? "shim" : "tensor") + "\"";
+    out += ",\"predicted\":" + predicted_json;
+  }
   out += "}";
   std::printf("%s\n", out.c_str());
   return mismatches == 0 ? 0 : 3;

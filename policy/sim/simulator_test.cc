@@ -263,6 +263,26 @@ TEST(SimulatorTest, UvmFaultsMigrateAndKeepDeadDataMapped) {
   EXPECT_EQ(uvm_dead->reported.write_back_carried_bytes, kMiB);
 }
 
+// Note [G10 iterations]: with uvm_migrate_reborn a rebirth off the device
+// migrates its old pages back, so (the device being full) every page that
+// leaves comes back: fetched = written back, as in G10's second iteration.
+TEST(SimulatorTest, UvmRebirthMigratesBackWhenAsked) {
+  trace::Trace t = MakeTrace({{0, kMiB, "activation", false}, {1, kMiB, "activation", false}},
+                             {{0, "k0", 1000, {}, {0}},
+                              {1, "k1", 1000, {0}, {}},
+                              {2, "k2", 1000, {}, {1}},
+                              {3, "k3", 1000, {1}, {}}});
+  SimConfig c = Config(PolicyKind::kUvm, kMiB, 2);
+  c.uvm_migrate_reborn = true;
+  auto r = Simulate(t, c);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->reported.h2d_bytes, 2 * kMiB);          // X at k0, Y at k2
+  EXPECT_EQ(r->reported.d2h_bytes, 2 * kMiB);          // Y at k0, X at k2
+  EXPECT_EQ(r->reported.write_back_unread_bytes, 0u);  // both read back by their rebirth
+  // The first iteration allocated both fresh: nothing to fetch.
+  EXPECT_EQ(r->per_iteration[0].h2d_bytes, 0u);
+}
+
 TEST(SimulatorTest, DeterministicOutput) {
   trace::Trace t = TrainingLoop();
   for (PolicyKind p : {PolicyKind::kLifetime, PolicyKind::kUvm}) {

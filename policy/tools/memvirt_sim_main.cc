@@ -11,7 +11,9 @@
 #include <cstring>
 #include <map>
 #include <string>
+#include <utility>
 
+#include "memvirt/policy/shim_layout.h"
 #include "memvirt/policy/simulator.h"
 #include "memvirt/trace/memtrace.h"
 #include "tools/cli_values.h"
@@ -25,8 +27,10 @@ constexpr char kUsage[] =
     "                   [--iterations N (default 2)] [--no-prefetch] [--belady-lookahead]\n"
     "                   [--lookahead-slack X] [--evict-ahead-slack X] [--plan-fraction X]\n"
     "                   [--no-residency-plan] [--uvm-fault-latency-us X (default 5)]\n"
-    "                   [--uvm-fault-batch PAGES (default 256)] --json\n"
+    "                   [--uvm-fault-batch PAGES (default 256)] [--uvm-migrate-reborn]\n"
+    "                   [--shim-layout] --json\n"
     "belady is demand-only (the traffic lower bound) unless --belady-lookahead.\n"
+    "--shim-layout: page the trace as the shim does (slabs, whole chunks, read-write).\n"
     "BYTES: K/M/G/T and Ki/Mi/Gi/Ti are binary, KB/MB/GB/TB decimal. GB/s are decimal.\n";
 
 int Usage(const std::string& error) {
@@ -43,6 +47,8 @@ int main(int argc, char** argv) {
   bool no_prefetch = false;
   bool belady_lookahead = false;
   bool no_residency_plan = false;
+  bool shim_layout = false;
+  bool uvm_migrate_reborn = false;
   static const char* kValueFlags[] = {"--trace",
                                       "--policy",
                                       "--device-memory",
@@ -63,22 +69,17 @@ int main(int argc, char** argv) {
       std::fputs(kUsage, stdout);
       return 0;
     }
-    if (arg == "--json") {
-      json = true;
-      continue;
+    const std::pair<const char*, bool*> switches[] = {{"--json", &json},
+                                                      {"--no-prefetch", &no_prefetch},
+                                                      {"--belady-lookahead", &belady_lookahead},
+                                                      {"--no-residency-plan", &no_residency_plan},
+                                                      {"--uvm-migrate-reborn", &uvm_migrate_reborn},
+                                                      {"--shim-layout", &shim_layout}};
+    bool is_switch = false;
+    for (const auto& [flag, on] : switches) {
+      if (arg == flag) *on = is_switch = true;
     }
-    if (arg == "--no-prefetch") {
-      no_prefetch = true;
-      continue;
-    }
-    if (arg == "--belady-lookahead") {
-      belady_lookahead = true;
-      continue;
-    }
-    if (arg == "--no-residency-plan") {
-      no_residency_plan = true;
-      continue;
-    }
+    if (is_switch) continue;
     std::string name = arg, value;
     bool has_value = false;
     if (size_t eq = arg.find('='); eq != std::string::npos) {
@@ -105,6 +106,7 @@ int main(int argc, char** argv) {
   config.prefetch = !no_prefetch;
   config.belady_lookahead = belady_lookahead;
   config.plan_residency = !no_residency_plan;
+  config.uvm_migrate_reborn = uvm_migrate_reborn;
   auto policy = memvirt::policy::ParsePolicyKind(values["--policy"]);
   if (!policy.ok()) return Usage(std::string(policy.status().message()));
   config.policy = *policy;
@@ -165,6 +167,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "memvirt-sim: %s\n", std::string(trace.status().message()).c_str());
     return 1;
   }
+  if (shim_layout) *trace = memvirt::policy::ShimLayout(*trace);
   auto result = memvirt::policy::Simulate(*trace, config);
   if (!result.ok()) {
     std::fprintf(stderr, "memvirt-sim: %s\n", std::string(result.status().message()).c_str());

@@ -76,6 +76,11 @@ struct SimConfig {
   double uvm_fault_latency_us = 5;
   uint64_t uvm_fault_batch_pages = 256;
   uint64_t uvm_page_bytes = 4096;
+  // The uvm policy: a tensor born again while its pages are off the device
+  // migrates them back with their old contents (what G10's Base UVM does
+  // from its second iteration on, Note [G10 iterations] in simulator.cc),
+  // instead of allocating them fresh (its first iteration).
+  bool uvm_migrate_reborn = false;
 };
 
 struct IterationStats {
