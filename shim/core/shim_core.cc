@@ -707,6 +707,7 @@ void ShimCore::AddUse(uint32_t chunk, uint32_t stream, uint64_t seq) {
 
 bool ShimCore::EligibleThunk(void* self, uint32_t chunk) {
   ShimCore* core = static_cast<ShimCore*>(self);
+  core->mu_.AssertHeld();  // the policy calls it from PickVictims()
   const ChunkEntry& e = core->table_[chunk];
   if (e.residence != Residence::kDevice || e.stamp == core->stamp_ || e.evicting) return false;
   return !core->require_idle_ || core->ChunkIdle(chunk);
@@ -1360,7 +1361,7 @@ uint64_t ShimCore::DemoteHostBytes(uint64_t bytes) {
   MutexLock lock(&mu_);
   ++stamp_;
   const uint64_t before = stats_.demotions;
-  auto moved = [&] { return (stats_.demotions - before) << kChunkShift; };
+  auto moved = [&]() MEMSHIM_REQUIRES(mu_) { return (stats_.demotions - before) << kChunkShift; };
   while (moved() < bytes && DemoteHostChunks(static_cast<uint32_t>(
                                 (bytes - moved() + kChunkBytes - 1) >> kChunkShift))) {
   }
