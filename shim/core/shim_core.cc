@@ -1127,7 +1127,7 @@ CUresult ShimCore::MakeResident(uint32_t stream, bool host_wait, bool capturing,
     // Fast path: nothing to page, fill or prefetch; only the use is recorded.
     const uint64_t seq = tracker_->Issue(stream);
     for (uint32_t c : touched_) AddUse(c, stream, seq);
-    ticket->window = tracker_->BeginEnqueue(stream);
+    *ticket = tracker_->BeginEnqueue(stream);
     return CUDA_SUCCESS;
   }
   fills_.clear();
@@ -1178,7 +1178,7 @@ CUresult ShimCore::MakeResident(uint32_t stream, bool host_wait, bool capturing,
   if (!capturing) {
     const uint64_t seq = tracker_->Issue(stream);
     for (uint32_t c : touched_) AddUse(c, stream, seq);
-    ticket->window = tracker_->BeginEnqueue(stream);
+    *ticket = tracker_->BeginEnqueue(stream);
   }
   return result;
 }
@@ -1265,7 +1265,7 @@ CUresult ShimCore::OpaqueLocked(uint32_t index, bool capturing, Ticket* ticket) 
     }
   }
   if (!found) opaque_uses_.push_back({index, seq});
-  ticket->window = tracker_->BeginEnqueue(index);
+  *ticket = tracker_->BeginEnqueue(index);
   return CUDA_SUCCESS;
 }
 
@@ -1459,7 +1459,7 @@ UsageReport ShimCore::TakeUsage() {
   return u;
 }
 
-Residence ShimCore::ResidenceOf(CUdeviceptr ptr) {
+Residence ShimCore::TEST_ResidenceOf(CUdeviceptr ptr) {
   MutexLock lock(&mu_);
   if (!table_.Contains(ptr)) return Residence::kUnbacked;
   return table_[table_.IndexOf(ptr)].residence;

@@ -73,7 +73,6 @@ class ShimCoreTest : public ::testing::Test {
     if (r != CUDA_SUCCESS) return r;
     for (size_t i = 0; i + 1 < ptrs.size(); ++i) fake_.EnqueueTouch(stream, ptrs[i], bytes, {});
     fake_.EnqueueTouch(stream, ptrs.back(), bytes, std::move(body));
-    ShimCore::AfterEnqueue(ticket);
     return CUDA_SUCCESS;
   }
 
