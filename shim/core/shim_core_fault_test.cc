@@ -18,14 +18,7 @@ namespace {
 // A core over a FaultInjector with a 2-chunk device budget.
 class ShimCoreFaultTest : public ShimCoreTest {
  protected:
-  void SetUp() override {
-    faults_ = std::make_unique<testing::FaultInjector>(fake_.driver());
-    Make(&faults_->driver(), 4 * kMiB, 64 * kMiB);
-  }
-  void TearDown() override {
-    core_.reset();
-    faults_.reset();
-  }
+  void SetUp() override { MakeWithFaults(4 * kMiB, 64 * kMiB); }
 
   static uint64_t BytesAt(CUdeviceptr p) { return Checksum(reinterpret_cast<void*>(p), 2 * kMiB); }
 
@@ -85,11 +78,7 @@ class ShimCoreFaultTest : public ShimCoreTest {
     EXPECT_EQ(fake_.faults(), 0u);
   }
 
-  void Disarm() { faults_->ClearFaults(); }
-
   CUstream CopyStream() { return fake_.created_streams().at(0); }
-
-  std::unique_ptr<testing::FaultInjector> faults_;
 };
 
 // ---- Page-in (host tier -> device) ------------------------------------------
@@ -137,10 +126,7 @@ TEST_F(ShimCoreFaultTest, FailedStreamWaitFallsBackToAHostWait) {
 // only victim there is.
 class ShimCorePageOutFaultTest : public ShimCoreFaultTest {
  protected:
-  void SetUp() override {
-    faults_ = std::make_unique<testing::FaultInjector>(fake_.driver());
-    Make(&faults_->driver(), 2 * kMiB, 64 * kMiB);
-  }
+  void SetUp() override { MakeWithFaults(2 * kMiB, 64 * kMiB); }
 
   // Blocks a and b (seeds 1, 2), a on the device and b in the host tier
   // (both host slots already created); arms `arm`, then reads b, which

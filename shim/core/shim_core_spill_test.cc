@@ -275,14 +275,7 @@ TEST_F(ShimCoreSpillTest, LifetimePolicyLoadsSpilledChunksAheadOfUse) {
 // failure and after a retry.
 class ShimCoreSpillFaultTest : public ShimCoreSpillTest {
  protected:
-  void SetUp() override {
-    faults_ = std::make_unique<testing::FaultInjector>(fake_.driver());
-    Make(&faults_->driver(), 8 * kMiB, 8 * kMiB, "lru", &plane_);
-  }
-  void TearDown() override {
-    core_.reset();
-    faults_.reset();
-  }
+  void SetUp() override { MakeWithFaults(8 * kMiB, 8 * kMiB, "lru", &plane_); }
 
   // 12 blocks (4 on the device, 4 in host memory, 4 stored), then one device
   // block freed so that a promotion needs no eviction. Returns a stored block.
@@ -321,7 +314,7 @@ class ShimCoreSpillFaultTest : public ShimCoreSpillTest {
     arm();
     bool ran = false;
     EXPECT_NE(Launch(s, {blocks_[i]}, 2 * kMiB, [&ran] { ran = true; }), CUDA_SUCCESS);
-    Disarm();
+    DisarmAll();
     ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
     EXPECT_FALSE(ran);
     EXPECT_EQ(core_->TEST_ResidenceOf(blocks_[i]), Residence::kNvme);
@@ -345,7 +338,7 @@ class ShimCoreSpillFaultTest : public ShimCoreSpillTest {
     const size_t stored = tier_.stored();
     arm();
     EXPECT_EQ(core_->DemoteHostBytes(2 * kMiB), 0u);
-    Disarm();
+    DisarmAll();
     EXPECT_EQ(tier_.stored(), stored);
     for (int i = 0; i < 12; ++i) {
       if (i == freed_ || core_->TEST_ResidenceOf(blocks_[i]) != Residence::kHost) continue;
@@ -359,13 +352,12 @@ class ShimCoreSpillFaultTest : public ShimCoreSpillTest {
     ExpectLiveBlocks(s);
   }
 
-  void Disarm() {
-    faults_->ClearFaults();
+  void DisarmAll() {
+    Disarm();
     tier_.no_space = false;
     tier_.fail_loads = false;
   }
 
-  std::unique_ptr<testing::FaultInjector> faults_;
   std::vector<CUdeviceptr> blocks_;
   int freed_ = -1;
 };

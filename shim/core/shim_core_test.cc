@@ -486,17 +486,16 @@ TEST_F(ShimCoreTest, WithoutHostNumaSupportTheHostTierIsOff) {
 }
 
 TEST_F(ShimCoreTest, HostSlotThatCannotBeCreatedAtInitializationTurnsTheTierOff) {
-  testing::FaultInjector faults(fake_.driver());
-  faults.FailMemCreate(1);  // the first cuMemCreate is the host tier's first slot
-  Make(&faults.driver(), 8 * kMiB, 64 * kMiB);
-  faults.ClearFaults();
+  testing::FaultInjector* faults = NewFaultInjector();
+  faults->FailMemCreate(1);  // the first cuMemCreate is the host tier's first slot
+  Make(&faults->driver(), 8 * kMiB, 64 * kMiB);
+  Disarm();
   ExpectDeviceBudgetIsTheCapacity(
       core_.get(), &fake_,
       [this](CUstream s, CUdeviceptr p, uint64_t b, uint64_t* sum) { return Read(s, p, b, sum); },
       [this](CUstream s, CUdeviceptr p, uint64_t b, uint64_t seed) {
         return Write(s, p, b, seed);
       });
-  core_.reset();  // before the injector it uses
 }
 
 TEST_F(ShimCoreTest, FreedChunksAreReclaimedWithoutCopies) {
