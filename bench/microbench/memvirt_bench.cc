@@ -172,7 +172,7 @@ void BM_Launch(benchmark::State& state) {
     auto t0 = Clock::now();
     shim::ShimCore::Ticket ticket;
     core->BeforeLaunch(f, params.data(), nullptr, env.stream, false, &ticket);
-    shim::ShimCore::AfterEnqueue(ticket);
+    ticket.Close();
     auto t1 = Clock::now();
     cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, env.stream, params.data(), nullptr);
     auto t2 = Clock::now();
@@ -216,7 +216,6 @@ void BM_ShimLaunchWork(benchmark::State& state) {
   for (auto _ : state) {
     shim::ShimCore::Ticket ticket;
     core->BeforeLaunch(f, params.data(), nullptr, env.stream, false, &ticket);
-    shim::ShimCore::AfterEnqueue(ticket);
   }
   state.counters["events_per_1k"] = EventsPer1k(*core, events_before, state.iterations());
   core->Synchronize();
@@ -291,7 +290,6 @@ void BM_Paging(benchmark::State& state) {
     shim::MemRange r{blocks[i++ % blocks.size()], kChunk};
     shim::ShimCore::Ticket t;
     core->BeforeAccess(&r, 1, env.stream, false, /*synchronous=*/false, &t);
-    shim::ShimCore::AfterEnqueue(t);
   };
   for (size_t w = 0; w < 2 * blocks.size(); ++w) touch();  // warm up: all chunks backed
   const auto before = core->stats();

@@ -2,20 +2,23 @@
 
 #include <sys/stat.h>
 
-#include <condition_variable>
 #include <cstdlib>
 #include <deque>
 #include <map>
-#include <mutex>
 #include <thread>
 
 #include "glog/logging.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
+#include "memvirt/common/mutex.h"
 #include "memvirt/v1/memvirt.grpc.pb.h"
 
 namespace memvirt::client {
 namespace {
+
+using sync::CondVar;
+using sync::Mutex;
+using sync::MutexLock;
 
 constexpr char kDefaultSocket[] = "/run/memvirt/memvirtd.sock";
 constexpr uint32_t kProtocolVersion = 1;
@@ -74,29 +77,33 @@ class ClientImpl final : public Client {
   ~ClientImpl() override { Close(); }
 
   State state() const override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     return state_;
   }
 
   bool WaitConnected(std::chrono::milliseconds timeout) override {
-    std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_for(lock, timeout, [&] { return state_ == State::kConnected; });
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    MutexLock lock(&mu_);
+    while (state_ != State::kConnected) {
+      if (!cv_.WaitUntil(&mu_, deadline)) return state_ == State::kConnected;
+    }
+    return true;
   }
 
   std::optional<uint64_t> Budget(const std::string& gpu_uuid) const override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto it = budgets_.find(gpu_uuid);
     if (it == budgets_.end()) return std::nullopt;
     return it->second;
   }
 
   pid_t daemon_pid() const override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     return daemon_pid_;
   }
 
   uint64_t registrations() const override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     return registrations_;
   }
 
@@ -119,7 +126,7 @@ class ClientImpl final : public Client {
       p->set_last_launch(a.last_launch);
     }
     for (const GpuUsage& u : batch.usage) ToProto(u, h->add_usage());
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     for (const GpuUsage& u : batch.usage) RememberUsage(u);
     if (state_ != State::kConnected) return;
     Enqueue(std::move(m), /*droppable=*/true);
@@ -131,14 +138,14 @@ class ClientImpl final : public Client {
     m.mutable_ack()->set_directive_id(directive_id);
     m.mutable_ack()->set_complied(complied);
     if (usage.has_value()) ToProto(*usage, m.mutable_ack()->mutable_usage());
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (usage.has_value()) RememberUsage(*usage);
     if (state_ != State::kConnected) return;
     Enqueue(std::move(m), /*droppable=*/false);
   }
 
   bool PollDirective(Directive* out) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (polled_.empty()) return false;
     *out = std::move(polled_.front());
     polled_.pop_front();
@@ -147,35 +154,34 @@ class ClientImpl final : public Client {
 
   void Close() override {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (stop_) return;
       stop_ = true;
       if (context_ != nullptr) context_->TryCancel();
     }
-    cv_.notify_all();
+    cv_.NotifyAll();
     if (thread_.joinable()) thread_.join();
     SetState(State::kClosed, /*notify=*/false);  // Callbacks run only on the client thread.
   }
 
  private:
-  void RememberUsage(const GpuUsage& u) {
+  void RememberUsage(const GpuUsage& u) MEMVIRT_REQUIRES(mu_) {
     if (last_usage_.count(u.gpu_uuid) > 0) last_usage_[u.gpu_uuid] = u;
   }
 
-  // REQUIRES: mu_ held.
-  void Enqueue(v1::ClientMessage m, bool droppable) {
+  void Enqueue(v1::ClientMessage m, bool droppable) MEMVIRT_REQUIRES(mu_) {
     if (droppable && outbox_.size() >= options_.max_queued_messages) return;
     outbox_.push_back(std::move(m));
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
 
   void SetState(State s, bool notify = true) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (state_ == s) return;
       state_ = s;
     }
-    cv_.notify_all();
+    cv_.NotifyAll();
     if (notify && options_.on_state) options_.on_state(s);
   }
 
@@ -184,7 +190,7 @@ class ClientImpl final : public Client {
       options_.on_directive(d);
       return;
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     polled_.push_back(d);
   }
 
@@ -201,7 +207,7 @@ class ClientImpl final : public Client {
       c->set_demand_bytes(g.demand_bytes);
       c->set_min_bytes(g.min_bytes);
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     for (const auto& [uuid, u] : last_usage_) ToProto(u, r->add_usage());
     return m;
   }
@@ -216,7 +222,7 @@ class ClientImpl final : public Client {
     auto stub = v1::ClientService::NewStub(channel);
     auto context = std::make_unique<grpc::ClientContext>();
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (stop_) return false;
       context_ = context.get();
     }
@@ -231,17 +237,17 @@ class ClientImpl final : public Client {
         if (in.has_directive()) {
           const Directive d = FromProto(in.directive());
           if (d.kind == Directive::Kind::kBudget) {
-            std::lock_guard<std::mutex> lock(mu_);
+            MutexLock lock(&mu_);
             budgets_[d.gpu_uuid] = d.budget_bytes;
           }
           Deliver(d);
         }
       }
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(&mu_);
         stream_over_ = true;
       }
-      cv_.notify_all();
+      cv_.NotifyAll();
       context->TryCancel();
       writer.join();
     } else {
@@ -249,14 +255,14 @@ class ClientImpl final : public Client {
     }
     const grpc::Status status = stream->Finish();
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       context_ = nullptr;
       stream_over_ = false;
       outbox_.clear();
     }
     bool stopping;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       stopping = stop_;
     }
     if (!stopping) {
@@ -270,7 +276,7 @@ class ClientImpl final : public Client {
   void OnRegistered(const v1::Registered& r) {
     std::vector<Directive> initial;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       daemon_pid_ = static_cast<pid_t>(r.pid());
       ++registrations_;
       for (const v1::GpuBudget& b : r.budgets()) {
@@ -292,16 +298,16 @@ class ClientImpl final : public Client {
   }
 
   void WriteLoop(Stream* stream) {
-    std::unique_lock<std::mutex> lock(mu_);
     while (true) {
-      cv_.wait(lock, [&] { return stop_ || stream_over_ || !outbox_.empty(); });
-      if (stop_ || stream_over_) return;
-      v1::ClientMessage m = std::move(outbox_.front());
-      outbox_.pop_front();
-      lock.unlock();
-      const bool ok = stream->Write(m);
-      lock.lock();
-      if (!ok) return;  // The reader sees the broken stream too.
+      v1::ClientMessage m;
+      {
+        MutexLock lock(&mu_);
+        while (!stop_ && !stream_over_ && outbox_.empty()) cv_.Wait(&mu_);
+        if (stop_ || stream_over_) return;
+        m = std::move(outbox_.front());
+        outbox_.pop_front();
+      }
+      if (!stream->Write(m)) return;  // The reader sees the broken stream too.
     }
   }
 
@@ -310,13 +316,15 @@ class ClientImpl final : public Client {
     while (true) {
       const bool registered = RunStream();
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(&mu_);
         if (stop_) return;
       }
       SetState(State::kDisconnected);
       if (registered) backoff = options_.initial_backoff;
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_for(lock, backoff, [&] { return stop_; });
+      const auto retry_at = std::chrono::steady_clock::now() + backoff;
+      MutexLock lock(&mu_);
+      while (!stop_ && cv_.WaitUntil(&mu_, retry_at)) {
+      }
       if (stop_) return;
       backoff = std::min(backoff * 2, options_.max_backoff);
     }
@@ -325,18 +333,18 @@ class ClientImpl final : public Client {
   Options options_;
   std::thread thread_;
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  State state_ = State::kConnecting;  // guarded by mu_ (all below too)
-  bool stop_ = false;
-  bool stream_over_ = false;
-  grpc::ClientContext* context_ = nullptr;
-  std::deque<v1::ClientMessage> outbox_;
-  std::deque<Directive> polled_;
-  std::map<std::string, uint64_t> budgets_;
-  std::map<std::string, GpuUsage> last_usage_;
-  pid_t daemon_pid_ = 0;
-  uint64_t registrations_ = 0;
+  mutable Mutex mu_;
+  CondVar cv_;  // state_, stop_, stream_over_ or outbox_ changed
+  State state_ MEMVIRT_GUARDED_BY(mu_) = State::kConnecting;
+  bool stop_ MEMVIRT_GUARDED_BY(mu_) = false;
+  bool stream_over_ MEMVIRT_GUARDED_BY(mu_) = false;
+  grpc::ClientContext* context_ MEMVIRT_GUARDED_BY(mu_) = nullptr;
+  std::deque<v1::ClientMessage> outbox_ MEMVIRT_GUARDED_BY(mu_);
+  std::deque<Directive> polled_ MEMVIRT_GUARDED_BY(mu_);
+  std::map<std::string, uint64_t> budgets_ MEMVIRT_GUARDED_BY(mu_);
+  std::map<std::string, GpuUsage> last_usage_ MEMVIRT_GUARDED_BY(mu_);
+  pid_t daemon_pid_ MEMVIRT_GUARDED_BY(mu_) = 0;
+  uint64_t registrations_ MEMVIRT_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace

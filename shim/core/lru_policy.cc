@@ -96,7 +96,7 @@ void LruPolicy::PrefetchCandidatesInto(uint64_t byte_limit, std::vector<uint32_t
   missed_.clear();
 }
 
-std::vector<uint32_t> LruPolicy::OrderForTest() const {
+std::vector<uint32_t> LruPolicy::TEST_Order() const {
   std::vector<uint32_t> out;
   for (uint32_t c = head_; c != kNoIndex; c = nodes_[c].next) out.push_back(c);
   return out;

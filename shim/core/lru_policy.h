@@ -34,8 +34,8 @@ class LruPolicy : public ResidencyPolicy {
   void PrefetchCandidatesInto(uint64_t byte_limit, std::vector<uint32_t>* out) override;
   bool MayPrefetch() const override { return !missed_.empty(); }
 
-  // For tests: resident chunks from most to least recently used.
-  std::vector<uint32_t> OrderForTest() const;
+  // Test-only: resident chunks from most to least recently used.
+  std::vector<uint32_t> TEST_Order() const;
 
  private:
   void Unlink(uint32_t chunk);

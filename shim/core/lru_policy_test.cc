@@ -25,7 +25,7 @@ TEST(LruPolicyTest, EvictsLeastRecentlyAccessed) {
   ASSERT_TRUE(p.PickVictim(&NotInSet, &busy, &v));
   EXPECT_EQ(v, 0u);
   p.OnEvicted(1);
-  EXPECT_EQ(p.OrderForTest(), (std::vector<uint32_t>{2, 0, 3}));
+  EXPECT_EQ(p.TEST_Order(), (std::vector<uint32_t>{2, 0, 3}));
 }
 
 TEST(LruPolicyTest, NoVictimWhenNothingEligible) {

@@ -13,52 +13,6 @@ CUresult Put(void* data, T value) {
 
 }  // namespace
 
-static_assert(sizeof(CUpointer_attribute) == sizeof(int));
-
-bool ReadPointerAttribute(const CUpointer_attribute* attribute, CUpointer_attribute* out) {
-  int raw;
-  std::memcpy(&raw, attribute, sizeof(raw));
-  if (raw < CU_POINTER_ATTRIBUTE_CONTEXT || raw > CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE) {
-    return false;
-  }
-  *out = static_cast<CUpointer_attribute>(raw);
-  return true;
-}
-
-size_t PointerAttributeBytes(CUpointer_attribute attribute) {
-  switch (attribute) {
-    case CU_POINTER_ATTRIBUTE_P2P_TOKENS:
-      return sizeof(CUDA_POINTER_ATTRIBUTE_P2P_TOKENS);
-    case CU_POINTER_ATTRIBUTE_CONTEXT:
-    case CU_POINTER_ATTRIBUTE_HOST_POINTER:
-    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
-    case CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR:
-      return sizeof(void*);
-    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
-    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
-      return sizeof(CUdeviceptr);
-    case CU_POINTER_ATTRIBUTE_BUFFER_ID:
-    case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES:
-    case CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID:
-      return sizeof(unsigned long long);
-    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
-    case CU_POINTER_ATTRIBUTE_MAPPING_SIZE:
-      return sizeof(size_t);
-    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
-    case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS:
-      return sizeof(unsigned int);
-    case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
-    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
-    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
-    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
-    case CU_POINTER_ATTRIBUTE_MAPPED:
-    case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE:
-    case CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE:
-      return sizeof(int);
-  }
-  return 0;
-}
-
 CUresult AnswerPointerAttribute(const AllocationFacts& facts, CUpointer_attribute attribute,
                                 void* data, CUdeviceptr ptr) {
   if (data == nullptr) return CUDA_ERROR_INVALID_VALUE;

@@ -28,6 +28,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "memvirt/common/pointer_attribute_table.h"
+
 namespace memvirt::shim {
 
 // What the answers are computed from: one live allocation.
@@ -39,14 +41,10 @@ struct AllocationFacts {
   unsigned long long buffer_id = 0;
 };
 
-// Reads an attribute the application passed, which may be any integer: it is
-// inspected as one, and loaded as the enum type only when it is inside the
-// enumeration (an out-of-range enum load is undefined). False outside it.
-bool ReadPointerAttribute(const CUpointer_attribute* attribute, CUpointer_attribute* out);
-
-// The size of the attribute's value type; 0 for a value outside the
-// enumeration. REQUIRES: `attribute` was read with ReadPointerAttribute.
-size_t PointerAttributeBytes(CUpointer_attribute attribute);
+// Attributes passed by the application are read, and zeroed, by the table
+// the simulated driver uses too.
+using cuda_abi::PointerAttributeBytes;
+using cuda_abi::ReadPointerAttribute;
 
 // Writes the value of `attribute` for `ptr` (inside `facts`) to `data`.
 // CUDA_ERROR_INVALID_VALUE for a null `data`, an attribute that does not

@@ -707,6 +707,7 @@ void ShimCore::AddUse(uint32_t chunk, uint32_t stream, uint64_t seq) {
 
 bool ShimCore::EligibleThunk(void* self, uint32_t chunk) {
   ShimCore* core = static_cast<ShimCore*>(self);
+  core->mu_.AssertHeld();  // the policy calls it from PickVictims()
   const ChunkEntry& e = core->table_[chunk];
   if (e.residence != Residence::kDevice || e.stamp == core->stamp_ || e.evicting) return false;
   return !core->require_idle_ || core->ChunkIdle(chunk);
@@ -1126,7 +1127,7 @@ CUresult ShimCore::MakeResident(uint32_t stream, bool host_wait, bool capturing,
     // Fast path: nothing to page, fill or prefetch; only the use is recorded.
     const uint64_t seq = tracker_->Issue(stream);
     for (uint32_t c : touched_) AddUse(c, stream, seq);
-    ticket->window = tracker_->BeginEnqueue(stream);
+    *ticket = tracker_->BeginEnqueue(stream);
     return CUDA_SUCCESS;
   }
   fills_.clear();
@@ -1177,7 +1178,7 @@ CUresult ShimCore::MakeResident(uint32_t stream, bool host_wait, bool capturing,
   if (!capturing) {
     const uint64_t seq = tracker_->Issue(stream);
     for (uint32_t c : touched_) AddUse(c, stream, seq);
-    ticket->window = tracker_->BeginEnqueue(stream);
+    *ticket = tracker_->BeginEnqueue(stream);
   }
   return result;
 }
@@ -1264,7 +1265,7 @@ CUresult ShimCore::OpaqueLocked(uint32_t index, bool capturing, Ticket* ticket) 
     }
   }
   if (!found) opaque_uses_.push_back({index, seq});
-  ticket->window = tracker_->BeginEnqueue(index);
+  *ticket = tracker_->BeginEnqueue(index);
   return CUDA_SUCCESS;
 }
 
@@ -1360,7 +1361,7 @@ uint64_t ShimCore::DemoteHostBytes(uint64_t bytes) {
   MutexLock lock(&mu_);
   ++stamp_;
   const uint64_t before = stats_.demotions;
-  auto moved = [&] { return (stats_.demotions - before) << kChunkShift; };
+  auto moved = [&]() MEMSHIM_REQUIRES(mu_) { return (stats_.demotions - before) << kChunkShift; };
   while (moved() < bytes && DemoteHostChunks(static_cast<uint32_t>(
                                 (bytes - moved() + kChunkBytes - 1) >> kChunkShift))) {
   }
@@ -1458,7 +1459,7 @@ UsageReport ShimCore::TakeUsage() {
   return u;
 }
 
-Residence ShimCore::ResidenceOf(CUdeviceptr ptr) {
+Residence ShimCore::TEST_ResidenceOf(CUdeviceptr ptr) {
   MutexLock lock(&mu_);
   if (!table_.Contains(ptr)) return Residence::kUnbacked;
   return table_[table_.IndexOf(ptr)].residence;

@@ -6,10 +6,10 @@
 // driver only through the injected Driver table.
 //
 // Thread safety: every public method is thread-safe (one internal mutex).
-// Owns() and the Ticket returned by the Before*() calls may be used without
-// the lock. Before*() must be followed by exactly one AfterEnqueue() with the
-// same ticket once the real driver call has returned (see Note [enqueue
-// window] in stream_tracker.h).
+// Owns() may be used without the lock. The Before*() calls fill a Ticket, the
+// operation's enqueue window (Note [enqueue window] in stream_tracker.h): the
+// caller keeps it alive until the real driver call has returned, and its
+// destructor closes the window.
 //
 // Lock order: a ControlPlane's locks before mu_. A control plane calls into
 // the core (SetDeviceBudget, SetHostBudget, DemoteHostBytes, TakeUsage) from
@@ -224,9 +224,9 @@ class ShimCore {
                              CUdeviceptr ptr) MEMSHIM_EXCLUDES(mu_);
 
   // ---- Residency ----------------------------------------------------------
-  struct Ticket {
-    std::atomic<uint64_t>* window = nullptr;
-  };
+  // Held by the hook across its real driver call (move-only; closes on
+  // destruction).
+  using Ticket = EnqueueWindow;
   // Before cuLaunchKernel/Ex/Cooperative: decodes the arguments and makes
   // what they reach resident, stream-ordered before the launch.
   CUresult BeforeLaunch(CUfunction function, void** params, void** extra, CUstream stream,
@@ -251,9 +251,6 @@ class ShimCore {
   // Before work whose reach is unknown (graph launches the shim cannot decode):
   // see Note [host mapping].
   CUresult BeforeOpaque(CUstream stream, bool per_thread, Ticket* ticket) MEMSHIM_EXCLUDES(mu_);
-  static void AfterEnqueue(const Ticket& ticket) {
-    if (ticket.window != nullptr) ticket.window->fetch_add(1, std::memory_order_release);
-  }
 
   // ---- Graphs (Note [graph residency], shim_core_graph.cc) -----------------
   // After a successful cuGraphInstantiate*: walks `graph` with the driver and
@@ -283,8 +280,8 @@ class ShimCore {
     size_t nodes = 0, words = 0, ranges = 0;
     uint64_t launches = 0, page_ins = 0;
   };
-  // For tests and diagnostics.
-  GraphPlanInfo GraphPlanOf(CUgraphExec exec) MEMSHIM_EXCLUDES(mu_);
+  // Test-only: what is recorded for `exec`.
+  GraphPlanInfo TEST_GraphPlanOf(CUgraphExec exec) MEMSHIM_EXCLUDES(mu_);
 
   // ---- Streams, capture, budgets -------------------------------------------
   void OnStreamDestroy(CUstream stream, bool per_thread) MEMSHIM_EXCLUDES(mu_);
@@ -309,8 +306,8 @@ class ShimCore {
   // Usage for the control plane; drains the allocation events logged since
   // the previous call. Events are logged only once this has been called.
   UsageReport TakeUsage() MEMSHIM_EXCLUDES(mu_);
-  // For tests: the residence of the chunk holding `ptr`.
-  Residence ResidenceOf(CUdeviceptr ptr) MEMSHIM_EXCLUDES(mu_);
+  // Test-only: the residence of the chunk holding `ptr`.
+  Residence TEST_ResidenceOf(CUdeviceptr ptr) MEMSHIM_EXCLUDES(mu_);
 
  private:
   // One 8-byte argument word: params[param] + offset.

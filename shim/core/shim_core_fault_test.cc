@@ -18,14 +18,7 @@ namespace {
 // A core over a FaultInjector with a 2-chunk device budget.
 class ShimCoreFaultTest : public ShimCoreTest {
  protected:
-  void SetUp() override {
-    faults_ = std::make_unique<testing::FaultInjector>(fake_.driver());
-    Make(&faults_->driver(), 4 * kMiB, 64 * kMiB);
-  }
-  void TearDown() override {
-    core_.reset();
-    faults_.reset();
-  }
+  void SetUp() override { MakeWithFaults(4 * kMiB, 64 * kMiB); }
 
   static uint64_t BytesAt(CUdeviceptr p) { return Checksum(reinterpret_cast<void*>(p), 2 * kMiB); }
 
@@ -41,7 +34,7 @@ class ShimCoreFaultTest : public ShimCoreTest {
     EXPECT_EQ(core_->Synchronize(), CUDA_SUCCESS);
     core_->SetDeviceBudget(16 * kMiB);
     for (int i = 0; i < 3; ++i) {
-      if (core_->ResidenceOf(blocks[i]) == Residence::kHost) {
+      if (core_->TEST_ResidenceOf(blocks[i]) == Residence::kHost) {
         *seed = i + 1;
         return blocks[i];
       }
@@ -62,7 +55,7 @@ class ShimCoreFaultTest : public ShimCoreTest {
     EXPECT_NE(Launch(s, {p}, 2 * kMiB, [&ran] { ran = true; }), CUDA_SUCCESS);
     Disarm();
     EXPECT_FALSE(ran);
-    EXPECT_EQ(core_->ResidenceOf(p), Residence::kHost);
+    EXPECT_EQ(core_->TEST_ResidenceOf(p), Residence::kHost);
     EXPECT_EQ(fake_.IsMapped(p, 2 * kMiB), !unmapped);
     if (!unmapped) {
       EXPECT_EQ(BytesAt(p), PatternChecksum(2 * kMiB, seed));
@@ -71,7 +64,7 @@ class ShimCoreFaultTest : public ShimCoreTest {
     ASSERT_EQ(Read(s, p, 2 * kMiB, &sum), CUDA_SUCCESS);
     ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
     EXPECT_EQ(sum, PatternChecksum(2 * kMiB, seed));
-    EXPECT_EQ(core_->ResidenceOf(p), Residence::kDevice);
+    EXPECT_EQ(core_->TEST_ResidenceOf(p), Residence::kDevice);
     EXPECT_EQ(fake_.faults(), 0u);
   }
 
@@ -85,11 +78,7 @@ class ShimCoreFaultTest : public ShimCoreTest {
     EXPECT_EQ(fake_.faults(), 0u);
   }
 
-  void Disarm() { faults_->ClearFaults(); }
-
   CUstream CopyStream() { return fake_.created_streams().at(0); }
-
-  std::unique_ptr<testing::FaultInjector> faults_;
 };
 
 // ---- Page-in (host tier -> device) ------------------------------------------
@@ -137,10 +126,7 @@ TEST_F(ShimCoreFaultTest, FailedStreamWaitFallsBackToAHostWait) {
 // only victim there is.
 class ShimCorePageOutFaultTest : public ShimCoreFaultTest {
  protected:
-  void SetUp() override {
-    faults_ = std::make_unique<testing::FaultInjector>(fake_.driver());
-    Make(&faults_->driver(), 2 * kMiB, 64 * kMiB);
-  }
+  void SetUp() override { MakeWithFaults(2 * kMiB, 64 * kMiB); }
 
   // Blocks a and b (seeds 1, 2), a on the device and b in the host tier
   // (both host slots already created); arms `arm`, then reads b, which
@@ -154,8 +140,8 @@ class ShimCorePageOutFaultTest : public ShimCoreFaultTest {
     uint64_t sum = 0;
     EXPECT_EQ(Read(s, blocks[0], 2 * kMiB, &sum), CUDA_SUCCESS);
     EXPECT_EQ(core_->Synchronize(), CUDA_SUCCESS);
-    EXPECT_EQ(core_->ResidenceOf(blocks[0]), Residence::kDevice);
-    EXPECT_EQ(core_->ResidenceOf(blocks[1]), Residence::kHost);
+    EXPECT_EQ(core_->TEST_ResidenceOf(blocks[0]), Residence::kDevice);
+    EXPECT_EQ(core_->TEST_ResidenceOf(blocks[1]), Residence::kHost);
     arm();
     EXPECT_EQ(Read(s, blocks[1], 2 * kMiB, &sum), CUDA_SUCCESS);  // from host memory if need be
     EXPECT_EQ(sum, PatternChecksum(2 * kMiB, 2));
@@ -164,7 +150,7 @@ class ShimCorePageOutFaultTest : public ShimCoreFaultTest {
 
   // a stayed on the device, mapped, with its bytes.
   void ExpectStayedOnTheDevice(CUdeviceptr a) {
-    EXPECT_EQ(core_->ResidenceOf(a), Residence::kDevice);
+    EXPECT_EQ(core_->TEST_ResidenceOf(a), Residence::kDevice);
     EXPECT_TRUE(fake_.IsMapped(a, 2 * kMiB));
     EXPECT_EQ(BytesAt(a), PatternChecksum(2 * kMiB, 1));
   }
@@ -203,8 +189,8 @@ TEST_F(ShimCorePageOutFaultTest, FailingEventQueryNeverMakesAChunkIdle) {
     EXPECT_EQ(Read(s, core_->base(), 2 * kMiB, &sum), CUDA_SUCCESS);
   });
   ASSERT_EQ(blocks[0], core_->base());
-  EXPECT_EQ(core_->ResidenceOf(blocks[0]), Residence::kDevice);
-  EXPECT_EQ(core_->ResidenceOf(blocks[1]), Residence::kHost);  // b ran from host memory
+  EXPECT_EQ(core_->TEST_ResidenceOf(blocks[0]), Residence::kDevice);
+  EXPECT_EQ(core_->TEST_ResidenceOf(blocks[1]), Residence::kHost);  // b ran from host memory
   EXPECT_EQ(core_->stats().evictions, evictions);
   Disarm();
   ExpectBlocks(s, blocks);
@@ -240,7 +226,7 @@ TEST_F(ShimCorePageOutFaultTest, ChunkWithNoMappingLeftIsMappedBeforeAnOpaqueLau
   const std::vector<CUdeviceptr> blocks = PageOutUnder(s, [this] { faults_->FailMemMap(2); });
   Disarm();
   const CUdeviceptr a = blocks[0];
-  EXPECT_EQ(core_->ResidenceOf(a), Residence::kHost);
+  EXPECT_EQ(core_->TEST_ResidenceOf(a), Residence::kHost);
   EXPECT_FALSE(fake_.IsMapped(a, 2 * kMiB));
   // An opaque launch may reach it: it is mapped again first.
   CUfunction opaque = fake_.MakeFunction({}, /*opaque=*/true);
@@ -249,7 +235,7 @@ TEST_F(ShimCorePageOutFaultTest, ChunkWithNoMappingLeftIsMappedBeforeAnOpaqueLau
   ASSERT_EQ(core_->BeforeLaunch(opaque, no_args, nullptr, s, false, &ticket), CUDA_SUCCESS);
   uint64_t sum = 0;
   fake_.EnqueueTouch(s, a, 2 * kMiB, [a, &sum] { sum = BytesAt(a); });
-  ShimCore::AfterEnqueue(ticket);
+  ticket.Close();
   ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
   EXPECT_EQ(sum, PatternChecksum(2 * kMiB, 1));
   ExpectBlocks(s, blocks);
@@ -265,7 +251,7 @@ TEST_F(ShimCoreFaultTest, GraphLaunchWhosePageInFailsFailsAndKeepsTheBytes) {
   fake_.AddKernelNode(graph, Function(1), {p});
   const CUgraphExec exec = reinterpret_cast<CUgraphExec>(0x2000);
   core_->OnGraphInstantiate(exec, graph);
-  ASSERT_TRUE(core_->GraphPlanOf(exec).decodable);
+  ASSERT_TRUE(core_->TEST_GraphPlanOf(exec).decodable);
   const std::vector<std::function<void()>> failures = {
       [this] { faults_->FailCopy(1); },
       [this] { faults_->FailMemMap(1); },
@@ -276,17 +262,17 @@ TEST_F(ShimCoreFaultTest, GraphLaunchWhosePageInFailsFailsAndKeepsTheBytes) {
     ShimCore::Ticket ticket;
     EXPECT_NE(core_->BeforeGraphLaunch(exec, s, false, &ticket), CUDA_SUCCESS) << i;
     Disarm();
-    EXPECT_EQ(core_->ResidenceOf(p), Residence::kHost) << i;
+    EXPECT_EQ(core_->TEST_ResidenceOf(p), Residence::kHost) << i;
     EXPECT_EQ(BytesAt(p), PatternChecksum(2 * kMiB, seed)) << i;
   }
   ShimCore::Ticket ticket;
   ASSERT_EQ(core_->BeforeGraphLaunch(exec, s, false, &ticket), CUDA_SUCCESS);
   uint64_t sum = 0;
   fake_.EnqueueTouch(s, p, 2 * kMiB, [p, &sum] { sum = BytesAt(p); });
-  ShimCore::AfterEnqueue(ticket);
+  ticket.Close();
   ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
   EXPECT_EQ(sum, PatternChecksum(2 * kMiB, seed));
-  EXPECT_EQ(core_->ResidenceOf(p), Residence::kDevice);
+  EXPECT_EQ(core_->TEST_ResidenceOf(p), Residence::kDevice);
   EXPECT_EQ(fake_.faults(), 0u);
 }
 
@@ -298,7 +284,7 @@ TEST_F(ShimCoreFaultTest, FailedDeviceCreateFallsBackToHostTier) {
   ASSERT_EQ(core_->Alloc(&a, 2 * kMiB), CUDA_SUCCESS);
   faults_->FailMemCreate(1);
   ASSERT_EQ(Write(s, a, 2 * kMiB, 3), CUDA_SUCCESS);
-  EXPECT_EQ(core_->ResidenceOf(a), Residence::kHost);
+  EXPECT_EQ(core_->TEST_ResidenceOf(a), Residence::kHost);
   EXPECT_GT(core_->stats().host_fallbacks, 0u);
   uint64_t sum;
   ASSERT_EQ(Read(s, a, 2 * kMiB, &sum), CUDA_SUCCESS);  // now moves to the device
@@ -315,7 +301,7 @@ TEST_F(ShimCoreFaultTest, NoPhysicalMemoryAtAllIsOutOfMemory) {
   // The host slot created at initialization (Note [host tier preconditions])
   // takes the first chunk; nothing is left for the second.
   EXPECT_EQ(Write(s, a, 2 * kMiB, 1), CUDA_SUCCESS);
-  EXPECT_EQ(core_->ResidenceOf(a), Residence::kHost);
+  EXPECT_EQ(core_->TEST_ResidenceOf(a), Residence::kHost);
   EXPECT_EQ(Write(s, b, 2 * kMiB, 2), CUDA_ERROR_OUT_OF_MEMORY);
   faults_->FailMemCreate(0);
   EXPECT_EQ(Write(s, b, 2 * kMiB, 2), CUDA_SUCCESS);

@@ -272,7 +272,7 @@ bool ShimCore::StreamCapturing(CUstream stream, bool per_thread) {
   return IsCapturing(tracker_->HandleOf(tracker_->IndexOf(stream, per_thread)));
 }
 
-ShimCore::GraphPlanInfo ShimCore::GraphPlanOf(CUgraphExec exec) {
+ShimCore::GraphPlanInfo ShimCore::TEST_GraphPlanOf(CUgraphExec exec) {
   MutexLock lock(&mu_);
   GraphPlanInfo info;
   auto it = graph_plans_.find(exec);

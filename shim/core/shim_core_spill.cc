@@ -226,7 +226,7 @@ CUresult ShimCore::Promote(uint32_t chunk) {
     dev = kNoIndex;
     if (AcquireHost(&host) != CUDA_SUCCESS) return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  auto release = [&] {
+  auto release = [&]() MEMSHIM_REQUIRES(mu_) {
     if (dev != kNoIndex) pool_->ReleaseDevice(dev);
     if (host != kNoIndex) pool_->ReleaseHost(host);
   };

@@ -126,7 +126,7 @@ TEST_F(ShimCoreSpillTest, DataSurvivesDemotionAndPromotion) {
   CoreStats mid = core_->stats();
   EXPECT_GE(mid.spilled_chunks, 15u);
   EXPECT_EQ(tier_.stored(), mid.spilled_chunks);
-  EXPECT_EQ(core_->ResidenceOf(blocks[0]), Residence::kNvme);
+  EXPECT_EQ(core_->TEST_ResidenceOf(blocks[0]), Residence::kNvme);
   for (int round = 0; round < 2; ++round) ExpectBlocks(s, blocks, 24);
   const CoreStats end = core_->stats();
   EXPECT_GE(end.promotions, 24u);
@@ -163,13 +163,13 @@ TEST_F(ShimCoreSpillTest, FailedLoadFailsTheAccessInsteadOfReturningWrongData) {
   CUstream s = fake_.CreateStream();
   std::vector<CUdeviceptr> blocks = WriteBlocks(s, 12);
   ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
-  ASSERT_EQ(core_->ResidenceOf(blocks[0]), Residence::kNvme);
+  ASSERT_EQ(core_->TEST_ResidenceOf(blocks[0]), Residence::kNvme);
   tier_.fail_loads = true;
   bool ran = false;
   EXPECT_EQ(Launch(s, {blocks[0]}, 2 * kMiB, [&ran] { ran = true; }), CUDA_ERROR_ECC_UNCORRECTABLE);
   ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
   EXPECT_FALSE(ran);
-  EXPECT_EQ(core_->ResidenceOf(blocks[0]), Residence::kNvme);  // still stored: may be retried
+  EXPECT_EQ(core_->TEST_ResidenceOf(blocks[0]), Residence::kNvme);  // still stored: may be retried
   tier_.fail_loads = false;
   uint64_t sum = 0;
   ASSERT_EQ(Read(s, blocks[0], 2 * kMiB, &sum), CUDA_SUCCESS);
@@ -194,7 +194,7 @@ TEST_F(ShimCoreSpillTest, OpaqueLaunchPromotesEverySpilledChunkOrFails) {
     fake_.EnqueueTouch(s, p, 2 * kMiB,
                        [p, i, &sums] { sums[i] = Checksum(reinterpret_cast<void*>(p), 2 * kMiB); });
   }
-  ShimCore::AfterEnqueue(ticket);
+  ticket.Close();
   ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
   EXPECT_EQ(fake_.faults(), 0u);
   EXPECT_EQ(core_->stats().spilled_chunks, 0u);
@@ -239,7 +239,7 @@ TEST_F(ShimCoreSpillTest, OneScanServesSeveralDemotionBatches) {
   // was written after every demoted one.
   int newest_demoted = -1, oldest_kept = 36;
   for (int i = 0; i < 36; ++i) {
-    const Residence r = core_->ResidenceOf(blocks[i]);
+    const Residence r = core_->TEST_ResidenceOf(blocks[i]);
     if (r == Residence::kNvme) newest_demoted = i;
     if (r == Residence::kHost) oldest_kept = std::min(oldest_kept, i);
   }
@@ -275,14 +275,7 @@ TEST_F(ShimCoreSpillTest, LifetimePolicyLoadsSpilledChunksAheadOfUse) {
 // failure and after a retry.
 class ShimCoreSpillFaultTest : public ShimCoreSpillTest {
  protected:
-  void SetUp() override {
-    faults_ = std::make_unique<testing::FaultInjector>(fake_.driver());
-    Make(&faults_->driver(), 8 * kMiB, 8 * kMiB, "lru", &plane_);
-  }
-  void TearDown() override {
-    core_.reset();
-    faults_.reset();
-  }
+  void SetUp() override { MakeWithFaults(8 * kMiB, 8 * kMiB, "lru", &plane_); }
 
   // 12 blocks (4 on the device, 4 in host memory, 4 stored), then one device
   // block freed so that a promotion needs no eviction. Returns a stored block.
@@ -291,7 +284,7 @@ class ShimCoreSpillFaultTest : public ShimCoreSpillTest {
     EXPECT_EQ(core_->Synchronize(), CUDA_SUCCESS);
     int stored = -1;
     for (int i = 11; i >= 0; --i) {
-      const Residence r = core_->ResidenceOf(blocks_[i]);
+      const Residence r = core_->TEST_ResidenceOf(blocks_[i]);
       if (r == Residence::kDevice && freed_ < 0) freed_ = i;
       if (r == Residence::kNvme) stored = i;
     }
@@ -321,10 +314,10 @@ class ShimCoreSpillFaultTest : public ShimCoreSpillTest {
     arm();
     bool ran = false;
     EXPECT_NE(Launch(s, {blocks_[i]}, 2 * kMiB, [&ran] { ran = true; }), CUDA_SUCCESS);
-    Disarm();
+    DisarmAll();
     ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
     EXPECT_FALSE(ran);
-    EXPECT_EQ(core_->ResidenceOf(blocks_[i]), Residence::kNvme);
+    EXPECT_EQ(core_->TEST_ResidenceOf(blocks_[i]), Residence::kNvme);
     EXPECT_EQ(tier_.stored(), stored);
     EXPECT_EQ(core_->stats().spilled_chunks, stored);
     ExpectLiveBlocks(s);
@@ -333,7 +326,7 @@ class ShimCoreSpillFaultTest : public ShimCoreSpillTest {
   // A host-tier block, checked through its host mapping.
   int HostBlock() {
     for (int i = 0; i < 12; ++i) {
-      if (i != freed_ && core_->ResidenceOf(blocks_[i]) == Residence::kHost) return i;
+      if (i != freed_ && core_->TEST_ResidenceOf(blocks_[i]) == Residence::kHost) return i;
     }
     ADD_FAILURE() << "no host-tier block";
     return 0;
@@ -345,10 +338,10 @@ class ShimCoreSpillFaultTest : public ShimCoreSpillTest {
     const size_t stored = tier_.stored();
     arm();
     EXPECT_EQ(core_->DemoteHostBytes(2 * kMiB), 0u);
-    Disarm();
+    DisarmAll();
     EXPECT_EQ(tier_.stored(), stored);
     for (int i = 0; i < 12; ++i) {
-      if (i == freed_ || core_->ResidenceOf(blocks_[i]) != Residence::kHost) continue;
+      if (i == freed_ || core_->TEST_ResidenceOf(blocks_[i]) != Residence::kHost) continue;
       EXPECT_TRUE(fake_.IsMapped(blocks_[i], 2 * kMiB)) << i;
       EXPECT_EQ(Checksum(reinterpret_cast<void*>(blocks_[i]), 2 * kMiB),
                 PatternChecksum(2 * kMiB, 500 + i))
@@ -359,13 +352,12 @@ class ShimCoreSpillFaultTest : public ShimCoreSpillTest {
     ExpectLiveBlocks(s);
   }
 
-  void Disarm() {
-    faults_->ClearFaults();
+  void DisarmAll() {
+    Disarm();
     tier_.no_space = false;
     tier_.fail_loads = false;
   }
 
-  std::unique_ptr<testing::FaultInjector> faults_;
   std::vector<CUdeviceptr> blocks_;
   int freed_ = -1;
 };

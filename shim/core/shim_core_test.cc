@@ -136,10 +136,10 @@ TEST_F(ShimCoreTest, KernelHandlesAreDecodedWithKernelParamInfo) {
     ASSERT_EQ(core_->BeforeLaunch(kernel, params, nullptr, s, false, &ticket), CUDA_SUCCESS);
     fake_.EnqueueTouch(s, a, 2 * kMiB, {});
     fake_.EnqueueTouch(s, b, 2 * kMiB, {});
-    ShimCore::AfterEnqueue(ticket);
+    ticket.Close();
     ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
-    EXPECT_EQ(core_->ResidenceOf(a), Residence::kDevice);
-    EXPECT_EQ(core_->ResidenceOf(b), Residence::kDevice);
+    EXPECT_EQ(core_->TEST_ResidenceOf(a), Residence::kDevice);
+    EXPECT_EQ(core_->TEST_ResidenceOf(b), Residence::kDevice);
     ++decoded;
     EXPECT_EQ(core_->stats().kernels_decoded_as_kernel, decoded);
   }
@@ -150,7 +150,7 @@ TEST_F(ShimCoreTest, KernelHandlesAreDecodedWithKernelParamInfo) {
   ASSERT_EQ(
       core_->BeforeLaunch(no_params, std::vector<void*>(1).data(), nullptr, s, false, &ticket),
       CUDA_SUCCESS);
-  ShimCore::AfterEnqueue(ticket);
+  ticket.Close();
   const CoreStats stats = core_->stats();
   EXPECT_EQ(stats.kernels_decoded_as_function, 1u);
   EXPECT_EQ(stats.kernels_undecodable, 0u);
@@ -197,7 +197,7 @@ TEST_F(ShimCoreTest, LaunchWaitsForPageInOnTheCopyStream) {
   ASSERT_EQ(Write(s, a, 2 * kMiB, 1), CUDA_SUCCESS);
   ASSERT_EQ(Write(s, b, 2 * kMiB, 2), CUDA_SUCCESS);
   ASSERT_EQ(Write(s, c, 2 * kMiB, 3), CUDA_SUCCESS);  // evicts a (host waits on the copy)
-  EXPECT_EQ(core_->ResidenceOf(a), Residence::kHost);
+  EXPECT_EQ(core_->TEST_ResidenceOf(a), Residence::kHost);
   uint64_t sum = 0;
   ASSERT_EQ(Read(s, a, 2 * kMiB, &sum), CUDA_SUCCESS);  // evicts b, fills a
   EXPECT_EQ(sum, 0u) << "the read ran before its page-in was released";
@@ -218,8 +218,8 @@ TEST_F(ShimCoreTest, NeverEvictsChunksOfPendingWork) {
   ASSERT_EQ(Write(held, a, 2 * kMiB, 11), CUDA_SUCCESS);  // pending on a held stream
   ASSERT_EQ(Write(s, b, 2 * kMiB, 12), CUDA_SUCCESS);
   ASSERT_EQ(Write(s, c, 2 * kMiB, 13), CUDA_SUCCESS);  // needs a victim: b, not a
-  EXPECT_EQ(core_->ResidenceOf(a), Residence::kDevice);
-  EXPECT_EQ(core_->ResidenceOf(b), Residence::kHost);
+  EXPECT_EQ(core_->TEST_ResidenceOf(a), Residence::kDevice);
+  EXPECT_EQ(core_->TEST_ResidenceOf(b), Residence::kHost);
   fake_.Release(held);
   uint64_t sum = 0;
   ASSERT_EQ(Read(s, a, 2 * kMiB, &sum), CUDA_SUCCESS);
@@ -271,7 +271,7 @@ TEST_F(ShimCoreTest, OpaqueKernelsReachEveryChunkWithoutFaults) {
     fake_.EnqueueTouch(s, p, 2 * kMiB,
                        [p, i, &sums] { sums[i] = Checksum(reinterpret_cast<void*>(p), 2 * kMiB); });
   }
-  ShimCore::AfterEnqueue(ticket);
+  ticket.Close();
   EXPECT_EQ(fake_.faults(), 0u);
   for (int i = 0; i < 6; ++i) EXPECT_EQ(sums[i], PatternChecksum(2 * kMiB, 100 + i));
   EXPECT_EQ(core_->stats().opaque_launches, 1u);
@@ -286,7 +286,7 @@ TEST_F(ShimCoreTest, GraphLaunchMakesItsReferencesResident) {
     ASSERT_EQ(core_->Alloc(&blocks[i], 2 * kMiB), CUDA_SUCCESS);
     ASSERT_EQ(Write(s, blocks[i], 2 * kMiB, 200 + i), CUDA_SUCCESS);
   }
-  for (int i = 0; i < 4; ++i) ASSERT_EQ(core_->ResidenceOf(blocks[i]), Residence::kHost) << i;
+  for (int i = 0; i < 4; ++i) ASSERT_EQ(core_->TEST_ResidenceOf(blocks[i]), Residence::kHost) << i;
   CUgraph graph = fake_.MakeGraph();
   fake_.AddKernelNode(graph, Function(2), {blocks[0], 7});  // a pointer and a scalar
   fake_.AddKernelNode(graph, Function(1), {blocks[1] + 4096}, /*via_extra=*/true);
@@ -296,7 +296,7 @@ TEST_F(ShimCoreTest, GraphLaunchMakesItsReferencesResident) {
   fake_.AddNode(graph, CU_GRAPH_NODE_TYPE_EMPTY);
   const CUgraphExec exec = reinterpret_cast<CUgraphExec>(0x1000);
   core_->OnGraphInstantiate(exec, graph);
-  ShimCore::GraphPlanInfo info = core_->GraphPlanOf(exec);
+  ShimCore::GraphPlanInfo info = core_->TEST_GraphPlanOf(exec);
   ASSERT_TRUE(info.known);
   ASSERT_TRUE(info.decodable);
   EXPECT_EQ(info.nodes, 6u);
@@ -307,7 +307,8 @@ TEST_F(ShimCoreTest, GraphLaunchMakesItsReferencesResident) {
     const CoreStats before = core_->stats();
     ShimCore::Ticket ticket;
     ASSERT_EQ(core_->BeforeGraphLaunch(exec, s, false, &ticket), CUDA_SUCCESS);
-    for (int i = 0; i < 4; ++i) EXPECT_EQ(core_->ResidenceOf(blocks[i]), Residence::kDevice) << i;
+    for (int i = 0; i < 4; ++i)
+      EXPECT_EQ(core_->TEST_ResidenceOf(blocks[i]), Residence::kDevice) << i;
     std::vector<uint64_t> sums(4, 0);
     for (int i = 0; i < 4; ++i) {  // the graph's work, as the driver would run it
       CUdeviceptr p = blocks[i];
@@ -315,7 +316,7 @@ TEST_F(ShimCoreTest, GraphLaunchMakesItsReferencesResident) {
         sums[i] = Checksum(reinterpret_cast<void*>(p), 2 * kMiB);
       });
     }
-    ShimCore::AfterEnqueue(ticket);
+    ticket.Close();
     for (int i = 0; i < 4; ++i) EXPECT_EQ(sums[i], PatternChecksum(2 * kMiB, 200 + i)) << i;
     const CoreStats after = core_->stats();
     EXPECT_EQ(after.opaque_launches, before.opaque_launches);
@@ -328,17 +329,17 @@ TEST_F(ShimCoreTest, GraphLaunchMakesItsReferencesResident) {
       EXPECT_EQ(sum, PatternChecksum(2 * kMiB, 200 + i));
     }
   }
-  info = core_->GraphPlanOf(exec);
+  info = core_->TEST_GraphPlanOf(exec);
   EXPECT_EQ(info.launches, 2u);
   EXPECT_GE(info.page_ins, 8u);
   EXPECT_EQ(fake_.faults(), 0u);
 
   // Forgotten (destroyed or updated): launches are opaque again.
   core_->OnGraphExecForget(exec);
-  EXPECT_FALSE(core_->GraphPlanOf(exec).known);
+  EXPECT_FALSE(core_->TEST_GraphPlanOf(exec).known);
   ShimCore::Ticket ticket;
   ASSERT_EQ(core_->BeforeGraphLaunch(exec, s, false, &ticket), CUDA_SUCCESS);
-  ShimCore::AfterEnqueue(ticket);
+  ticket.Close();
   EXPECT_EQ(core_->stats().opaque_launches, 1u);
 }
 
@@ -349,15 +350,15 @@ TEST_F(ShimCoreTest, PrecomputedReferencesAreMadeResident) {
     ASSERT_EQ(core_->Alloc(&blocks[i], 2 * kMiB), CUDA_SUCCESS);
     ASSERT_EQ(Write(s, blocks[i], 2 * kMiB, 300 + i), CUDA_SUCCESS);
   }
-  ASSERT_EQ(core_->ResidenceOf(blocks[0]), Residence::kHost);
-  ASSERT_EQ(core_->ResidenceOf(blocks[1]), Residence::kHost);
+  ASSERT_EQ(core_->TEST_ResidenceOf(blocks[0]), Residence::kHost);
+  ASSERT_EQ(core_->TEST_ResidenceOf(blocks[1]), Residence::kHost);
   const uint64_t words[] = {blocks[0] + 100, 42};  // an interior pointer and a scalar
   const MemRange ranges[] = {{blocks[1] + kMiB, 16}};
   ShimCore::Ticket ticket;
   ASSERT_EQ(core_->BeforeReferences(words, 2, ranges, 1, s, false, &ticket), CUDA_SUCCESS);
-  ShimCore::AfterEnqueue(ticket);
-  EXPECT_EQ(core_->ResidenceOf(blocks[0]), Residence::kDevice);
-  EXPECT_EQ(core_->ResidenceOf(blocks[1] + kMiB), Residence::kDevice);
+  ticket.Close();
+  EXPECT_EQ(core_->TEST_ResidenceOf(blocks[0]), Residence::kDevice);
+  EXPECT_EQ(core_->TEST_ResidenceOf(blocks[1] + kMiB), Residence::kDevice);
   uint64_t sum = 0;
   ASSERT_EQ(Read(s, blocks[0], 2 * kMiB, &sum), CUDA_SUCCESS);
   EXPECT_EQ(sum, PatternChecksum(2 * kMiB, 300));
@@ -382,19 +383,19 @@ TEST_F(ShimCoreTest, GraphsWithUndecodableNodesStayOpaque) {
   for (CUgraph g : {undecodable_kernel, batch, parent}) {
     const CUgraphExec exec = reinterpret_cast<CUgraphExec>(g);
     core_->OnGraphInstantiate(exec, g);
-    const ShimCore::GraphPlanInfo info = core_->GraphPlanOf(exec);
+    const ShimCore::GraphPlanInfo info = core_->TEST_GraphPlanOf(exec);
     EXPECT_TRUE(info.known);
     EXPECT_FALSE(info.decodable);
     ShimCore::Ticket ticket;
     ASSERT_EQ(core_->BeforeGraphLaunch(exec, s, false, &ticket), CUDA_SUCCESS);
-    ShimCore::AfterEnqueue(ticket);
+    ticket.Close();
     EXPECT_EQ(core_->stats().opaque_launches, ++opaque);
   }
   // An exec instantiated before the core knew about it has no record.
   ShimCore::Ticket ticket;
   ASSERT_EQ(core_->BeforeGraphLaunch(reinterpret_cast<CUgraphExec>(0x2000), s, false, &ticket),
             CUDA_SUCCESS);
-  ShimCore::AfterEnqueue(ticket);
+  ticket.Close();
   EXPECT_EQ(core_->stats().opaque_launches, ++opaque);
 }
 
@@ -409,7 +410,7 @@ TEST_F(ShimCoreTest, ChildGraphsAreWalked) {
   fake_.AddMemsetNode(parent, b, 64);
   const CUgraphExec exec = reinterpret_cast<CUgraphExec>(0x3000);
   core_->OnGraphInstantiate(exec, parent);
-  const ShimCore::GraphPlanInfo info = core_->GraphPlanOf(exec);
+  const ShimCore::GraphPlanInfo info = core_->TEST_GraphPlanOf(exec);
   EXPECT_TRUE(info.decodable);
   EXPECT_EQ(info.nodes, 3u);
   EXPECT_EQ(info.words, 1u);
@@ -417,9 +418,9 @@ TEST_F(ShimCoreTest, ChildGraphsAreWalked) {
   CUstream s = fake_.CreateStream();
   ShimCore::Ticket ticket;
   ASSERT_EQ(core_->BeforeGraphLaunch(exec, s, false, &ticket), CUDA_SUCCESS);
-  ShimCore::AfterEnqueue(ticket);
-  EXPECT_EQ(core_->ResidenceOf(a), Residence::kDevice);
-  EXPECT_EQ(core_->ResidenceOf(b), Residence::kDevice);
+  ticket.Close();
+  EXPECT_EQ(core_->TEST_ResidenceOf(a), Residence::kDevice);
+  EXPECT_EQ(core_->TEST_ResidenceOf(b), Residence::kDevice);
   EXPECT_EQ(core_->stats().opaque_launches, 0u);
 }
 
@@ -485,17 +486,16 @@ TEST_F(ShimCoreTest, WithoutHostNumaSupportTheHostTierIsOff) {
 }
 
 TEST_F(ShimCoreTest, HostSlotThatCannotBeCreatedAtInitializationTurnsTheTierOff) {
-  testing::FaultInjector faults(fake_.driver());
-  faults.FailMemCreate(1);  // the first cuMemCreate is the host tier's first slot
-  Make(&faults.driver(), 8 * kMiB, 64 * kMiB);
-  faults.ClearFaults();
+  testing::FaultInjector* faults = NewFaultInjector();
+  faults->FailMemCreate(1);  // the first cuMemCreate is the host tier's first slot
+  Make(&faults->driver(), 8 * kMiB, 64 * kMiB);
+  Disarm();
   ExpectDeviceBudgetIsTheCapacity(
       core_.get(), &fake_,
       [this](CUstream s, CUdeviceptr p, uint64_t b, uint64_t* sum) { return Read(s, p, b, sum); },
       [this](CUstream s, CUdeviceptr p, uint64_t b, uint64_t seed) {
         return Write(s, p, b, seed);
       });
-  core_.reset();  // before the injector it uses
 }
 
 TEST_F(ShimCoreTest, FreedChunksAreReclaimedWithoutCopies) {
@@ -591,12 +591,12 @@ TEST_F(ShimCoreTest, CopiesAndMemsetsMakeTheirRangesResident) {
     ASSERT_EQ(core_->Alloc(&blocks[i], 2 * kMiB), CUDA_SUCCESS);
     ASSERT_EQ(Write(s, blocks[i], 2 * kMiB, 40 + i), CUDA_SUCCESS);
   }
-  ASSERT_EQ(core_->ResidenceOf(blocks[0]), Residence::kHost);
+  ASSERT_EQ(core_->TEST_ResidenceOf(blocks[0]), Residence::kHost);
   MemRange range{blocks[0] + 100, 1000};
   ShimCore::Ticket ticket;
   ASSERT_EQ(core_->BeforeAccess(&range, 1, s, false, /*synchronous=*/true, &ticket), CUDA_SUCCESS);
-  ShimCore::AfterEnqueue(ticket);
-  EXPECT_EQ(core_->ResidenceOf(blocks[0]), Residence::kDevice);
+  ticket.Close();
+  EXPECT_EQ(core_->TEST_ResidenceOf(blocks[0]), Residence::kDevice);
   EXPECT_EQ(Checksum(reinterpret_cast<void*>(blocks[0]), 2 * kMiB), PatternChecksum(2 * kMiB, 40));
 }
 
@@ -612,7 +612,6 @@ TEST_F(ShimCoreTest, CopyRangesOutsideOneLiveBlockAreRefused) {
   auto check = [&](MemRange range) {
     ShimCore::Ticket ticket;
     const CUresult r = core_->BeforeAccess(&range, 1, s, false, /*synchronous=*/true, &ticket);
-    ShimCore::AfterEnqueue(ticket);
     return r;
   };
   EXPECT_EQ(check({large, 2 * kMiB}), CUDA_SUCCESS);
@@ -639,7 +638,7 @@ TEST_F(ShimCoreTest, ExtraBufferArgumentsAreDecoded) {
     ASSERT_EQ(core_->Alloc(&blocks[i], 2 * kMiB), CUDA_SUCCESS);
     ASSERT_EQ(Write(s, blocks[i], 2 * kMiB, 60 + i), CUDA_SUCCESS);
   }
-  ASSERT_EQ(core_->ResidenceOf(blocks[1]), Residence::kHost);
+  ASSERT_EQ(core_->TEST_ResidenceOf(blocks[1]), Residence::kHost);
   struct {
     int n;
     int pad;
@@ -650,8 +649,8 @@ TEST_F(ShimCoreTest, ExtraBufferArgumentsAreDecoded) {
                    CU_LAUNCH_PARAM_END};
   ShimCore::Ticket ticket;
   ASSERT_EQ(core_->BeforeLaunch(Function(0), nullptr, extra, s, false, &ticket), CUDA_SUCCESS);
-  ShimCore::AfterEnqueue(ticket);
-  EXPECT_EQ(core_->ResidenceOf(blocks[1]), Residence::kDevice);
+  ticket.Close();
+  EXPECT_EQ(core_->TEST_ResidenceOf(blocks[1]), Residence::kDevice);
   EXPECT_EQ(core_->stats().opaque_launches, 0u);
 }
 
@@ -667,9 +666,9 @@ TEST_F(ShimCoreTest, ExtraSizeWithoutPointerIsOpaque) {
                    CU_LAUNCH_PARAM_END};
   ShimCore::Ticket ticket;
   ASSERT_EQ(core_->BeforeLaunch(Function(0), nullptr, extra, s, false, &ticket), CUDA_SUCCESS);
-  ShimCore::AfterEnqueue(ticket);
+  ticket.Close();
   EXPECT_EQ(core_->stats().opaque_launches, 1u);
-  EXPECT_EQ(core_->ResidenceOf(block), Residence::kDevice);
+  EXPECT_EQ(core_->TEST_ResidenceOf(block), Residence::kDevice);
 }
 
 // Note [scan block range]: a word just past the previous hit's block, and
@@ -687,7 +686,7 @@ TEST_F(ShimCoreTest, ArgumentScanSeparatesAdjacentBlocks) {
   ASSERT_EQ(Write(s, b, 2 * kMiB, 2), CUDA_SUCCESS);
   ASSERT_EQ(Write(s, a, 4 * kMiB, 3), CUDA_SUCCESS);
   ASSERT_EQ(Write(s, e, 2 * kMiB, 4), CUDA_SUCCESS);  // 5 chunks in a budget of 4
-  ASSERT_EQ(core_->ResidenceOf(c), Residence::kHost);
+  ASSERT_EQ(core_->TEST_ResidenceOf(c), Residence::kHost);
   // b's last word, then c's first byte; a's second chunk before its first.
   CUdeviceptr words[] = {b + 2 * kMiB - 8, c, 42, a + 3 * kMiB, b, a, 0, b + 8};
   std::vector<void*> params;
@@ -696,12 +695,12 @@ TEST_F(ShimCoreTest, ArgumentScanSeparatesAdjacentBlocks) {
   ShimCore::Ticket ticket;
   ASSERT_EQ(core_->BeforeLaunch(Function(params.size()), params.data(), nullptr, s, false, &ticket),
             CUDA_SUCCESS);
-  ShimCore::AfterEnqueue(ticket);
-  EXPECT_EQ(core_->ResidenceOf(b), Residence::kDevice);
-  EXPECT_EQ(core_->ResidenceOf(c), Residence::kDevice);
-  EXPECT_EQ(core_->ResidenceOf(a), Residence::kDevice);
-  EXPECT_EQ(core_->ResidenceOf(a + 2 * kMiB), Residence::kDevice);
-  EXPECT_EQ(core_->ResidenceOf(e), Residence::kHost);  // the launch's chunks fill the budget
+  ticket.Close();
+  EXPECT_EQ(core_->TEST_ResidenceOf(b), Residence::kDevice);
+  EXPECT_EQ(core_->TEST_ResidenceOf(c), Residence::kDevice);
+  EXPECT_EQ(core_->TEST_ResidenceOf(a), Residence::kDevice);
+  EXPECT_EQ(core_->TEST_ResidenceOf(a + 2 * kMiB), Residence::kDevice);
+  EXPECT_EQ(core_->TEST_ResidenceOf(e), Residence::kHost);  // the launch's chunks fill the budget
   EXPECT_EQ(core_->stats().opaque_launches, 0u);
   uint64_t sum = 0;
   ASSERT_EQ(Read(s, c, 2 * kMiB, &sum), CUDA_SUCCESS);

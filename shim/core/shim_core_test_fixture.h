@@ -54,6 +54,25 @@ class ShimCoreTest : public ::testing::Test {
               CUDA_SUCCESS);
   }
 
+  // A new FaultInjector over the fake driver (the core is dropped first: it
+  // may use the previous one). Tests arm failures with faults_->Fail*() and
+  // clear them with Disarm(); TearDown destroys the core before the injector.
+  testing::FaultInjector* NewFaultInjector() {
+    core_.reset();
+    faults_ = std::make_unique<testing::FaultInjector>(fake_.driver());
+    return faults_.get();
+  }
+  // Make() over a new FaultInjector.
+  void MakeWithFaults(uint64_t device_budget, uint64_t host_budget, const char* policy = nullptr,
+                      ControlPlane* control = nullptr) {
+    Make(&NewFaultInjector()->driver(), device_budget, host_budget, policy, control);
+  }
+  void Disarm() { faults_->ClearFaults(); }
+  void TearDown() override {
+    core_.reset();
+    faults_.reset();
+  }
+
   CUfunction Function(size_t pointer_args) {
     while (functions_.size() <= pointer_args) {
       functions_.push_back(fake_.MakeFunction(std::vector<uint32_t>(functions_.size(), 8)));
@@ -73,7 +92,6 @@ class ShimCoreTest : public ::testing::Test {
     if (r != CUDA_SUCCESS) return r;
     for (size_t i = 0; i + 1 < ptrs.size(); ++i) fake_.EnqueueTouch(stream, ptrs[i], bytes, {});
     fake_.EnqueueTouch(stream, ptrs.back(), bytes, std::move(body));
-    ShimCore::AfterEnqueue(ticket);
     return CUDA_SUCCESS;
   }
 
@@ -88,6 +106,7 @@ class ShimCoreTest : public ::testing::Test {
 
   testing::FakeDriver fake_{64 * kMiB};
   StandaloneControlPlane control_;
+  std::unique_ptr<testing::FaultInjector> faults_;  // MakeWithFaults()
   std::unique_ptr<ShimCore> core_;
   std::vector<CUfunction> functions_;
 };

@@ -8,8 +8,8 @@
 // specific sequence number has finished (WaitFor, Cover).
 //
 // Thread safety: not thread-safe; the owner (ShimCore) serializes every call
-// with its mutex. Only the counter BeginEnqueue() returns may be incremented
-// without that lock (Note [enqueue window]).
+// with its mutex. Only the EnqueueWindow that BeginEnqueue() returns may be
+// closed without that lock (Note [enqueue window]).
 //
 // Note [enqueue window]
 //   A hook issues a sequence number under the core lock, releases the lock,
@@ -17,8 +17,8 @@
 //   thread could record an event on the same stream that would not cover the
 //   work yet. Each stream therefore counts operations entering that window
 //   (BeginEnqueue, under the owner's lock: a plain increment) and leaving it
-//   (the returned counter, incremented by the caller after the real call
-//   returns, from any thread: one atomic add); an event is only taken as
+//   (the EnqueueWindow returned, closed by its destructor once the holder's
+//   real call returned, from any thread: one atomic add); an event is only taken as
 //   covering everything issued when the two counts are equal: batched
 //   records are skipped while they differ, and on-demand records wait
 //   (yield) until they agree.
@@ -62,6 +62,43 @@
 
 namespace memvirt::shim {
 
+// A stream's enqueue window held open (Note [enqueue window]): BeginEnqueue()
+// opens it under the owner's lock; it closes (one release increment) when
+// the holder destroys it or assigns another window to it, with or without
+// that lock. Move-only, so every opened window is closed exactly once: a
+// caller keeps it alive across its real driver call and cannot forget to
+// close it. A default-constructed window holds nothing (the operation entered
+// no window: it failed, or is captured into a graph).
+class EnqueueWindow {
+ public:
+  EnqueueWindow() = default;
+  EnqueueWindow(EnqueueWindow&& other) noexcept : left_(std::exchange(other.left_, nullptr)) {}
+  EnqueueWindow& operator=(EnqueueWindow&& other) noexcept {
+    if (this != &other) {
+      Close();
+      left_ = std::exchange(other.left_, nullptr);
+    }
+    return *this;
+  }
+  EnqueueWindow(const EnqueueWindow&) = delete;
+  EnqueueWindow& operator=(const EnqueueWindow&) = delete;
+  ~EnqueueWindow() { Close(); }
+
+  bool open() const { return left_ != nullptr; }
+  // Closes the window now (the holder's driver call has returned); a no-op
+  // if it is not open.
+  void Close() {
+    if (left_ != nullptr) left_->fetch_add(1, std::memory_order_release);
+    left_ = nullptr;
+  }
+
+ private:
+  friend class StreamTracker;
+  explicit EnqueueWindow(std::atomic<uint64_t>* left) : left_(left) {}
+
+  std::atomic<uint64_t>* left_ = nullptr;  // the stream's window_left counter
+};
+
 class StreamTracker {
  public:
   // Monotonic nanoseconds (injectable for tests).
@@ -98,13 +135,12 @@ class StreamTracker {
   uint64_t Issue(uint32_t index);
   uint64_t issued(uint32_t index) const { return streams_[index]->issued; }
 
-  // Enters the enqueue window of `index` (Note [enqueue window]); the caller
-  // must add 1 (release) to the returned counter once its driver call has
-  // returned, without the owner's lock if it likes.
-  std::atomic<uint64_t>* BeginEnqueue(uint32_t index) {
+  // Enters the enqueue window of `index` (Note [enqueue window]); the
+  // caller holds the result until its driver call has returned.
+  [[nodiscard]] EnqueueWindow BeginEnqueue(uint32_t index) {
     State* s = streams_[index].get();
     ++s->window_entered;
-    return &s->window_left;
+    return EnqueueWindow(&s->window_left);
   }
 
   // True if operation `seq` of stream `index` is known complete (polls

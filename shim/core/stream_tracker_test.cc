@@ -72,6 +72,36 @@ TEST(StreamTrackerTest, EventsAreBatched) {
   EXPECT_TRUE(tracker.IsComplete(idx, 80));
 }
 
+// Note [enqueue window]: batched events wait while a window is open; a window
+// closes exactly once, when its last holder goes (a double close would keep
+// the window counts apart, and batching off, for good).
+TEST(StreamTrackerTest, EnqueueWindowClosesOnceWhenItsHolderGoes) {
+  testing::FakeDriver fake(64 << 20);
+  StreamTracker tracker(&fake.driver(), 4);
+  CUstream s = fake.CreateStream();
+  const uint32_t idx = tracker.IndexOf(s, false);
+  {
+    EnqueueWindow holder;
+    EXPECT_FALSE(holder.open());
+    {
+      EnqueueWindow opened = tracker.BeginEnqueue(idx);
+      EXPECT_TRUE(opened.open());
+      holder = std::move(opened);
+      EXPECT_FALSE(opened.open());
+    }  // the moved-from window closes nothing
+    EXPECT_TRUE(holder.open());
+    for (int i = 0; i < 8; ++i) tracker.Issue(idx);
+    EXPECT_EQ(tracker.events_recorded(), 0u);
+  }
+  tracker.Issue(idx);
+  EXPECT_EQ(tracker.events_recorded(), 1u);
+  EnqueueWindow closed_early = tracker.BeginEnqueue(idx);
+  closed_early.Close();
+  EXPECT_FALSE(closed_early.open());
+  for (int i = 0; i < 4; ++i) tracker.Issue(idx);
+  EXPECT_EQ(tracker.events_recorded(), 2u);
+}
+
 TEST(StreamTrackerTest, HandlesMapToStableIndicesAndRetire) {
   testing::FakeDriver fake(64 << 20);
   StreamTracker tracker(&fake.driver(), 4);

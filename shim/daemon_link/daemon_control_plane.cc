@@ -90,7 +90,7 @@ uint64_t DaemonControlPlane::InitialDeviceBudget(const DeviceIdentity& device,
   const std::optional<uint64_t> granted = AwaitUsableBudget(claim.min_bytes);
   const uint64_t budget = granted.value_or(local_default);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     applied_budget_ = budget;
   }
   MEMSHIM_LOG(kInfo, "registered with memvirtd at %s: %llu MiB device budget on %s",
@@ -132,7 +132,7 @@ std::optional<uint64_t> DaemonControlPlane::AwaitUsableBudget(uint64_t floor) {
 }
 
 uint64_t DaemonControlPlane::InitialHostBudget(uint64_t local_default) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   // 0 from the daemon: no host limit of its own; keep the local one.
   if (!host_budget_.has_value() || *host_budget_ == 0) return local_default;
   return std::min(local_default, *host_budget_);
@@ -156,55 +156,45 @@ SpillTier* DaemonControlPlane::spill_tier() {
 void DaemonControlPlane::OnBudgetChange(std::function<void(uint64_t)> callback) {
   const bool set = static_cast<bool>(callback);
   {
-    std::lock_guard<std::mutex> lock(callback_mu_);
+    MutexLock lock(&callback_mu_);
     callback_ = std::move(callback);
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   have_callback_ = set;
   if (set) {
     for (client::Directive& d : deferred_) directives_.push_back(std::move(d));
     deferred_.clear();
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
 }
 
 void DaemonControlPlane::OnHostTierControl(HostTierControl control) {
-  std::lock_guard<std::mutex> lock(callback_mu_);
+  MutexLock lock(&callback_mu_);
   host_control_ = std::move(control);
 }
 
 void DaemonControlPlane::SetUsageSource(std::function<UsageReport()> source) {
-  std::lock_guard<std::mutex> lock(source_mu_);
+  MutexLock lock(&source_mu_);
   source_ = std::move(source);
 }
 
 void DaemonControlPlane::Close() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (stop_) return;
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   if (worker_.joinable()) worker_.join();
   if (client_ != nullptr) client_->Close();
 }
 
-uint64_t DaemonControlPlane::reports_sent() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return reports_sent_;
-}
-
-uint64_t DaemonControlPlane::directives_applied() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return directives_applied_;
-}
-
 // Runs on the client's connection thread: queue and return.
 void DaemonControlPlane::OnDirective(const client::Directive& d) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (d.kind == client::Directive::Kind::kHostBudget) host_budget_ = d.budget_bytes;
   directives_.push_back(d);
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 void DaemonControlPlane::OnState(client::State s) {
@@ -220,9 +210,10 @@ void DaemonControlPlane::OnState(client::State s) {
 
 void DaemonControlPlane::WorkerLoop() {
   auto next_report = std::chrono::steady_clock::now() + report_interval_;
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   while (!stop_) {
-    cv_.wait_until(lock, next_report, [&] { return stop_ || !directives_.empty(); });
+    while (!stop_ && directives_.empty() && cv_.WaitUntil(&mu_, next_report)) {
+    }
     if (stop_) break;
     while (!directives_.empty()) {
       client::Directive d = std::move(directives_.front());
@@ -231,16 +222,14 @@ void DaemonControlPlane::WorkerLoop() {
         deferred_.push_back(std::move(d));  // the core is not attached yet
         continue;
       }
-      lock.unlock();
+      mu_.Unlock();  // Apply calls into the core
       Apply(d);
-      lock.lock();
-      ++directives_applied_;
+      mu_.Lock();
     }
     if (std::chrono::steady_clock::now() >= next_report) {
-      lock.unlock();
+      mu_.Unlock();
       SendReport();
-      lock.lock();
-      ++reports_sent_;
+      mu_.Lock();
       next_report = std::chrono::steady_clock::now() + report_interval_;
     }
   }
@@ -256,14 +245,14 @@ void DaemonControlPlane::Apply(const client::Directive& d) {
         return;
       }
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(&mu_);
         // The registration's budget, already returned by InitialDeviceBudget.
         if (d.id == 0 && applied_budget_ == d.budget_bytes) return;
         applied_budget_ = d.budget_bytes;
       }
       const auto start = std::chrono::steady_clock::now();
       {
-        std::lock_guard<std::mutex> lock(callback_mu_);
+        MutexLock lock(&callback_mu_);
         if (callback_) callback_(d.budget_bytes);
       }
       if (d.id == 0) return;  // informational (re-registration)
@@ -287,7 +276,7 @@ void DaemonControlPlane::Apply(const client::Directive& d) {
       // Without a spill tier the host tier's size is fixed when the core is
       // created; a lower budget is met only if the tier already fits it.
       if (d.budget_bytes != 0) {
-        std::lock_guard<std::mutex> lock(callback_mu_);
+        MutexLock lock(&callback_mu_);
         if (host_control_.set_budget) host_control_.set_budget(d.budget_bytes);
       }
       const bool known = PollUsage(&usage);
@@ -299,7 +288,7 @@ void DaemonControlPlane::Apply(const client::Directive& d) {
     case Kind::kDemote: {
       uint64_t moved = 0;
       {
-        std::lock_guard<std::mutex> lock(callback_mu_);
+        MutexLock lock(&callback_mu_);
         if (host_control_.demote) moved = host_control_.demote(d.bytes);
       }
       const bool known = PollUsage(&usage);
@@ -319,7 +308,7 @@ void DaemonControlPlane::Apply(const client::Directive& d) {
 
 bool DaemonControlPlane::PollUsage(UsageReport* usage) {
   {
-    std::lock_guard<std::mutex> lock(source_mu_);
+    MutexLock lock(&source_mu_);
     if (!source_) return false;
     *usage = source_();
   }

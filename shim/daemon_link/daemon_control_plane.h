@@ -11,16 +11,18 @@
 // Thread safety: all public methods are thread-safe. One worker thread
 // applies directives and sends reports; the budget callback and the usage
 // source run on it, one at a time, never under this object's state lock.
+//
+// Lock order: callback_mu_ or source_mu_ (never both), then whatever the
+// callback or source takes (ShimCore's mutex). mu_ is a leaf: nothing is
+// called out while it is held.
 #ifndef MEMVIRT_SHIM_DAEMON_LINK_DAEMON_CONTROL_PLANE_H_
 #define MEMVIRT_SHIM_DAEMON_LINK_DAEMON_CONTROL_PLANE_H_
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -29,6 +31,7 @@
 
 #include "memvirt/client.h"
 #include "shim/core/control_plane.h"
+#include "shim/core/thread_annotations.h"
 #include "shim/daemon_link/daemon_link_abi.h"
 #include "shim/daemon_link/tier_channel.h"
 
@@ -68,10 +71,6 @@ class DaemonControlPlane final : public ControlPlane {
   // Stops the worker and closes the client. Idempotent.
   void Close();
 
-  // Counters, for tests and logs.
-  uint64_t reports_sent() const;
-  uint64_t directives_applied() const;
-
  private:
   // Note [admission]: the registration's budget, or a later one that is usable.
   std::optional<uint64_t> AwaitUsableBudget(uint64_t floor);
@@ -102,23 +101,24 @@ class DaemonControlPlane final : public ControlPlane {
   std::string uuid_;                        // set once by InitialDeviceBudget
   std::unique_ptr<TierChannel> tier_;       // set once by spill_tier(); lives until destruction
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;  // guarded by mu_, all below too
-  std::deque<client::Directive> directives_;
-  std::deque<client::Directive> deferred_;  // budget directives awaiting a callback
-  std::optional<uint64_t> host_budget_;     // from the daemon, if it said
-  bool have_callback_ = false;
-  std::optional<uint64_t> applied_budget_;  // last given to the core (or returned initially)
-  uint64_t reports_sent_ = 0;
-  uint64_t directives_applied_ = 0;
-  std::thread worker_;
+  std::thread worker_;  // started by InitialDeviceBudget, joined by Close
 
-  std::mutex callback_mu_;  // held while the budget callback runs
-  std::function<void(uint64_t)> callback_;
-  HostTierControl host_control_;  // guarded by callback_mu_
-  std::mutex source_mu_;          // held while the usage source runs
-  std::function<UsageReport()> source_;
+  mutable Mutex mu_;
+  CondVar cv_;  // directives_ or stop_ changed
+  bool stop_ MEMSHIM_GUARDED_BY(mu_) = false;
+  std::deque<client::Directive> directives_ MEMSHIM_GUARDED_BY(mu_);
+  // Budget directives awaiting a callback.
+  std::deque<client::Directive> deferred_ MEMSHIM_GUARDED_BY(mu_);
+  std::optional<uint64_t> host_budget_ MEMSHIM_GUARDED_BY(mu_);  // from the daemon, if it said
+  bool have_callback_ MEMSHIM_GUARDED_BY(mu_) = false;
+  // Last given to the core (or returned initially).
+  std::optional<uint64_t> applied_budget_ MEMSHIM_GUARDED_BY(mu_);
+
+  Mutex callback_mu_;  // held while the budget or host-tier callbacks run
+  std::function<void(uint64_t)> callback_ MEMSHIM_GUARDED_BY(callback_mu_);
+  HostTierControl host_control_ MEMSHIM_GUARDED_BY(callback_mu_);
+  Mutex source_mu_;  // held while the usage source runs
+  std::function<UsageReport()> source_ MEMSHIM_GUARDED_BY(source_mu_);
 
   // Worker thread only.
   uint64_t iteration_ = 0;

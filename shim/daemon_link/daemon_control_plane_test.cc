@@ -98,6 +98,14 @@ client::Directive BudgetDirective(uint64_t id, uint64_t bytes, const std::string
   return d;
 }
 
+// The daemon's EVICT directive, which the link acknowledges as not complied.
+client::Directive EvictDirective(uint64_t id) {
+  client::Directive d;
+  d.id = id;
+  d.kind = client::Directive::Kind::kEvict;
+  return d;
+}
+
 // Issue 14, item 3 (Note [admission]): a registration granted less than is usable waits for the
 // daemon to raise the budget, bounded by MEMSHIM_ADMISSION_WAIT_MS.
 TEST(DaemonControlPlaneAdmissionTest, WaitsForAUsableBudgetBeforeStarting) {
@@ -224,7 +232,10 @@ TEST(DaemonControlPlaneTest, DirectiveBeforeTheCoreAttachesIsAppliedOnceItDoes) 
   Harness h(/*reachable=*/true);
   h.plane->InitialDeviceBudget({kUuid, 1024 * kMiB}, 900 * kMiB);
   h.fake->Push(BudgetDirective(11, 96 * kMiB));
-  std::this_thread::sleep_for(50ms);
+  // Directives are handled in order: once the one after it is acknowledged,
+  // directive 11 has been handled too.
+  h.fake->Push(EvictDirective(12));
+  ASSERT_TRUE(WaitForAck(h.fake, 12));
   {
     std::lock_guard<std::mutex> lock(h.fake->mu_);
     EXPECT_EQ(h.fake->acks.count(11), 0u);  // nobody to apply it yet
@@ -393,9 +404,15 @@ TEST(DaemonControlPlaneTest, RemovedCallbacksAreNotCalledAfterwards) {
     return UsageReport{};
   });
   ASSERT_TRUE(WaitFor([&] { return polls.load() >= 1; }));
-  h.plane->SetUsageSource({});
+  h.plane->SetUsageSource({});  // returns once no call of the source is running
   const int after = polls.load();
-  std::this_thread::sleep_for(100ms);
+  // A demotion directive polls the usage source before it is acknowledged.
+  client::Directive demote;
+  demote.id = 21;
+  demote.kind = client::Directive::Kind::kDemote;
+  demote.bytes = kMiB;
+  h.fake->Push(demote);
+  ASSERT_TRUE(WaitForAck(h.fake, 21));
   EXPECT_EQ(polls.load(), after);
 }
 

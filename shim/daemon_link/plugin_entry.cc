@@ -1,12 +1,13 @@
 // libmemshim_daemon.so's only export (Note [daemon link as a plugin]).
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
-#include <mutex>
 #include <set>
 
 #include "memvirt/client.h"
 #include "shim/core/log.h"
+#include "shim/core/thread_annotations.h"
 #include "shim/daemon_link/daemon_control_plane.h"
 #include "shim/daemon_link/daemon_link_abi.h"
 
@@ -20,15 +21,17 @@ namespace {
 //   is being torn down.
 //   A child forked after the link started has none of its threads: it must not
 //   join them (or touch the parent's connection), so the handler does nothing there.
-std::mutex g_mu;
-std::set<DaemonControlPlane*>* g_live = nullptr;  // leaked; guarded by g_mu
-pid_t g_owner = 0;                                // the process that started the link
+Mutex g_mu;
+std::set<DaemonControlPlane*>* g_live MEMSHIM_GUARDED_BY(g_mu) = nullptr;  // leaked
+// The process that started the link; read without g_mu, which a forked child
+// may have inherited locked.
+std::atomic<pid_t> g_owner{0};
 
 void CloseAllAtExit() {
-  if (getpid() != g_owner) return;
+  if (getpid() != g_owner.load()) return;
   std::set<DaemonControlPlane*> live;
   {
-    std::lock_guard<std::mutex> lock(g_mu);
+    MutexLock lock(&g_mu);
     if (g_live != nullptr) live = *g_live;
   }
   for (DaemonControlPlane* p : live) p->Close();
@@ -39,7 +42,7 @@ class RegisteredPlane final : public ControlPlane {
  public:
   explicit RegisteredPlane(const DaemonLinkOptions& options)
       : plane_(options, [](client::Options o) { return client::Client::Start(std::move(o)); }) {
-    std::lock_guard<std::mutex> lock(g_mu);
+    MutexLock lock(&g_mu);
     if (g_live == nullptr) {
       g_live = new std::set<DaemonControlPlane*>();
       g_owner = getpid();
@@ -48,7 +51,7 @@ class RegisteredPlane final : public ControlPlane {
     g_live->insert(&plane_);
   }
   ~RegisteredPlane() override {
-    std::lock_guard<std::mutex> lock(g_mu);
+    MutexLock lock(&g_mu);
     g_live->erase(&plane_);
   }
   uint64_t InitialDeviceBudget(const DeviceIdentity& d, uint64_t local) override {

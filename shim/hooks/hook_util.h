@@ -34,9 +34,7 @@ inline CUresult Access(Fn fn, std::initializer_list<MemRange> ranges, CUstream s
   CUresult r = core->BeforeAccess(ranges.begin(), static_cast<int>(ranges.size()), stream,
                                   per_thread, synchronous, &ticket);
   if (r != CUDA_SUCCESS) return r;
-  r = Forward(fn, args...);
-  ShimCore::AfterEnqueue(ticket);
-  return r;
+  return Forward(fn, args...);  // `ticket` closes the enqueue window after the call
 }
 
 // Kernel launches: decode the arguments, make what they reach resident.
@@ -48,9 +46,7 @@ inline CUresult Launch(Fn fn, CUfunction f, void** params, void** extra, CUstrea
   ShimCore::Ticket ticket;
   CUresult r = core->BeforeLaunch(f, params, extra, stream, per_thread, &ticket);
   if (r != CUDA_SUCCESS) return r;
-  r = Forward(fn, args...);
-  ShimCore::AfterEnqueue(ticket);
-  return r;
+  return Forward(fn, args...);  // `ticket` closes the enqueue window after the call
 }
 
 // Ranges whose extent overflows 64 bits get bytes = kOverflowBytes, which

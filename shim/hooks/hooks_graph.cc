@@ -30,9 +30,7 @@ CUresult GraphLaunch(Fn fn, CUgraphExec exec, CUstream stream, bool per_thread) 
   ShimCore::Ticket ticket;
   CUresult r = core->BeforeGraphLaunch(exec, stream, per_thread, &ticket);
   if (r != CUDA_SUCCESS) return r;
-  r = Forward(fn, exec, stream);
-  ShimCore::AfterEnqueue(ticket);
-  return r;
+  return Forward(fn, exec, stream);  // `ticket` closes the enqueue window after the call
 }
 
 }  // namespace

@@ -130,7 +130,7 @@ ShimCore* Runtime::CoreForAlloc() {
   ShimCore* core = core_.load(std::memory_order_acquire);
   if (core != nullptr || config_.disabled || !driver_ok_ || !ready()) return core;
   if (creation_failed_.load(std::memory_order_relaxed)) return nullptr;
-  std::lock_guard<std::mutex> lock(create_mu_);
+  MutexLock lock(&create_mu_);
   core = core_.load(std::memory_order_acquire);
   if (core != nullptr) return core;
   CoreOptions options;

@@ -19,7 +19,6 @@
 
 #include <atomic>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -27,6 +26,7 @@
 #include "shim/core/config.h"
 #include "shim/core/control_plane.h"
 #include "shim/core/shim_core.h"
+#include "shim/core/thread_annotations.h"
 #include "shim/driver/driver.h"
 #include "shim/hooks/hook_list.h"
 
@@ -81,8 +81,9 @@ class Runtime {
   std::unordered_map<std::string, std::vector<Flavour>> hooks_by_base_;
   StandaloneControlPlane standalone_;
   std::string daemon_socket_;
-  ControlPlane* control_ = nullptr;  // standalone_ or the daemon link; set under create_mu_
-  std::mutex create_mu_;
+  Mutex create_mu_;  // held while the core is created
+  // standalone_ or the daemon link.
+  ControlPlane* control_ MEMSHIM_GUARDED_BY(create_mu_) = nullptr;
   std::atomic<ShimCore*> core_{nullptr};
   std::atomic<bool> creation_failed_{false};
 };

@@ -12,6 +12,7 @@
 #include "api_common.h"
 #include "export_tables.h"
 #include "integrity_check.h"
+#include "memvirt/common/mutex.h"
 
 using memsim::Context;
 using memsim::Device;
@@ -96,8 +97,8 @@ struct StoredValue {
 // Never destroyed: the runtime deletes its entries from its own exit handlers, which may run
 // after this library's static destructors.
 struct ContextStorage {
-  std::mutex mu;
-  std::map<Context*, std::map<void*, StoredValue>> values;  // guarded by mu
+  memvirt::sync::Mutex mu;
+  std::map<Context*, std::map<void*, StoredValue>> values MEMVIRT_GUARDED_BY(mu);
 };
 ContextStorage& Storage() {
   static ContextStorage* storage = new ContextStorage;
@@ -114,7 +115,7 @@ CUresult StorageContext(CUcontext handle, std::shared_ptr<Context>* out) {
 CUresult StoragePut(CUcontext handle, void* key, void* value, void* destructor) {
   std::shared_ptr<Context> ctx;
   if (CUresult r = StorageContext(handle, &ctx)) return r;
-  std::lock_guard<std::mutex> lock(Storage().mu);
+  memvirt::sync::MutexLock lock(&Storage().mu);
   Storage().values[ctx.get()][key] = {value, reinterpret_cast<StorageDestructor>(destructor)};
   return CUDA_SUCCESS;
 }
@@ -122,7 +123,7 @@ CUresult StoragePut(CUcontext handle, void* key, void* value, void* destructor) 
 CUresult StorageDelete(CUcontext handle, void* key) {
   std::shared_ptr<Context> ctx;
   if (CUresult r = StorageContext(handle, &ctx)) return r;
-  std::lock_guard<std::mutex> lock(Storage().mu);
+  memvirt::sync::MutexLock lock(&Storage().mu);
   auto it = Storage().values.find(ctx.get());
   if (it == Storage().values.end() || it->second.erase(key) == 0) return CUDA_ERROR_INVALID_HANDLE;
   return CUDA_SUCCESS;
@@ -132,7 +133,7 @@ CUresult StorageGet(void** value, CUcontext handle, void* key) {
   if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
   std::shared_ptr<Context> ctx;
   if (CUresult r = StorageContext(handle, &ctx)) return r;
-  std::lock_guard<std::mutex> lock(Storage().mu);
+  memvirt::sync::MutexLock lock(&Storage().mu);
   auto it = Storage().values.find(ctx.get());
   if (it == Storage().values.end()) return CUDA_ERROR_INVALID_HANDLE;
   auto entry = it->second.find(key);
@@ -228,7 +229,7 @@ namespace memsim {
 void DestroyContextLocalStorage(Context* ctx) {
   std::map<void*, StoredValue> entries;
   {
-    std::lock_guard<std::mutex> lock(Storage().mu);
+    memvirt::sync::MutexLock lock(&Storage().mu);
     auto it = Storage().values.find(ctx);
     if (it == Storage().values.end()) return;
     entries = std::move(it->second);

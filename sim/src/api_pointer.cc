@@ -4,9 +4,12 @@
 #include <cstring>
 
 #include "api_common.h"
+#include "memvirt/common/pointer_attribute_table.h"
 
 using memsim::Device;
 using memsim::RangeInfo;
+using memvirt::cuda_abi::PointerAttributeBytes;
+using memvirt::cuda_abi::ReadPointerAttribute;
 using namespace memsim::api;
 
 namespace {
@@ -120,48 +123,6 @@ CUresult Attribute(const PointerFacts& f, CUdeviceptr ptr, CUpointer_attribute a
   }
 }
 
-static_assert(sizeof(CUpointer_attribute) == sizeof(int));
-
-// Callers may pass any integer as an attribute: it is inspected as one, and loaded as the enum
-// type only when it is inside the enumeration (an out-of-range enum load is undefined).
-bool ReadAttribute(const CUpointer_attribute* attr, CUpointer_attribute* out) {
-  int raw;
-  std::memcpy(&raw, attr, sizeof(raw));
-  if (raw < CU_POINTER_ATTRIBUTE_CONTEXT || raw > CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE) {
-    return false;
-  }
-  *out = static_cast<CUpointer_attribute>(raw);
-  return true;
-}
-
-// The size of an attribute's value. REQUIRES: attr inside the enumeration (ReadAttribute).
-size_t AttributeSize(CUpointer_attribute attr) {
-  switch (attr) {
-    case CU_POINTER_ATTRIBUTE_P2P_TOKENS:
-      return sizeof(CUDA_POINTER_ATTRIBUTE_P2P_TOKENS);
-    case CU_POINTER_ATTRIBUTE_CONTEXT:
-    case CU_POINTER_ATTRIBUTE_HOST_POINTER:
-    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
-    case CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR:
-      return sizeof(void*);
-    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
-    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
-      return sizeof(CUdeviceptr);
-    case CU_POINTER_ATTRIBUTE_BUFFER_ID:
-    case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES:
-    case CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID:
-      return sizeof(unsigned long long);
-    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
-    case CU_POINTER_ATTRIBUTE_MAPPING_SIZE:
-      return sizeof(size_t);
-    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
-    case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS:
-      return sizeof(unsigned int);
-    default:
-      return sizeof(int);
-  }
-}
-
 }  // namespace
 
 extern "C" {
@@ -169,7 +130,7 @@ extern "C" {
 CUresult CUDAAPI cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr ptr) {
   if (CUresult r = RequireInit()) return r;
   CUpointer_attribute attr;
-  if (!ReadAttribute(&attribute, &attr)) return CUDA_ERROR_INVALID_VALUE;
+  if (!ReadPointerAttribute(&attribute, &attr)) return CUDA_ERROR_INVALID_VALUE;
   return Attribute(Inspect(ptr), ptr, attr, data);
 }
 
@@ -182,16 +143,16 @@ CUresult CUDAAPI cuPointerGetAttributes(unsigned int numAttributes, CUpointer_at
   // Malformed arguments fail before anything is written.
   CUpointer_attribute attr;
   for (unsigned i = 0; i < numAttributes; ++i) {
-    if (data[i] == nullptr || !ReadAttribute(&attributes[i], &attr)) {
+    if (data[i] == nullptr || !ReadPointerAttribute(&attributes[i], &attr)) {
       return CUDA_ERROR_INVALID_VALUE;
     }
   }
   const PointerFacts facts = Inspect(ptr);
   for (unsigned i = 0; i < numAttributes; ++i) {
-    ReadAttribute(&attributes[i], &attr);
+    ReadPointerAttribute(&attributes[i], &attr);
     // Unknown memory or an attribute that does not apply gets the default NULL (zero) value of
     // its whole type instead of failing the call, as documented for cuPointerGetAttributes.
-    std::memset(data[i], 0, AttributeSize(attr));
+    std::memset(data[i], 0, PointerAttributeBytes(attr));
     Attribute(facts, ptr, attr, data[i]);
   }
   return CUDA_SUCCESS;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "graph.h"
+#include "memvirt/common/mutex.h"
 
 namespace memsim {
 
@@ -15,8 +16,8 @@ namespace {
 thread_local CUstreamCaptureMode t_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
 
 struct Registry {
-  std::mutex mu;
-  std::vector<std::shared_ptr<Capture>> active;  // guarded by mu
+  memvirt::sync::Mutex mu;
+  std::vector<std::shared_ptr<Capture>> active MEMVIRT_GUARDED_BY(mu);
   std::atomic<int> count{0};
 };
 
@@ -31,14 +32,14 @@ CUstreamCaptureMode& ThreadCaptureMode() { return t_mode; }
 
 void RegisterCapture(const std::shared_ptr<Capture>& capture) {
   Registry& r = Captures();
-  std::lock_guard<std::mutex> lock(r.mu);
+  memvirt::sync::MutexLock lock(&r.mu);
   r.active.push_back(capture);
   r.count.store(static_cast<int>(r.active.size()), std::memory_order_release);
 }
 
 void UnregisterCapture(const Capture* capture) {
   Registry& r = Captures();
-  std::lock_guard<std::mutex> lock(r.mu);
+  memvirt::sync::MutexLock lock(&r.mu);
   r.active.erase(std::remove_if(r.active.begin(), r.active.end(),
                                 [capture](const auto& c) { return c.get() == capture; }),
                  r.active.end());
@@ -53,7 +54,7 @@ CUresult CheckUnsafeCall() {
   const std::thread::id self = std::this_thread::get_id();
   std::vector<std::shared_ptr<Capture>> prohibiting;
   {
-    std::lock_guard<std::mutex> lock(r.mu);
+    memvirt::sync::MutexLock lock(&r.mu);
     for (const auto& c : r.active) {
       const bool own = c->thread() == self && c->mode() != CU_STREAM_CAPTURE_MODE_RELAXED;
       const bool other_global = mode == CU_STREAM_CAPTURE_MODE_GLOBAL && c->thread() != self &&

@@ -22,13 +22,13 @@ void Context::SetStickyError(CUresult error) {
 }
 
 std::shared_ptr<Stream> Context::LegacyStream() {
-  std::lock_guard<std::mutex> lock(mu_);
+  memvirt::sync::MutexLock lock(&mu_);
   if (!legacy_) legacy_ = std::make_shared<Stream>(this, Stream::Kind::kLegacyDefault, 0, 0);
   return legacy_;
 }
 
 std::shared_ptr<Stream> Context::PerThreadStream() {
-  std::lock_guard<std::mutex> lock(mu_);
+  memvirt::sync::MutexLock lock(&mu_);
   auto& s = per_thread_[std::this_thread::get_id()];
   if (!s) s = std::make_shared<Stream>(this, Stream::Kind::kPerThreadDefault, 0, 0);
   return s;
@@ -36,14 +36,14 @@ std::shared_ptr<Stream> Context::PerThreadStream() {
 
 std::shared_ptr<Stream> Context::CreateStream(unsigned flags, int priority) {
   auto s = std::make_shared<Stream>(this, Stream::Kind::kUser, flags, priority);
-  std::lock_guard<std::mutex> lock(mu_);
+  memvirt::sync::MutexLock lock(&mu_);
   user_streams_.push_back(s);
   return s;
 }
 
 void Context::DestroyStream(const std::shared_ptr<Stream>& stream) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    memvirt::sync::MutexLock lock(&mu_);
     user_streams_.erase(std::remove(user_streams_.begin(), user_streams_.end(), stream),
                         user_streams_.end());
   }
@@ -55,7 +55,7 @@ uint64_t Context::Enqueue(const std::shared_ptr<Stream>& stream, StreamOp op) {
   if (stream->kind() == Stream::Kind::kLegacyDefault) {
     std::vector<std::shared_ptr<Stream>> others;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      memvirt::sync::MutexLock lock(&mu_);
       for (auto& [tid, s] : per_thread_) others.push_back(s);
       for (auto& s : user_streams_) others.push_back(s);
     }
@@ -67,7 +67,7 @@ uint64_t Context::Enqueue(const std::shared_ptr<Stream>& stream, StreamOp op) {
   } else if (stream->blocking()) {
     std::shared_ptr<Stream> legacy;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      memvirt::sync::MutexLock lock(&mu_);
       legacy = legacy_;
     }
     if (legacy) {
@@ -80,7 +80,7 @@ uint64_t Context::Enqueue(const std::shared_ptr<Stream>& stream, StreamOp op) {
 
 std::vector<std::shared_ptr<Stream>> Context::Streams() {
   std::vector<std::shared_ptr<Stream>> all;
-  std::lock_guard<std::mutex> lock(mu_);
+  memvirt::sync::MutexLock lock(&mu_);
   if (legacy_) all.push_back(legacy_);
   for (auto& [tid, s] : per_thread_) all.push_back(s);
   for (auto& s : user_streams_) all.push_back(s);
@@ -97,7 +97,7 @@ void Context::Shutdown() {
 
 void Context::Reset() {
   Shutdown();
-  std::lock_guard<std::mutex> lock(mu_);
+  memvirt::sync::MutexLock lock(&mu_);
   legacy_.reset();
   per_thread_.clear();
   user_streams_.clear();
@@ -107,12 +107,12 @@ void Context::Reset() {
 }
 
 bool Context::EnablePeer(const Context& peer) {
-  std::lock_guard<std::mutex> lock(mu_);
+  memvirt::sync::MutexLock lock(&mu_);
   return peers_.insert(peer.id()).second;
 }
 
 bool Context::DisablePeer(const Context& peer) {
-  std::lock_guard<std::mutex> lock(mu_);
+  memvirt::sync::MutexLock lock(&mu_);
   return peers_.erase(peer.id()) > 0;
 }
 

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "cuda_api.h"
+#include "memvirt/common/mutex.h"
 #include "stream.h"
 
 namespace memsim {
@@ -86,12 +87,12 @@ class Context {
   std::atomic<CUresult> sticky_{CUDA_SUCCESS};
   std::atomic<int> blocking_captures_{0};
 
-  std::mutex submit_mu_;  // serializes dependency computation + enqueue
-  std::mutex mu_;         // guards the stream lists
-  std::shared_ptr<Stream> legacy_;
-  std::map<std::thread::id, std::shared_ptr<Stream>> per_thread_;
-  std::vector<std::shared_ptr<Stream>> user_streams_;
-  std::set<uint64_t> peers_;  // context ids; guarded by mu_
+  std::mutex submit_mu_;     // serializes dependency computation + enqueue
+  memvirt::sync::Mutex mu_;  // guards the stream lists and the peers
+  std::shared_ptr<Stream> legacy_ MEMVIRT_GUARDED_BY(mu_);
+  std::map<std::thread::id, std::shared_ptr<Stream>> per_thread_ MEMVIRT_GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<Stream>> user_streams_ MEMVIRT_GUARDED_BY(mu_);
+  std::set<uint64_t> peers_ MEMVIRT_GUARDED_BY(mu_);  // context ids
 };
 
 }  // namespace memsim

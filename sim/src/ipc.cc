@@ -13,6 +13,7 @@
 #include "context.h"
 #include "device.h"
 #include "driver.h"
+#include "memvirt/common/mutex.h"
 
 namespace memsim {
 
@@ -50,8 +51,8 @@ struct Opened {
 using OpenKey = std::tuple<const Context*, int32_t, uint64_t>;
 
 struct OpenTable {
-  std::mutex mu;
-  std::map<OpenKey, Opened> by_key;  // guarded by mu
+  memvirt::sync::Mutex mu;
+  std::map<OpenKey, Opened> by_key MEMVIRT_GUARDED_BY(mu);
 };
 
 OpenTable& Table() {
@@ -92,7 +93,7 @@ CUresult OpenMemHandle(Context* ctx, const CUipcMemHandle& handle, uint64_t* out
   }
   if (w.pid == static_cast<int32_t>(getpid())) return CUDA_ERROR_INVALID_CONTEXT;
   OpenTable& table = Table();
-  std::lock_guard<std::mutex> lock(table.mu);
+  memvirt::sync::MutexLock lock(&table.mu);
   const OpenKey key{ctx, w.pid, w.buffer_id};
   if (auto it = table.by_key.find(key); it != table.by_key.end()) {
     ++it->second.refs;
@@ -114,7 +115,7 @@ CUresult OpenMemHandle(Context* ctx, const CUipcMemHandle& handle, uint64_t* out
 
 CUresult CloseMemHandle(uint64_t dptr) {
   OpenTable& table = Table();
-  std::lock_guard<std::mutex> lock(table.mu);
+  memvirt::sync::MutexLock lock(&table.mu);
   for (auto it = table.by_key.begin(); it != table.by_key.end(); ++it) {
     if (it->second.ptr != dptr) continue;
     if (--it->second.refs > 0) return CUDA_SUCCESS;
@@ -128,7 +129,7 @@ CUresult CloseMemHandle(uint64_t dptr) {
 
 void ForgetIpcOpenedBy(const Context* ctx) {
   OpenTable& table = Table();
-  std::lock_guard<std::mutex> lock(table.mu);
+  memvirt::sync::MutexLock lock(&table.mu);
   for (auto it = table.by_key.begin(); it != table.by_key.end();) {
     it = std::get<0>(it->first) == ctx ? table.by_key.erase(it) : std::next(it);
   }

@@ -31,12 +31,12 @@ bool Stream::blocking() const {
 }
 
 std::shared_ptr<Capture> Stream::capture() {
-  std::lock_guard<std::mutex> lock(capture_mu_);
+  memvirt::sync::MutexLock lock(&capture_mu_);
   return capture_;
 }
 
 bool Stream::StartCapture(std::shared_ptr<Capture> capture) {
-  std::lock_guard<std::mutex> lock(capture_mu_);
+  memvirt::sync::MutexLock lock(&capture_mu_);
   if (capture_ != nullptr) return false;
   RegisterCapture(capture);  // Note [capture modes]
   capture_ = std::move(capture);
@@ -44,7 +44,7 @@ bool Stream::StartCapture(std::shared_ptr<Capture> capture) {
 }
 
 void Stream::EndCapture() {
-  std::lock_guard<std::mutex> lock(capture_mu_);
+  memvirt::sync::MutexLock lock(&capture_mu_);
   if (capture_ != nullptr) UnregisterCapture(capture_.get());
   capture_ = nullptr;
 }
@@ -109,7 +109,7 @@ void Stream::WorkerLoop() {
 }
 
 bool Stream::GetAttribute(CUstreamAttrID id, CUstreamAttrValue* value) {
-  std::lock_guard<std::mutex> lock(attributes_mu_);
+  memvirt::sync::MutexLock lock(&attributes_mu_);
   auto it = attributes_.find(id);
   if (it == attributes_.end()) return false;
   *value = it->second;
@@ -117,7 +117,7 @@ bool Stream::GetAttribute(CUstreamAttrID id, CUstreamAttrValue* value) {
 }
 
 void Stream::SetAttribute(CUstreamAttrID id, const CUstreamAttrValue& value) {
-  std::lock_guard<std::mutex> lock(attributes_mu_);
+  memvirt::sync::MutexLock lock(&attributes_mu_);
   attributes_[id] = value;
 }
 

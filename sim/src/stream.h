@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "cuda_api.h"
+#include "memvirt/common/mutex.h"
 
 namespace memsim {
 
@@ -87,11 +88,11 @@ class Stream {
   const int priority_;
   const uint64_t id_;
 
-  std::mutex attributes_mu_;
-  std::map<CUstreamAttrID, CUstreamAttrValue> attributes_;  // guarded by attributes_mu_
+  memvirt::sync::Mutex attributes_mu_;
+  std::map<CUstreamAttrID, CUstreamAttrValue> attributes_ MEMVIRT_GUARDED_BY(attributes_mu_);
 
-  std::mutex capture_mu_;
-  std::shared_ptr<Capture> capture_;  // guarded by capture_mu_
+  memvirt::sync::Mutex capture_mu_;
+  std::shared_ptr<Capture> capture_ MEMVIRT_GUARDED_BY(capture_mu_);
 
   std::mutex join_mu_;  // serializes Shutdown()
   std::mutex mu_;

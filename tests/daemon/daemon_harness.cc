@@ -257,6 +257,10 @@ std::vector<std::string> AsNobody() {
   return {};
 }
 
+std::string Flag(const std::string& name, uint64_t v) {
+  return "--" + name + "=" + std::to_string(v);
+}
+
 std::string ExpectedChecksum(int pages, int iterations) {
   // Replays the client's write schedule: iteration `it` writes pages (7it) and (7it + 13).
   std::vector<int> last(pages, -1);

@@ -131,6 +131,9 @@ class HeldAsNobody {
 // The command prefix that runs a program as nobody:nogroup, or empty if setpriv is missing.
 std::vector<std::string> AsNobody();
 
+// "--name=v".
+std::string Flag(const std::string& name, uint64_t v);
+
 // Checksum the test client prints for --pages/--iterations (see test_client.cc).
 std::string ExpectedChecksum(int pages, int iterations);
 

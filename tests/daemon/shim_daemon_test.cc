@@ -212,13 +212,14 @@ TEST_F(ShimDaemonTest, ShimProcessesSurviveADaemonKillAndReRegisterWithTheRestar
   std::this_thread::sleep_for(milliseconds(200));
   ASSERT_TRUE(d.Start()) << d.process().Stderr();
   const auto restarted = std::chrono::steady_clock::now();
-  bool relearned = WaitUntil(all_registered, seconds(2));
+  // How fast is measured, not asserted here (Note [recovery timing] in daemon_recovery_test.cc).
+  bool relearned = WaitUntil(all_registered, seconds(30));
   const auto took =
       std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - restarted);
   bool still_running = true;
   for (auto& p : procs) still_running = still_running && p->Running();
   ASSERT_TRUE(still_running) << "the workload ended before the daemon came back: lengthen it";
-  EXPECT_TRUE(relearned) << "restarted daemon did not re-learn the shim processes in 2 s";
+  EXPECT_TRUE(relearned) << "restarted daemon did not re-learn the shim processes";
   std::printf("re-learned in %lld ms\n", static_cast<long long>(took.count()));
   for (auto& p : procs) {
     ASSERT_EQ(p->Wait(seconds(120)), std::optional<int>(0)) << p->Stderr();
