@@ -4,6 +4,8 @@
 #include "shim/daemon_link/tier_channel.h"
 
 #include <dirent.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -11,6 +13,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <random>
@@ -398,6 +401,87 @@ TEST_F(TierChannelTest, AnIdleConnectionIsClosedOnlyWhenItStoresNothingAndReopen
                                  std::chrono::seconds(3)));
   // The next store reopens the channel with the same staging area.
   ExpectRoundTrip(c.get(), 42);
+}
+
+// Issue 14, the tier-protocol fuzzer's Note [fewer replies]: one reply per whole request, also
+// when the Hello arrives in pieces and when the client's reads are interrupted by signals.
+TEST_F(TierChannelTest, AHelloSentInTwoPiecesIsCompleted) {
+  const int fd = tier::ConnectUnixSocket(dir_.path() + "/tier.sock");
+  ASSERT_GE(fd, 0);
+  const int memfd = tier::CreateStagingMemfd(1);
+  ASSERT_GE(memfd, 0);
+  tier::Hello hello;
+  hello.staging_slots = 1;
+  // The first 4 bytes carry the memfd; Linux ends a stream read after the segment that carried
+  // descriptors, so the service's first read is short (Note [short hello]).
+  char bytes[sizeof(hello)];
+  std::memcpy(bytes, &hello, sizeof(hello));
+  ASSERT_TRUE(tier::SendWithDescriptor(fd, bytes, 4, memfd));
+  close(memfd);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(tier::SendAll(fd, bytes + 4, sizeof(bytes) - 4));
+  tier::HelloReply reply;
+  ASSERT_TRUE(tier::ReceiveAll(fd, &reply, sizeof(reply)));
+  EXPECT_EQ(reply.status, tier::Status::kOk);
+  const tier::Request store = {tier::Op::kStore, 0, 0};
+  ASSERT_TRUE(tier::SendAll(fd, &store, sizeof(store)));
+  tier::Reply out;
+  ASSERT_TRUE(tier::ReceiveAll(fd, &out, sizeof(out)));
+  EXPECT_EQ(out.status, tier::Status::kOk);
+  close(fd);
+}
+
+std::atomic<int> interrupts{0};
+void CountInterrupt(int) { interrupts.fetch_add(1); }
+
+// True once thread `tid` of this process sleeps (state S in /proc).
+bool Sleeping(pid_t tid) {
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/self/task/%d/stat", static_cast<int>(tid));
+  FILE* f = std::fopen(path, "r");
+  if (f == nullptr) return false;
+  char line[512] = {};
+  const bool read = std::fgets(line, sizeof(line), f) != nullptr;
+  std::fclose(f);
+  const char* after_name = read ? std::strrchr(line, ')') : nullptr;
+  return after_name != nullptr && after_name[1] == ' ' && after_name[2] == 'S';
+}
+
+TEST_F(TierChannelTest, EveryRequestIsAnsweredWhileSignalsInterruptTheClientsReads) {
+  // A handler without SA_RESTART, as libFuzzer's SIGALRM: a blocking recv fails with EINTR.
+  struct sigaction action = {}, previous = {};
+  action.sa_handler = CountInterrupt;
+  ASSERT_EQ(sigaction(SIGUSR1, &action, &previous), 0);
+  const int fd = tier::ConnectUnixSocket(dir_.path() + "/tier.sock");
+  ASSERT_GE(fd, 0);
+  tier::HelloReply hello;
+  ASSERT_TRUE(testing::SendHello(fd, 2, &hello));
+  ASSERT_EQ(hello.status, tier::Status::kOk);
+
+  std::atomic<pid_t> reader_tid{0};
+  std::string answer;
+  bool received = false;
+  std::thread reader([&] {
+    reader_tid = gettid();
+    received = testing::ReceiveUntilClosed(fd, &answer);
+  });
+  ASSERT_TRUE(testing::WaitUntil([&] { return reader_tid != 0 && Sleeping(reader_tid); },
+                                 std::chrono::seconds(5)));
+  interrupts = 0;
+  ASSERT_EQ(pthread_kill(reader.native_handle(), SIGUSR1), 0);  // interrupts its blocking recv
+  ASSERT_TRUE(testing::WaitUntil([] { return interrupts > 0; }, std::chrono::seconds(5)));
+  constexpr size_t kRequests = 24;
+  std::vector<tier::Request> requests;
+  for (size_t i = 0; i < kRequests; ++i) {
+    requests.push_back({static_cast<tier::Op>(1 + i % 3), static_cast<uint32_t>(i % 3), i});
+  }
+  ASSERT_TRUE(tier::SendAll(fd, requests.data(), requests.size() * sizeof(tier::Request)));
+  shutdown(fd, SHUT_WR);
+  reader.join();
+  close(fd);
+  sigaction(SIGUSR1, &previous, nullptr);
+  EXPECT_TRUE(received);
+  EXPECT_EQ(answer.size(), kRequests * sizeof(tier::Reply));
 }
 
 }  // namespace
