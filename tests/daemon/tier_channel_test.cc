@@ -132,22 +132,6 @@ TEST_F(TierChannelTest, StoredChunksComeBackByteForByte) {
                                  std::chrono::seconds(5)));
 }
 
-TEST_F(TierChannelTest, ATenantCannotReadAnotherTenantsChunk) {
-  auto a = Connect();
-  auto b = Connect();
-  ASSERT_NE(a->tenant(), b->tenant());
-  Fill(a->staging(0), 7);
-  uint64_t id = 0;
-  ASSERT_EQ(a->Store(0, &id), SpillResult::kOk);
-  std::memset(b->staging(0), 0, kSlot);
-  ASSERT_EQ(b->StartLoad(id, 0), SpillResult::kOk);
-  EXPECT_EQ(b->FinishLoad(0, true), SpillResult::kFailed);
-  EXPECT_FALSE(Matches(b->staging(0), 7));
-  ASSERT_EQ(a->StartLoad(id, 1), SpillResult::kOk);  // the owner still can
-  EXPECT_EQ(a->FinishLoad(1, true), SpillResult::kOk);
-  EXPECT_TRUE(Matches(a->staging(1), 7));
-}
-
 TEST_F(TierChannelTest, ClosingTheChannelFreesItsSwap) {
   auto c = Connect();
   const uint64_t tenant = c->tenant();
@@ -246,6 +230,36 @@ class RawClient {
   int fd_ = -1;
 };
 
+TEST_F(TierChannelTest, ATenantCannotReadAnotherTenantsChunk) {
+  RawClient a(dir_.path() + "/tier.sock");
+  RawClient b(dir_.path() + "/tier.sock");
+  ASSERT_EQ(a.hello_reply.status, tier::Status::kOk);
+  ASSERT_EQ(b.hello_reply.status, tier::Status::kOk);
+  ASSERT_NE(a.hello_reply.tenant, b.hello_reply.tenant);
+  const tier::Reply stored = a.Call(1, 0, 0);
+  ASSERT_EQ(stored.status, tier::Status::kOk);
+  EXPECT_EQ(b.Call(2, 0, stored.id).status, tier::Status::kDenied);  // load
+  EXPECT_EQ(b.Call(3, 0, stored.id).status, tier::Status::kDenied);  // discard
+  EXPECT_EQ(a.Call(2, 0, stored.id).status, tier::Status::kOk);      // the owner still can
+}
+
+// The channel's ids are its own: another channel cannot name them, and an id nobody stored is
+// refused without asking the daemon.
+TEST_F(TierChannelTest, AChannelLoadsOnlyTheIdsItStored) {
+  auto a = Connect();
+  auto b = Connect();
+  Fill(a->staging(0), 7);
+  uint64_t id = 0;
+  ASSERT_EQ(a->Store(0, &id), SpillResult::kOk);
+  std::memset(b->staging(0), 0, kSlot);
+  ASSERT_EQ(b->StartLoad(id, 0), SpillResult::kOk);
+  EXPECT_EQ(b->FinishLoad(0, true), SpillResult::kFailed);
+  EXPECT_FALSE(Matches(b->staging(0), 7));
+  ASSERT_EQ(a->StartLoad(id, 1), SpillResult::kOk);
+  EXPECT_EQ(a->FinishLoad(1, true), SpillResult::kOk);
+  EXPECT_TRUE(Matches(a->staging(1), 7));
+}
+
 TEST_F(TierChannelTest, MalformedRequestsGetInvalidAndTheConnectionGoesOn) {
   RawClient raw(dir_.path() + "/tier.sock");
   ASSERT_EQ(raw.hello_reply.status, tier::Status::kOk);
@@ -312,6 +326,64 @@ TEST_F(TierChannelTest, ADaemonThatGoesAwayBreaksTheChannelWithoutHanging) {
   service_->Stop();
   EXPECT_EQ(c->Store(0, &id), SpillResult::kBroken);
   EXPECT_EQ(c->StartLoad(id, 0), SpillResult::kBroken);
+}
+
+// Issue 14 (found by shim_chaos_test): after the daemon is killed and restarted, the channel
+// reopens with a new handshake (Note [reopening] in shim/daemon_link/tier_channel.h); what the
+// old daemon held is a clean failure, never other bytes, and new stores and loads work again.
+TEST_F(TierChannelTest, AfterADaemonRestartTheChannelReopensAndLostSlabsFailCleanly) {
+  auto c = Connect(2);
+  std::vector<uint64_t> old_ids;
+  for (uint64_t seed = 100; seed < 104; ++seed) {
+    Fill(c->staging(0), seed);
+    uint64_t id = 0;
+    ASSERT_EQ(c->Store(0, &id), SpillResult::kOk);
+    old_ids.push_back(id);
+  }
+  // The daemon dies with its swap; a new one starts on the same socket, numbering slabs anew.
+  service_.reset();
+  uint64_t unused = 0;
+  EXPECT_EQ(c->Store(0, &unused), SpillResult::kBroken);  // nobody there: fails at once
+  auto fresh = nvme::SwapStore::Create(&faults_, {});
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  store_ = *std::move(fresh);
+  StartService([](TierServiceOptions&) {});
+  std::vector<uint64_t> new_ids;
+  ASSERT_TRUE(testing::WaitUntil(
+      [&] {
+        Fill(c->staging(0), 200);
+        uint64_t id = 0;
+        if (c->Store(0, &id) != SpillResult::kOk) return false;
+        new_ids.push_back(id);
+        return true;
+      },
+      std::chrono::seconds(10)));
+  for (uint64_t seed = 201; seed < 206; ++seed) {
+    Fill(c->staging(1), seed);
+    uint64_t id = 0;
+    ASSERT_EQ(c->Store(1, &id), SpillResult::kOk);
+    new_ids.push_back(id);
+  }
+  EXPECT_EQ(c->live_slabs(), new_ids.size());
+  EXPECT_EQ(store_->TenantBytes(c->tenant()), new_ids.size() * kSlot);
+  const std::vector<uint8_t> zeros(kSlot, 0);
+  for (uint64_t old_id : old_ids) {  // lost: a failure, and no bytes land in the staging
+    std::memset(c->staging(0), 0, kSlot);
+    ASSERT_EQ(c->StartLoad(old_id, 0), SpillResult::kOk);
+    EXPECT_EQ(c->FinishLoad(0, true), SpillResult::kFailed);
+    EXPECT_EQ(std::memcmp(c->staging(0), zeros.data(), kSlot), 0);
+  }
+  for (size_t i = 0; i < new_ids.size(); ++i) {
+    std::memset(c->staging(i % 2), 0, kSlot);
+    ASSERT_EQ(c->StartLoad(new_ids[i], i % 2), SpillResult::kOk);
+    ASSERT_EQ(c->FinishLoad(i % 2, true), SpillResult::kOk);
+    EXPECT_TRUE(Matches(c->staging(i % 2), 200 + i)) << i;
+  }
+  for (uint64_t id : old_ids) c->Discard(id);  // nothing to tell the new daemon
+  for (uint64_t id : new_ids) c->Discard(id);
+  EXPECT_EQ(c->live_slabs(), 0u);
+  ASSERT_TRUE(
+      testing::WaitUntil([&] { return store_->stats().used_bytes == 0; }, std::chrono::seconds(5)));
 }
 
 // Issue 14, item 4: the tier socket cannot be locked out.
