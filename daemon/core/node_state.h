@@ -28,6 +28,16 @@
 // re-registered yet; when the grace period ends, Tick() rebalances every GPU. So a restart
 // does not over-commit HBM as long as the clients re-register within the grace period.
 //
+// Note [admission]
+// A newcomer's share grows only from memory no one holds: while others have not acknowledged
+// their shrinks, within the restart grace period, or while the GPU is drained, what it could be
+// granted is 0 or a sliver below its floor, which a process cannot run with. The daemon never
+// announces such a budget: a client that holds nothing on a GPU is admitted there only once its
+// grant reaches usable = max(1, min(min_bytes, target)). Until then its registration answer says
+// pending (budget 0), the bytes freed for it are reserved in the ledger (granted and held) but
+// not announced, and the first BUDGET directive it gets carries the whole usable grant. A
+// re-registering client that holds memory is admitted at once (it is running already).
+//
 // Note [host tier]
 // The host tier is divided like HBM (max-min fair over host_demand_bytes) when a capacity is
 // configured. Host budgets change without acknowledgement (HOST_BUDGET directives); a client
@@ -146,6 +156,7 @@ class NodeState {
     uint64_t target = 0;
     uint64_t granted = 0;
     uint64_t held = 0;
+    bool admitted = true;  // Note [admission]: false until a usable grant was announced
     std::map<uint64_t, uint64_t> outstanding_shrinks;  // directive id -> budget
     absl::Time first_shrink_deadline = absl::InfiniteFuture();
     bool overdue = false;
@@ -197,6 +208,8 @@ class NodeState {
   uint32_t Rebalance(const std::string& uuid, ClientId quiet) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RebalanceHost(ClientId quiet) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SendBudget(Client& c, ClientGpu& g, bool shrink) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Note [admission]: admits a pending client whose grant became usable; true if it did.
+  static bool AdmitIfUsable(ClientGpu& g);
   void Send(Client& c, Directive d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UpdateUsage(ClientGpu& g, const GpuUsage& u) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Asks a client over its host budget to demote the excess to NVMe (one request at a time).
