@@ -46,10 +46,11 @@
 //
 // Note [GPU inventory]
 // A GPU's size decides every budget on it, so only a trusted source may set it: the
-// configuration (--gpu uuid:bytes), or the registration of a trusted process (an operator, or
-// a uid in NodeOptions::gpu_size_trusted_uids, which the daemon sets to its own) that names a
-// GPU the daemon does not know yet; the shim reports the device's total memory from the driver.
-// The daemon never loads libcuda, so it runs on machines without a GPU. Any other process that
+// configuration (--gpu uuid:bytes; without it, the daemon's own driver query at startup,
+// daemon/server/driver_inventory.h, fills NodeOptions::gpus), or the registration of a trusted
+// process (an operator, or a uid in NodeOptions::gpu_size_trusted_uids, which the daemon sets to
+// its own) that names a GPU the daemon does not know yet; the shim reports the device's total
+// memory from the driver. A node without a driver starts with no known GPU. Any other process that
 // names an unknown GPU is refused (FAILED_PRECONDITION; the shim then runs standalone), and a
 // claim that disagrees with the known size is clamped to it (logged): a process can change
 // neither the size nor, through it, what others get. A learned GPU is forgotten when its last
