@@ -20,23 +20,23 @@ namespace {
 
 constexpr size_t kBufferBytes = 8 << 20;
 
-std::vector<uint32_t> Pattern(uint32_t seed) {
-  std::vector<uint32_t> words(kBufferBytes / 4);
-  uint32_t x = seed * 2654435761u + 1;
-  for (uint32_t& w : words) {
-    x ^= x << 13;
-    x ^= x >> 17;
-    x ^= x << 5;
-    w = x;
+// splitmix64 from `seed`: every buffer's bytes differ from every other's.
+std::vector<uint64_t> Pattern(uint64_t seed) {
+  std::vector<uint64_t> words(kBufferBytes / 8);
+  uint64_t state = seed;
+  for (uint64_t& w : words) {
+    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    w = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   }
   return words;
 }
 
-std::vector<CUdeviceptr> Fill(int count, uint32_t first_seed) {
+std::vector<CUdeviceptr> Fill(int count, uint64_t first_seed) {
   std::vector<CUdeviceptr> buffers(count);
   for (int i = 0; i < count; ++i) {
     CHECK_CU(cuMemAlloc(&buffers[i], kBufferBytes));
-    const std::vector<uint32_t> words = Pattern(first_seed + i);
+    const std::vector<uint64_t> words = Pattern(first_seed + i);
     CHECK_CU(cuMemcpyHtoD(buffers[i], words.data(), kBufferBytes));
   }
   return buffers;
@@ -46,15 +46,15 @@ struct Tally {
   int ok = 0, wrong = 0, failed = 0;
 };
 
-Tally Verify(const std::vector<CUdeviceptr>& buffers, uint32_t first_seed) {
+Tally Verify(const std::vector<CUdeviceptr>& buffers, uint64_t first_seed) {
   Tally t;
-  std::vector<uint32_t> got(kBufferBytes / 4);
+  std::vector<uint64_t> got(kBufferBytes / 8);
   for (size_t i = 0; i < buffers.size(); ++i) {
     if (cuMemcpyDtoH(got.data(), buffers[i], kBufferBytes) != CUDA_SUCCESS) {
       ++t.failed;
       continue;
     }
-    if (got == Pattern(first_seed + static_cast<uint32_t>(i))) {
+    if (got == Pattern(first_seed + i)) {
       ++t.ok;
     } else {
       ++t.wrong;
