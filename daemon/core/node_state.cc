@@ -158,6 +158,7 @@ absl::StatusOr<ClientId> NodeState::Register(const PeerCredentials& peer, const 
     }
     ClientGpu& g = c.gpus[claim.gpu_uuid];
     g.claim = claim;
+    g.admitted = false;  // until it holds memory or is granted a usable budget
     g.usage.gpu_uuid = claim.gpu_uuid;
     g.counted_since = c.since;
     gpu.clients.push_back(c.id);
@@ -168,6 +169,7 @@ absl::StatusOr<ClientId> NodeState::Register(const PeerCredentials& peer, const 
     g.usage_time = c.since;
     // Note [daemon restart]: what it holds now stays reserved until it acknowledges.
     g.held = std::min(u.resident_bytes, gpus_[u.gpu_uuid].device_memory_bytes);
+    g.admitted = g.held > 0;  // Note [admission]: a running process is admitted as it is
   }
   clients_.emplace(c.id, std::move(owned));
   ++totals_.clients_registered;
@@ -180,7 +182,9 @@ absl::StatusOr<ClientId> NodeState::Register(const PeerCredentials& peer, const 
   result.pid = peer.pid;
   result.host_budget_bytes = c.host_budget;
   for (const GpuClaim& claim : claims) {
-    result.budgets.push_back({claim.gpu_uuid, c.gpus[claim.gpu_uuid].granted});
+    ClientGpu& g = c.gpus[claim.gpu_uuid];
+    AdmitIfUsable(g);
+    result.budgets.push_back({claim.gpu_uuid, g.admitted ? g.granted : 0, !g.admitted});
   }
   c.sink = sink;
   sink->OnRegistered(result);
@@ -278,6 +282,11 @@ uint32_t NodeState::Rebalance(const std::string& uuid, ClientId quiet) {
     Client& c = *clients_.at(gpu.clients[i]);
     ClientGpu& g = c.gpus.at(uuid);
     g.target = targets[i];
+    if (!g.admitted) {  // Note [admission]: its reserve was never announced nor used
+      g.granted = std::min(g.granted, g.target);
+      g.held = g.granted;
+      continue;
+    }
     if (g.target < g.granted || (c.id == quiet && g.target < g.held)) {
       g.held = std::max(g.held, g.granted);
       g.granted = g.target;
@@ -312,12 +321,19 @@ uint32_t NodeState::Rebalance(const std::string& uuid, ClientId quiet) {
       g.first_shrink_deadline = absl::InfiniteFuture();
       g.overdue = false;
     }
-    if (c.id != quiet) {
+    if (c.id != quiet && (g.admitted || AdmitIfUsable(g))) {
       SendBudget(c, g, /*shrink=*/false);
       ++notified;
     }
   }
   return notified;
+}
+
+bool NodeState::AdmitIfUsable(ClientGpu& g) {
+  if (g.admitted) return false;
+  const uint64_t usable = std::max<uint64_t>(1, std::min(g.claim.min_bytes, g.target));
+  g.admitted = g.granted >= usable;
+  return g.admitted;
 }
 
 void NodeState::RebalanceHost(ClientId quiet) {
@@ -545,7 +561,7 @@ ClientSnapshot NodeState::SnapshotOf(const Client& c) const {
   for (const auto& [uuid, g] : c.gpus) {
     ClientGpuSnapshot gs;
     gs.gpu_uuid = uuid;
-    gs.budget_bytes = g.granted;
+    gs.budget_bytes = g.admitted ? g.granted : 0;
     gs.target_bytes = g.target;
     gs.quota_bytes = g.quota;
     gs.usage = g.usage;

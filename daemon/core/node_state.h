@@ -28,6 +28,16 @@
 // re-registered yet; when the grace period ends, Tick() rebalances every GPU. So a restart
 // does not over-commit HBM as long as the clients re-register within the grace period.
 //
+// Note [admission]
+// A newcomer's share grows only from memory no one holds: while others have not acknowledged
+// their shrinks, within the restart grace period, or while the GPU is drained, what it could be
+// granted is 0 or a sliver below its floor, which a process cannot run with. The daemon never
+// announces such a budget: a client that holds nothing on a GPU is admitted there only once its
+// grant reaches usable = max(1, min(min_bytes, target)). Until then its registration answer says
+// pending (budget 0), the bytes freed for it are reserved in the ledger (granted and held) but
+// not announced, and the first BUDGET directive it gets carries the whole usable grant. A
+// re-registering client that holds memory is admitted at once (it is running already).
+//
 // Note [host tier]
 // The host tier is divided like HBM (max-min fair over host_demand_bytes) when a capacity is
 // configured. Host budgets change without acknowledgement (HOST_BUDGET directives); a client
@@ -36,10 +46,11 @@
 //
 // Note [GPU inventory]
 // A GPU's size decides every budget on it, so only a trusted source may set it: the
-// configuration (--gpu uuid:bytes), or the registration of a trusted process (an operator, or
-// a uid in NodeOptions::gpu_size_trusted_uids, which the daemon sets to its own) that names a
-// GPU the daemon does not know yet; the shim reports the device's total memory from the driver.
-// The daemon never loads libcuda, so it runs on machines without a GPU. Any other process that
+// configuration (--gpu uuid:bytes; without it, the daemon's own driver query at startup,
+// daemon/server/driver_inventory.h, fills NodeOptions::gpus), or the registration of a trusted
+// process (an operator, or a uid in NodeOptions::gpu_size_trusted_uids, which the daemon sets to
+// its own) that names a GPU the daemon does not know yet; the shim reports the device's total
+// memory from the driver. A node without a driver starts with no known GPU. Any other process that
 // names an unknown GPU is refused (FAILED_PRECONDITION; the shim then runs standalone), and a
 // claim that disagrees with the known size is clamped to it (logged): a process can change
 // neither the size nor, through it, what others get. A learned GPU is forgotten when its last
@@ -146,6 +157,7 @@ class NodeState {
     uint64_t target = 0;
     uint64_t granted = 0;
     uint64_t held = 0;
+    bool admitted = true;  // Note [admission]: false until a usable grant was announced
     std::map<uint64_t, uint64_t> outstanding_shrinks;  // directive id -> budget
     absl::Time first_shrink_deadline = absl::InfiniteFuture();
     bool overdue = false;
@@ -197,6 +209,8 @@ class NodeState {
   uint32_t Rebalance(const std::string& uuid, ClientId quiet) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RebalanceHost(ClientId quiet) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SendBudget(Client& c, ClientGpu& g, bool shrink) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Note [admission]: admits a pending client whose grant became usable; true if it did.
+  static bool AdmitIfUsable(ClientGpu& g);
   void Send(Client& c, Directive d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UpdateUsage(ClientGpu& g, const GpuUsage& u) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Asks a client over its host budget to demote the excess to NVMe (one request at a time).

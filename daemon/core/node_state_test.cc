@@ -102,6 +102,95 @@ TEST_F(NodeStateTest, NewcomerGetsShareAfterOthersShrink) {
   EXPECT_EQ(HeldSum(node), 900 * kMiB);
 }
 
+// Issue 14, item 3 (Note [admission]): a newcomer is never told a budget it cannot run with.
+// Every BUDGET it receives, in the registration answer or a directive, is 0 with `pending` or at
+// least its floor.
+void ExpectOnlyUsableBudgets(const RecordingSink& sink, uint64_t floor) {
+  ASSERT_EQ(sink.result.budgets.size(), 1u);
+  const GpuBudget& answer = sink.result.budgets[0];
+  if (answer.pending) {
+    EXPECT_EQ(answer.budget_bytes, 0u);
+  } else {
+    EXPECT_GE(answer.budget_bytes, floor);
+  }
+  for (const Directive& d : sink.directives) {
+    if (d.kind == Directive::Kind::kBudget) {
+      EXPECT_GE(d.budget_bytes, floor);
+    }
+  }
+}
+
+TEST_F(NodeStateTest, ANewcomerWaitsForItsFloorWhileOthersHoldTheMemory) {
+  NodeState node(Options(), &clock_);
+  RecordingSink a, b, c;
+  auto ida = node.Register(Peer(10), OneGpu(1000 * kMiB, 450 * kMiB), &a);
+  auto idb = node.Register(Peer(11), OneGpu(1000 * kMiB, 450 * kMiB), &b);
+  ASSERT_TRUE(ida.ok() && idb.ok());
+  EXPECT_EQ(a.Budget() + b.Budget(), 900 * kMiB);
+  // C's floor is 250 MiB; its share is 300 MiB, taken from A and B by shrinks not yet
+  // acknowledged: the answer says pending.
+  auto idc = node.Register(Peer(12), OneGpu(1000 * kMiB, 0, 250 * kMiB), &c);
+  ASSERT_TRUE(idc.ok());
+  ASSERT_EQ(c.result.budgets.size(), 1u);
+  EXPECT_TRUE(c.result.budgets[0].pending);
+  EXPECT_EQ(c.result.budgets[0].budget_bytes, 0u);
+  // A's acknowledgement frees 150 MiB: reserved for C, but below its floor, so not announced.
+  AckLastShrink(node, *ida, a);
+  EXPECT_TRUE(c.directives.empty());
+  EXPECT_LE(HeldSum(node), 900 * kMiB);
+  auto status = node.GetClient(kRoot, 12);
+  ASSERT_TRUE(status.ok());
+  EXPECT_EQ(status->gpus.at(0).budget_bytes, 0u);
+  // B's frees the rest: one directive with the whole share.
+  AckLastShrink(node, *idb, b);
+  ASSERT_EQ(c.directives.size(), 1u);
+  EXPECT_EQ(c.directives[0].budget_bytes, 300 * kMiB);
+  EXPECT_EQ(c.directives[0].deadline, absl::ZeroDuration());
+  ExpectOnlyUsableBudgets(c, 250 * kMiB);
+  EXPECT_EQ(HeldSum(node), 900 * kMiB);
+}
+
+TEST_F(NodeStateTest, ANewcomerInTheRestartGracePeriodIsPendingUntilItEnds) {
+  NodeOptions o = Options();
+  o.restart_grace = absl::Seconds(2);
+  NodeState node(o, &clock_);
+  RecordingSink a;
+  ASSERT_TRUE(node.Register(Peer(10), OneGpu(1000 * kMiB, 0, 16 * kMiB), &a).ok());
+  ASSERT_EQ(a.result.budgets.size(), 1u);
+  EXPECT_TRUE(a.result.budgets[0].pending);
+  clock_.Advance(absl::Seconds(3));
+  node.Tick();
+  EXPECT_EQ(a.Budget(), 900 * kMiB);
+  ExpectOnlyUsableBudgets(a, 16 * kMiB);
+}
+
+TEST_F(NodeStateTest, ANewcomerOnADrainedGpuIsPendingUntilUndrained) {
+  NodeState node(Options(), &clock_);
+  RecordingSink first;
+  ASSERT_TRUE(node.Register(Peer(10), OneGpu(1000 * kMiB), &first).ok());
+  ASSERT_TRUE(node.Drain(kRoot, kGpu, false).ok());
+  RecordingSink late;
+  ASSERT_TRUE(node.Register(Peer(11), OneGpu(1000 * kMiB, 0, 8 * kMiB), &late).ok());
+  EXPECT_TRUE(late.result.budgets.at(0).pending);
+  EXPECT_TRUE(late.directives.empty());
+  AckLastShrink(node, 1, first);
+  ASSERT_TRUE(node.Drain(kRoot, kGpu, true).ok());
+  EXPECT_EQ(late.Budget(), 450 * kMiB);
+  ExpectOnlyUsableBudgets(late, 8 * kMiB);
+}
+
+TEST_F(NodeStateTest, ARunningProcessThatReRegistersIsNotPending) {
+  NodeOptions o = Options();
+  o.restart_grace = absl::Seconds(2);
+  NodeState node(o, &clock_);
+  RecordingSink a;
+  Registration r = OneGpu(1000 * kMiB, 0, 16 * kMiB);
+  r.usage.push_back({.gpu_uuid = kGpu, .resident_bytes = 100 * kMiB});
+  ASSERT_TRUE(node.Register(Peer(10), r, &a).ok());
+  EXPECT_FALSE(a.result.budgets.at(0).pending);
+  EXPECT_EQ(a.Budget(), 100 * kMiB);
+}
+
 TEST_F(NodeStateTest, UnregisterReclaimsBudgetForOthers) {
   NodeState node(Options(), &clock_);
   RecordingSink a, b;

@@ -96,6 +96,9 @@ struct Directive {
 struct GpuBudget {
   std::string gpu_uuid;
   uint64_t budget_bytes = 0;
+  // Note [admission] in daemon/core/node_state.h: no usable budget yet (budget_bytes is 0); a
+  // BUDGET directive brings it when it is usable.
+  bool pending = false;
 };
 
 struct RegisterResult {

@@ -16,6 +16,7 @@
 #include "daemon/core/size_parse.h"
 #include "daemon/server/client_stream_service.h"
 #include "daemon/server/config.h"
+#include "daemon/server/driver_inventory.h"
 #include "daemon/server/metrics.h"
 #include "daemon/server/operator_service.h"
 #include "daemon/server/peer_listener.h"
@@ -37,6 +38,9 @@ DEFINE_string(socket, "/run/memvirt/memvirtd.sock", "Unix socket to serve on (mo
 DEFINE_string(socket_group, "", "Group (name or gid) owning the socket; empty: the daemon's");
 DEFINE_string(admin_group, "", "Group (name or gid) allowed operator calls besides root");
 DEFINE_string(gpu, "", "Known GPUs as UUID:SIZE[,UUID:SIZE...]; others are learned from clients");
+DEFINE_string(driver_library, "libcuda.so.1",
+              "Without --gpu, the CUDA driver library whose devices are the known GPUs (empty: no "
+              "query; no driver: GPUs are learned from trusted clients)");
 DEFINE_string(reserve, "256M", "HBM per GPU kept out of every budget");
 DEFINE_string(host_memory, "0", "Host tier capacity shared by all clients (0 = unlimited)");
 DEFINE_int32(shrink_deadline_ms, 2000, "Time a client has to comply with a shrink");
@@ -77,7 +81,7 @@ void OnSignal(int sig) {
 
 // clang-format off
 const std::vector<std::string> kLayeredFlags = {
-    "socket", "socket_group", "admin_group", "gpu", "reserve", "host_memory",
+    "socket", "socket_group", "admin_group", "gpu", "driver_library", "reserve", "host_memory",
     "shrink_deadline_ms", "restart_grace_ms", "hint_interval_ms", "metrics_listen",
     "shutdown_timeout_ms", "tick_ms", "swap_dir", "swap_size", "swap_files", "swap_queue_depth",
     "swap_verify_crc", "max_connections", "max_connections_per_uid", "connection_idle_timeout_ms",
@@ -129,6 +133,18 @@ absl::StatusOr<NodeOptions> OptionsFromFlags() {
   absl::StatusOr<std::vector<StaticGpu>> gpus = ParseGpuList(FLAGS_gpu);
   if (!gpus.ok()) return gpus.status();
   o.gpus = *std::move(gpus);
+  if (o.gpus.empty() && !FLAGS_driver_library.empty()) {
+    DriverInventory inventory = QueryDriverInventory(FLAGS_driver_library);
+    for (const StaticGpu& g : inventory.gpus) {
+      LOG(INFO) << "GPU " << g.gpu_uuid << " with " << g.device_memory_bytes
+                << " bytes from the driver";
+    }
+    if (inventory.gpus.empty()) {
+      LOG(INFO) << "no GPUs from the driver (" << inventory.problem
+                << "); GPUs come from trusted registrations (Note [GPU inventory])";
+    }
+    o.gpus = std::move(inventory.gpus);
+  }
   absl::StatusOr<std::optional<gid_t>> admin = ResolveGroup(FLAGS_admin_group);
   if (!admin.ok()) return admin.status();
   o.admin_gid = *admin;

@@ -74,6 +74,7 @@ void ToProto(const RegisterResult& r, uint32_t hint_interval_ms, v1::Registered*
     v1::GpuBudget* out = p->add_budgets();
     out->set_gpu_uuid(b.gpu_uuid);
     out->set_budget_bytes(b.budget_bytes);
+    out->set_pending(b.pending);
   }
 }
 

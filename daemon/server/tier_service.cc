@@ -31,33 +31,13 @@ struct TierService::Connection {
 
 namespace {
 
-// Reads exactly `n` bytes. False on EOF, error or shutdown.
-bool ReadFull(int fd, void* buf, size_t n) {
-  auto* p = static_cast<char*>(buf);
-  while (n > 0) {
-    const ssize_t r = recv(fd, p, n, 0);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    p += r;
-    n -= static_cast<size_t>(r);
-  }
-  return true;
-}
-
-bool WriteFull(int fd, const void* buf, size_t n) {
-  const auto* p = static_cast<const char*>(buf);
-  while (n > 0) {
-    const ssize_t r = send(fd, p, n, MSG_NOSIGNAL);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    p += r;
-    n -= static_cast<size_t>(r);
-  }
-  return true;
-}
-
 // Receives the Hello and its one SCM_RIGHTS descriptor (-1 if none came). Any descriptors
 // beyond the first are closed.
+//
+// Note [short hello]: recvmsg with MSG_WAITALL still returns fewer bytes than asked when a
+// signal interrupts it after some bytes arrived, and Linux ends a stream read after the segment
+// that carried descriptors; so a short first read is completed by plain reads (the descriptor,
+// if any, came with the first bytes).
 bool ReceiveHello(int fd, tier::Hello* hello, int* memfd) {
   *memfd = -1;
   iovec iov{hello, sizeof(*hello)};
@@ -84,7 +64,10 @@ bool ReceiveHello(int fd, tier::Hello* hello, int* memfd) {
       }
     }
   }
-  return r == static_cast<ssize_t>(sizeof(*hello));
+  if (r <= 0) return false;
+  const size_t got = static_cast<size_t>(r);
+  return got == sizeof(*hello) ||
+         tier::ReceiveAll(fd, reinterpret_cast<char*>(hello) + got, sizeof(*hello) - got);
 }
 
 // Note [sealed staging]
@@ -341,7 +324,7 @@ void TierService::Serve(Connection* c) {
     }
     LOG(WARNING) << "tier connection refused (" << tier::StatusName(reply.status) << ", pid "
                  << (peer.ok() ? peer->pid : 0) << ")";
-    (void)WriteFull(c->fd, &reply, sizeof(reply));
+    (void)tier::SendAll(c->fd, &reply, sizeof(reply));
     return;
   }
   reply.tenant = *tenant;
@@ -349,10 +332,10 @@ void TierService::Serve(Connection* c) {
   LOG(INFO) << "tier connection from pid " << peer->pid << " (client " << *tenant << ", "
             << hello.staging_slots << " staging slots)";
   auto* base = static_cast<uint8_t*>(staging);
-  bool open = WriteFull(c->fd, &reply, sizeof(reply));
+  bool open = tier::SendAll(c->fd, &reply, sizeof(reply));
   while (open && AwaitRequest(c, *tenant)) {
     tier::Request req;
-    if (!ReadFull(c->fd, &req, sizeof(req))) break;
+    if (!tier::ReceiveAll(c->fd, &req, sizeof(req))) break;
     tier::Reply out;
     const bool slot_ok = req.slot < hello.staging_slots;
     auto span = [&] {
@@ -403,7 +386,7 @@ void TierService::Serve(Connection* c) {
       LOG(WARNING) << "tier request " << static_cast<uint32_t>(req.op) << " of client " << *tenant
                    << " failed: " << s;
     }
-    open = WriteFull(c->fd, &out, sizeof(out));
+    open = tier::SendAll(c->fd, &out, sizeof(out));
   }
   const uint64_t freed = store_->DiscardAllOf(*tenant);
   LOG(INFO) << "tier connection of client " << *tenant << " closed; " << freed

@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -112,18 +113,24 @@ const char* TierChannel::Handshake() {
 }
 
 bool TierChannel::Reconnect() {
-  if (!broken_ || live_slabs_ != 0) return false;
-  for (uint8_t state : load_state_) {
-    if (state != 0) return false;  // a caller still expects a result from the old channel
-  }
-  close(fd_);
+  if (!broken_) return false;
+  const auto now = std::chrono::steady_clock::now();
+  if (now < next_reconnect_) return false;
+  if (fd_ >= 0) close(fd_);
+  fd_ = -1;
   partial_bytes_ = 0;
   const char* error = Handshake();
   if (error != nullptr) {
-    MEMSHIM_LOG(kInfo, "cannot reopen the daemon's tier channel: %s", error);
+    if (fd_ >= 0) close(fd_);
+    fd_ = -1;
+    next_reconnect_ = now + reconnect_backoff_;
+    MEMSHIM_LOG(kInfo, "cannot reopen the daemon's tier channel: %s; next try in %lld ms", error,
+                static_cast<long long>(reconnect_backoff_.count()));
+    reconnect_backoff_ = std::min(2 * reconnect_backoff_, kReconnectBackoffMax);
     return false;
   }
   broken_ = false;
+  reconnect_backoff_ = kReconnectBackoffMin;
   MEMSHIM_LOG(kInfo, "reopened the daemon's tier channel");
   return true;
 }
@@ -149,11 +156,15 @@ void* TierChannel::staging(uint32_t slot) {
 }
 
 void TierChannel::Break() {
-  if (!broken_ && live_slabs_ != 0) {
-    MEMSHIM_LOG(kError, "lost the daemon's tier channel; spilled data is gone");
+  if (!broken_ && !slabs_.empty()) {
+    MEMSHIM_LOG(kError,
+                "lost the daemon's tier channel; %zu spilled chunks are gone (their accesses "
+                "fail)",
+                slabs_.size());
   } else if (!broken_) {
     MEMSHIM_LOG(kInfo, "the daemon's tier channel closed while it held nothing of this process");
   }
+  slabs_.clear();  // gone with the connection (Note [reopening])
   broken_ = true;
   for (size_t s = 0; s < load_state_.size(); ++s) {
     if (load_state_[s] == 1) {
@@ -162,7 +173,7 @@ void TierChannel::Break() {
     }
   }
   outstanding_.clear();
-  shutdown(fd_, SHUT_RDWR);
+  if (fd_ >= 0) shutdown(fd_, SHUT_RDWR);
 }
 
 bool TierChannel::Send(const tier::Request& r) {
@@ -210,7 +221,7 @@ bool TierChannel::ReadOneReply(bool wait) {
 SpillResult TierChannel::Store(uint32_t slot, uint64_t* id) {
   if (slot >= slots_) return SpillResult::kFailed;
   SpillResult r = StoreOnce(slot, id);
-  // A channel that held nothing may have been closed as idle: reopen it and retry once.
+  // The daemon closed an idle channel, or went away and may be back: reopen it and retry once.
   if (r == SpillResult::kBroken && Reconnect()) r = StoreOnce(slot, id);
   return r;
 }
@@ -222,14 +233,21 @@ SpillResult TierChannel::StoreOnce(uint32_t slot, uint64_t* id) {
     if (!ReadOneReply(/*wait=*/true)) return SpillResult::kBroken;
   }
   if (store_reply_.status != tier::Status::kOk) return ResultOf(store_reply_.status);
-  *id = store_reply_.id;
-  ++live_slabs_;
+  *id = next_id_++;
+  slabs_.emplace(*id, store_reply_.id);
   return SpillResult::kOk;
 }
 
 SpillResult TierChannel::StartLoad(uint64_t id, uint32_t slot) {
   if (slot >= slots_ || load_state_[slot] != 0) return SpillResult::kFailed;
-  if (!Send({tier::Op::kLoad, slot, id})) return SpillResult::kBroken;
+  if (broken_) return SpillResult::kBroken;
+  const auto slab = slabs_.find(id);
+  if (slab == slabs_.end()) {  // lost with an earlier connection, or never stored
+    load_state_[slot] = 2;
+    load_result_[slot] = SpillResult::kFailed;
+    return SpillResult::kOk;
+  }
+  if (!Send({tier::Op::kLoad, slot, slab->second})) return SpillResult::kBroken;
   load_state_[slot] = 1;
   return SpillResult::kOk;
 }
@@ -246,8 +264,11 @@ SpillResult TierChannel::FinishLoad(uint32_t slot, bool wait) {
 }
 
 void TierChannel::Discard(uint64_t id) {
-  if (live_slabs_ > 0) --live_slabs_;
-  if (Send({tier::Op::kDiscard, 0, id})) {
+  const auto slab = slabs_.find(id);
+  if (slab == slabs_.end()) return;  // gone already
+  const uint64_t daemon_id = slab->second;
+  slabs_.erase(slab);
+  if (Send({tier::Op::kDiscard, 0, daemon_id})) {
     // Replies of discards carry nothing; drain what has arrived so the
     // daemon's send buffer never fills up with them.
     while (ReadOneReply(/*wait=*/false)) {

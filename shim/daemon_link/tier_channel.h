@@ -5,13 +5,21 @@
 // Requests may be pipelined: StartLoad() and Discard() only send; a reply is
 // read when a later call needs it (replies of loads are kept per slot). If
 // the daemon goes away (its socket closes) or a reply does not come within
-// the request deadline, the channel is broken: every later call returns
-// kBroken (a load then fails its access; stores fail, so data stays in host
-// memory). A daemon that is slow but still there is waited for up to the
-// deadline (Note [slow or gone]). A broken channel that held no slab of the
-// process (the daemon closes an idle one, Note [tier connection limits] in
-// daemon/server/tier_service.h) is reopened by the next Store, with the same
-// staging memfd.
+// the request deadline, the channel is broken: the slabs stored through it
+// are gone with the connection (the daemon discards them, or died with
+// them), and loads of them fail (the core fails the access with a CUDA
+// error; never other bytes). A daemon that is slow but still there is waited
+// for up to the deadline (Note [slow or gone]). Note [reopening]: the next
+// Store reopens a broken channel (the daemon closed an idle one, Note [tier
+// connection limits] in daemon/server/tier_service.h, or it was restarted)
+// with a new handshake and the same staging memfd; attempts that fail are
+// spaced out (kReconnectBackoffMin doubling to kReconnectBackoffMax), and
+// stores in between fail at once, so the data stays in host memory.
+//
+// Slab ids: the ids handed out are the channel's own (never reused), mapped
+// to the daemon's ids of the current connection. A restarted daemon numbers
+// its slabs anew, so an id of a lost slab could name another chunk's slab
+// there; the mapping makes such an id unknown instead (its load fails).
 //
 // Thread safety: not thread-safe (the core serializes its calls).
 #ifndef MEMVIRT_SHIM_DAEMON_LINK_TIER_CHANNEL_H_
@@ -22,6 +30,7 @@
 #include <deque>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "memvirt/tier_protocol.h"
@@ -36,6 +45,10 @@ struct TierChannelTimeouts {
 
 class TierChannel final : public SpillTier {
  public:
+  // Note [reopening].
+  static constexpr std::chrono::milliseconds kReconnectBackoffMin{100};
+  static constexpr std::chrono::milliseconds kReconnectBackoffMax{5000};
+
   // Connects to `socket_path`, creates and sends the staging memfd. Returns
   // null (with *error set to a static string) if the daemon refuses or is
   // not there.
@@ -56,13 +69,15 @@ class TierChannel final : public SpillTier {
   void Discard(uint64_t id) override;
 
   uint64_t tenant() const { return tenant_; }
+  // Slabs stored and not discarded, on the current connection.
+  size_t live_slabs() const { return slabs_.size(); }
 
  private:
   TierChannel(std::string socket_path, int memfd, uint8_t* staging, uint32_t slots,
               const TierChannelTimeouts& timeouts);
   // Connects and sends the Hello; null, or a static string saying why not.
   const char* Handshake();
-  // Reopens a broken channel that holds nothing; true if it is usable again.
+  // Reopens a broken channel (Note [reopening]); true if it is usable again.
   bool Reconnect();
   bool Send(const tier::Request& r);
   SpillResult StoreOnce(uint32_t slot, uint64_t* id);
@@ -81,7 +96,11 @@ class TierChannel final : public SpillTier {
   uint8_t* staging_;
   const uint32_t slots_;
   const TierChannelTimeouts timeouts_;
-  uint64_t live_slabs_ = 0;  // stored and not discarded
+  // The channel's slab ids -> the daemon's, for slabs stored on this connection.
+  std::unordered_map<uint64_t, uint64_t> slabs_;
+  uint64_t next_id_ = 1;  // 0 is never an id
+  std::chrono::steady_clock::time_point next_reconnect_{};
+  std::chrono::milliseconds reconnect_backoff_{kReconnectBackoffMin};
   uint64_t capacity_ = 0;
   uint64_t tenant_ = 0;
   bool broken_ = false;

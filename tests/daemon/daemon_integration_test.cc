@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -50,6 +51,53 @@ TEST_F(DaemonTest, ServesOnSocketWithMode0660AndReportsStatus) {
   EXPECT_EQ(Field(gpu, "reserve_bytes"), 512.0 * kMiB);
   EXPECT_EQ(Processes(*json).values_size(), 0);
 }
+
+#ifdef MEMVIRT_SIM_LIB_DIR
+// Issue 14, item 4: without --gpu the daemon asks the driver (here the simulated one, found on
+// the library path) for the GPUs and their sizes; without a driver it starts all the same.
+TEST_F(DaemonTest, WithoutGpuFlagsTheDriversDevicesAreTheKnownGpus) {
+  const std::vector<std::string> sim_env = {
+      "LD_LIBRARY_PATH=" MEMVIRT_SIM_LIB_DIR, "MEMSIM_DEVICE_COUNT=2", "MEMSIM_DEVICE_MEMORY=3G",
+      "MEMSIM_NODE=memvirt-driver-query-" + std::to_string(getpid())};
+  Daemon d(dir_.path(), {"--reserve=0"}, sim_env);
+  ASSERT_TRUE(d.Start()) << d.process().Stderr();
+  auto json = d.StatusJson();
+  ASSERT_TRUE(json.has_value());
+  const auto& gpus = json->fields().at("gpus").list_value();
+  ASSERT_EQ(gpus.values_size(), 2);  // known before any process registered
+  std::set<std::string> uuids;
+  for (const auto& g : gpus.values()) {
+    const std::string uuid = g.struct_value().fields().at("uuid").string_value();
+    EXPECT_THAT(uuid, ::testing::MatchesRegex(
+                          "GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"));
+    uuids.insert(uuid);
+    EXPECT_EQ(Field(g.struct_value(), "device_memory_bytes"), 3.0 * (1ull << 30));
+  }
+  EXPECT_EQ(uuids.size(), 2u);
+  // A process that claims another size for a driver-known GPU changes nothing.
+  auto client = d.StartClient(
+      {"--gpu=" + *uuids.begin(), "--device-bytes=1", "--pages=1", "--iterations=100000"});
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        auto s = d.StatusJson();
+        return s.has_value() && Processes(*s).values_size() == 1;
+      },
+      seconds(10)));
+  json = d.StatusJson();
+  for (const auto& g : json->fields().at("gpus").list_value().values()) {
+    EXPECT_EQ(Field(g.struct_value(), "device_memory_bytes"), 3.0 * (1ull << 30));
+  }
+}
+
+TEST_F(DaemonTest, WithoutADriverTheDaemonStartsAndLearnsGpusFromTrustedClients) {
+  Daemon d(dir_.path(), {"--driver_library=" + dir_.path() + "/no-such-libcuda.so.1"});
+  ASSERT_TRUE(d.Start()) << d.process().Stderr();
+  auto json = d.StatusJson();
+  ASSERT_TRUE(json.has_value());
+  EXPECT_EQ(json->fields().at("gpus").list_value().values_size(), 0);
+  EXPECT_THAT(d.process().Stderr(), HasSubstr("no GPUs from the driver"));
+}
+#endif  // MEMVIRT_SIM_LIB_DIR
 
 TEST_F(DaemonTest, MemctlSaysClearlyWhenDaemonIsNotRunning) {
   Daemon d(dir_.path(), {});

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <iostream>
 #include <string>
@@ -19,6 +20,11 @@ namespace memvirt::testing {
 namespace {
 
 using std::chrono::seconds;
+
+bool CreateFile(const std::string& path) {
+  FILE* f = std::fopen(path.c_str(), "w");
+  return f != nullptr && std::fclose(f) == 0;
+}
 
 constexpr uint64_t kMiB = 1 << 20;
 constexpr uint64_t kDeviceBytes = 64 * kMiB;
@@ -117,6 +123,52 @@ TEST_F(ShimNvmeTest, KilledDaemonFailsAccessesToLostDataInsteadOfCorruptingThem)
     EXPECT_NE(p->Stderr().find("spill tier"), std::string::npos) << p->Stderr();
     EXPECT_EQ(WorkloadChecksum(p->Stdout()), "");
   }
+}
+
+// Issue 14 (found by shim_chaos_test): after the daemon is killed and restarted, a process keeps
+// spilling to the new daemon's NVMe tier (Note [reopening] in shim/daemon_link/tier_channel.h).
+// Phase B alone needs NVMe (160 MiB beyond a 64 MiB device and a 64 MiB host tier), so it
+// completes only if the tier channel was reopened; what the old daemon held fails cleanly.
+TEST_F(ShimNvmeTest, AfterADaemonRestartTheProcessSpillsToNvmeAgain) {
+  constexpr int kBuffers = 20;  // of 8 MiB: 160 MiB per phase
+  const std::string go = dir_.path() + "/go";
+  Daemon d(dir_.path(), DaemonFlags("1G"));
+  ASSERT_TRUE(d.Start()) << d.process().Stderr();
+  auto p = Subprocess::Spawn(
+      {MEMVIRT_NVME_RESTART_WORKLOAD, std::to_string(kBuffers), go}, dir_.path() + "/restart",
+      {"LD_PRELOAD=" MEMSHIM_LIBRARY, "MEMSIM_DEVICE_MEMORY=" + std::to_string(kDeviceBytes),
+       "MEMSHIM_DAEMON_SOCKET=" + d.socket(), "MEMSHIM_LOG=info", "MEMSHIM_REPORT_INTERVAL_MS=50",
+       "MEMSHIM_MIN_DEVICE_BUDGET=8M", "ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0"});
+  auto nvme_bytes = [&] {
+    auto s = d.StatusJson();
+    const auto* entry = s ? FindProcess(*s, p->pid()) : nullptr;
+    return entry != nullptr ? Field(FirstGpu(*entry), "nvme_bytes") : -1.0;
+  };
+  ASSERT_TRUE(
+      WaitUntil([&] { return p->Stdout().find("stored A") != std::string::npos; }, seconds(120)))
+      << p->Stderr();
+  ASSERT_TRUE(WaitUntil([&] { return nvme_bytes() > 0; }, seconds(10))) << p->Stderr();
+
+  d.Kill(SIGKILL);
+  ASSERT_EQ(d.Wait(seconds(5)), std::optional<int>(128 + SIGKILL));
+  ASSERT_TRUE(d.Start()) << d.process().Stderr();
+  ASSERT_TRUE(WaitUntil([&] { return nvme_bytes() >= 0; }, seconds(10)))  // re-registered
+      << p->Stderr();
+  ASSERT_TRUE(CreateFile(go));
+  const std::optional<int> code = p->Wait(seconds(180));
+  ASSERT_TRUE(code.has_value());
+  std::cout << p->Stdout();
+  EXPECT_EQ(*code, 0) << p->Stderr();
+  EXPECT_NE(p->Stdout().find("b ok=" + std::to_string(kBuffers) + " wrong=0 failed=0"),
+            std::string::npos)
+      << p->Stderr();
+  EXPECT_NE(p->Stdout().find("wrong=0 lost="), std::string::npos) << p->Stderr();
+  EXPECT_EQ(p->Stdout().find("lost=0"), std::string::npos)  // phase A had chunks on NVMe
+      << p->Stderr();
+  EXPECT_NE(p->Stderr().find("reopened the daemon's tier channel"), std::string::npos)
+      << p->Stderr();
+  EXPECT_NE(d.process().Stderr().find("tier connection from pid " + std::to_string(p->pid())),
+            std::string::npos);
 }
 
 TEST_F(ShimNvmeTest, TooLittleSwapFailsTheAllocationWithOutOfMemory) {

@@ -4,6 +4,8 @@
 #include "shim/daemon_link/tier_channel.h"
 
 #include <dirent.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -11,6 +13,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <random>
@@ -129,22 +132,6 @@ TEST_F(TierChannelTest, StoredChunksComeBackByteForByte) {
                                  std::chrono::seconds(5)));
 }
 
-TEST_F(TierChannelTest, ATenantCannotReadAnotherTenantsChunk) {
-  auto a = Connect();
-  auto b = Connect();
-  ASSERT_NE(a->tenant(), b->tenant());
-  Fill(a->staging(0), 7);
-  uint64_t id = 0;
-  ASSERT_EQ(a->Store(0, &id), SpillResult::kOk);
-  std::memset(b->staging(0), 0, kSlot);
-  ASSERT_EQ(b->StartLoad(id, 0), SpillResult::kOk);
-  EXPECT_EQ(b->FinishLoad(0, true), SpillResult::kFailed);
-  EXPECT_FALSE(Matches(b->staging(0), 7));
-  ASSERT_EQ(a->StartLoad(id, 1), SpillResult::kOk);  // the owner still can
-  EXPECT_EQ(a->FinishLoad(1, true), SpillResult::kOk);
-  EXPECT_TRUE(Matches(a->staging(1), 7));
-}
-
 TEST_F(TierChannelTest, ClosingTheChannelFreesItsSwap) {
   auto c = Connect();
   const uint64_t tenant = c->tenant();
@@ -243,6 +230,36 @@ class RawClient {
   int fd_ = -1;
 };
 
+TEST_F(TierChannelTest, ATenantCannotReadAnotherTenantsChunk) {
+  RawClient a(dir_.path() + "/tier.sock");
+  RawClient b(dir_.path() + "/tier.sock");
+  ASSERT_EQ(a.hello_reply.status, tier::Status::kOk);
+  ASSERT_EQ(b.hello_reply.status, tier::Status::kOk);
+  ASSERT_NE(a.hello_reply.tenant, b.hello_reply.tenant);
+  const tier::Reply stored = a.Call(1, 0, 0);
+  ASSERT_EQ(stored.status, tier::Status::kOk);
+  EXPECT_EQ(b.Call(2, 0, stored.id).status, tier::Status::kDenied);  // load
+  EXPECT_EQ(b.Call(3, 0, stored.id).status, tier::Status::kDenied);  // discard
+  EXPECT_EQ(a.Call(2, 0, stored.id).status, tier::Status::kOk);      // the owner still can
+}
+
+// The channel's ids are its own: another channel cannot name them, and an id nobody stored is
+// refused without asking the daemon.
+TEST_F(TierChannelTest, AChannelLoadsOnlyTheIdsItStored) {
+  auto a = Connect();
+  auto b = Connect();
+  Fill(a->staging(0), 7);
+  uint64_t id = 0;
+  ASSERT_EQ(a->Store(0, &id), SpillResult::kOk);
+  std::memset(b->staging(0), 0, kSlot);
+  ASSERT_EQ(b->StartLoad(id, 0), SpillResult::kOk);
+  EXPECT_EQ(b->FinishLoad(0, true), SpillResult::kFailed);
+  EXPECT_FALSE(Matches(b->staging(0), 7));
+  ASSERT_EQ(a->StartLoad(id, 1), SpillResult::kOk);
+  EXPECT_EQ(a->FinishLoad(1, true), SpillResult::kOk);
+  EXPECT_TRUE(Matches(a->staging(1), 7));
+}
+
 TEST_F(TierChannelTest, MalformedRequestsGetInvalidAndTheConnectionGoesOn) {
   RawClient raw(dir_.path() + "/tier.sock");
   ASSERT_EQ(raw.hello_reply.status, tier::Status::kOk);
@@ -309,6 +326,64 @@ TEST_F(TierChannelTest, ADaemonThatGoesAwayBreaksTheChannelWithoutHanging) {
   service_->Stop();
   EXPECT_EQ(c->Store(0, &id), SpillResult::kBroken);
   EXPECT_EQ(c->StartLoad(id, 0), SpillResult::kBroken);
+}
+
+// Issue 14 (found by shim_chaos_test): after the daemon is killed and restarted, the channel
+// reopens with a new handshake (Note [reopening] in shim/daemon_link/tier_channel.h); what the
+// old daemon held is a clean failure, never other bytes, and new stores and loads work again.
+TEST_F(TierChannelTest, AfterADaemonRestartTheChannelReopensAndLostSlabsFailCleanly) {
+  auto c = Connect(2);
+  std::vector<uint64_t> old_ids;
+  for (uint64_t seed = 100; seed < 104; ++seed) {
+    Fill(c->staging(0), seed);
+    uint64_t id = 0;
+    ASSERT_EQ(c->Store(0, &id), SpillResult::kOk);
+    old_ids.push_back(id);
+  }
+  // The daemon dies with its swap; a new one starts on the same socket, numbering slabs anew.
+  service_.reset();
+  uint64_t unused = 0;
+  EXPECT_EQ(c->Store(0, &unused), SpillResult::kBroken);  // nobody there: fails at once
+  auto fresh = nvme::SwapStore::Create(&faults_, {});
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  store_ = *std::move(fresh);
+  StartService([](TierServiceOptions&) {});
+  std::vector<uint64_t> new_ids;
+  ASSERT_TRUE(testing::WaitUntil(
+      [&] {
+        Fill(c->staging(0), 200);
+        uint64_t id = 0;
+        if (c->Store(0, &id) != SpillResult::kOk) return false;
+        new_ids.push_back(id);
+        return true;
+      },
+      std::chrono::seconds(10)));
+  for (uint64_t seed = 201; seed < 206; ++seed) {
+    Fill(c->staging(1), seed);
+    uint64_t id = 0;
+    ASSERT_EQ(c->Store(1, &id), SpillResult::kOk);
+    new_ids.push_back(id);
+  }
+  EXPECT_EQ(c->live_slabs(), new_ids.size());
+  EXPECT_EQ(store_->TenantBytes(c->tenant()), new_ids.size() * kSlot);
+  const std::vector<uint8_t> zeros(kSlot, 0);
+  for (uint64_t old_id : old_ids) {  // lost: a failure, and no bytes land in the staging
+    std::memset(c->staging(0), 0, kSlot);
+    ASSERT_EQ(c->StartLoad(old_id, 0), SpillResult::kOk);
+    EXPECT_EQ(c->FinishLoad(0, true), SpillResult::kFailed);
+    EXPECT_EQ(std::memcmp(c->staging(0), zeros.data(), kSlot), 0);
+  }
+  for (size_t i = 0; i < new_ids.size(); ++i) {
+    std::memset(c->staging(i % 2), 0, kSlot);
+    ASSERT_EQ(c->StartLoad(new_ids[i], i % 2), SpillResult::kOk);
+    ASSERT_EQ(c->FinishLoad(i % 2, true), SpillResult::kOk);
+    EXPECT_TRUE(Matches(c->staging(i % 2), 200 + i)) << i;
+  }
+  for (uint64_t id : old_ids) c->Discard(id);  // nothing to tell the new daemon
+  for (uint64_t id : new_ids) c->Discard(id);
+  EXPECT_EQ(c->live_slabs(), 0u);
+  ASSERT_TRUE(
+      testing::WaitUntil([&] { return store_->stats().used_bytes == 0; }, std::chrono::seconds(5)));
 }
 
 // Issue 14, item 4: the tier socket cannot be locked out.
@@ -398,6 +473,87 @@ TEST_F(TierChannelTest, AnIdleConnectionIsClosedOnlyWhenItStoresNothingAndReopen
                                  std::chrono::seconds(3)));
   // The next store reopens the channel with the same staging area.
   ExpectRoundTrip(c.get(), 42);
+}
+
+// Issue 14, the tier-protocol fuzzer's Note [fewer replies]: one reply per whole request, also
+// when the Hello arrives in pieces and when the client's reads are interrupted by signals.
+TEST_F(TierChannelTest, AHelloSentInTwoPiecesIsCompleted) {
+  const int fd = tier::ConnectUnixSocket(dir_.path() + "/tier.sock");
+  ASSERT_GE(fd, 0);
+  const int memfd = tier::CreateStagingMemfd(1);
+  ASSERT_GE(memfd, 0);
+  tier::Hello hello;
+  hello.staging_slots = 1;
+  // The first 4 bytes carry the memfd; Linux ends a stream read after the segment that carried
+  // descriptors, so the service's first read is short (Note [short hello]).
+  char bytes[sizeof(hello)];
+  std::memcpy(bytes, &hello, sizeof(hello));
+  ASSERT_TRUE(tier::SendWithDescriptor(fd, bytes, 4, memfd));
+  close(memfd);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(tier::SendAll(fd, bytes + 4, sizeof(bytes) - 4));
+  tier::HelloReply reply;
+  ASSERT_TRUE(tier::ReceiveAll(fd, &reply, sizeof(reply)));
+  EXPECT_EQ(reply.status, tier::Status::kOk);
+  const tier::Request store = {tier::Op::kStore, 0, 0};
+  ASSERT_TRUE(tier::SendAll(fd, &store, sizeof(store)));
+  tier::Reply out;
+  ASSERT_TRUE(tier::ReceiveAll(fd, &out, sizeof(out)));
+  EXPECT_EQ(out.status, tier::Status::kOk);
+  close(fd);
+}
+
+std::atomic<int> interrupts{0};
+void CountInterrupt(int) { interrupts.fetch_add(1); }
+
+// True once thread `tid` of this process sleeps (state S in /proc).
+bool Sleeping(pid_t tid) {
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/self/task/%d/stat", static_cast<int>(tid));
+  FILE* f = std::fopen(path, "r");
+  if (f == nullptr) return false;
+  char line[512] = {};
+  const bool read = std::fgets(line, sizeof(line), f) != nullptr;
+  std::fclose(f);
+  const char* after_name = read ? std::strrchr(line, ')') : nullptr;
+  return after_name != nullptr && after_name[1] == ' ' && after_name[2] == 'S';
+}
+
+TEST_F(TierChannelTest, EveryRequestIsAnsweredWhileSignalsInterruptTheClientsReads) {
+  // A handler without SA_RESTART, as libFuzzer's SIGALRM: a blocking recv fails with EINTR.
+  struct sigaction action = {}, previous = {};
+  action.sa_handler = CountInterrupt;
+  ASSERT_EQ(sigaction(SIGUSR1, &action, &previous), 0);
+  const int fd = tier::ConnectUnixSocket(dir_.path() + "/tier.sock");
+  ASSERT_GE(fd, 0);
+  tier::HelloReply hello;
+  ASSERT_TRUE(testing::SendHello(fd, 2, &hello));
+  ASSERT_EQ(hello.status, tier::Status::kOk);
+
+  std::atomic<pid_t> reader_tid{0};
+  std::string answer;
+  bool received = false;
+  std::thread reader([&] {
+    reader_tid = gettid();
+    received = testing::ReceiveUntilClosed(fd, &answer);
+  });
+  ASSERT_TRUE(testing::WaitUntil([&] { return reader_tid != 0 && Sleeping(reader_tid); },
+                                 std::chrono::seconds(5)));
+  interrupts = 0;
+  ASSERT_EQ(pthread_kill(reader.native_handle(), SIGUSR1), 0);  // interrupts its blocking recv
+  ASSERT_TRUE(testing::WaitUntil([] { return interrupts > 0; }, std::chrono::seconds(5)));
+  constexpr size_t kRequests = 24;
+  std::vector<tier::Request> requests;
+  for (size_t i = 0; i < kRequests; ++i) {
+    requests.push_back({static_cast<tier::Op>(1 + i % 3), static_cast<uint32_t>(i % 3), i});
+  }
+  ASSERT_TRUE(tier::SendAll(fd, requests.data(), requests.size() * sizeof(tier::Request)));
+  shutdown(fd, SHUT_WR);
+  reader.join();
+  close(fd);
+  sigaction(SIGUSR1, &previous, nullptr);
+  EXPECT_TRUE(received);
+  EXPECT_EQ(answer.size(), kRequests * sizeof(tier::Reply));
 }
 
 }  // namespace

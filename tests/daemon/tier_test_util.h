@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <string>
 
@@ -31,6 +32,20 @@ inline bool SendHello(int fd, uint32_t slots, tier::HelloReply* reply) {
   const bool ok = SendHelloWith(fd, slots, memfd, reply);
   close(memfd);
   return ok;
+}
+
+// Appends everything the peer sends until it closes (or an error) to `*answer`, continuing after
+// interrupted reads: a signal (libFuzzer's periodic SIGALRM has no SA_RESTART) must not end the
+// answer early. Returns false on an error other than EOF.
+inline bool ReceiveUntilClosed(int fd, std::string* answer) {
+  char buf[4096];
+  while (true) {
+    const ssize_t got = recv(fd, buf, sizeof(buf), 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) return false;
+    if (got == 0) return true;
+    answer->append(buf, static_cast<size_t>(got));
+  }
 }
 
 }  // namespace memvirt::testing

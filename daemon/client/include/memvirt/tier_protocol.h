@@ -120,11 +120,39 @@ inline int CreateStagingMemfd(uint32_t slots) {
   return fd;
 }
 
-// Sends `hello` with `memfd` attached (SCM_RIGHTS) on the connected socket `fd`. The caller
-// keeps its own copy of `memfd`. False if the message did not go out whole.
-inline bool SendHello(int fd, const Hello& hello, int memfd) {
-  Hello copy = hello;
-  iovec iov{&copy, sizeof(copy)};
+// Sends all `n` bytes on the stream socket `fd`, continuing after short and interrupted sends
+// (a signal handler installed without SA_RESTART interrupts blocking calls). False on an error
+// or a closed peer.
+inline bool SendAll(int fd, const void* data, size_t n) {
+  const auto* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t r = send(fd, p, n, MSG_NOSIGNAL);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
+// Receives exactly `n` bytes from the stream socket `fd`, continuing after short and
+// interrupted reads. False on EOF, an error or a receive timeout.
+inline bool ReceiveAll(int fd, void* data, size_t n) {
+  auto* p = static_cast<char*>(data);
+  while (n > 0) {
+    const ssize_t r = recv(fd, p, n, 0);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
+// Sends `n` bytes with `memfd` attached (SCM_RIGHTS) on the connected socket `fd`, in one
+// message. The caller keeps its own copy of `memfd`. False if the bytes did not go out whole.
+inline bool SendWithDescriptor(int fd, const void* data, size_t n, int memfd) {
+  iovec iov{const_cast<void*>(data), n};
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
   msghdr msg{};
   msg.msg_iov = &iov;
@@ -140,7 +168,13 @@ inline bool SendHello(int fd, const Hello& hello, int memfd) {
   do {
     sent = sendmsg(fd, &msg, MSG_NOSIGNAL);
   } while (sent < 0 && errno == EINTR);
-  return sent == static_cast<ssize_t>(sizeof(copy));
+  return sent == static_cast<ssize_t>(n);
+}
+
+// Sends `hello` with `memfd` attached (SCM_RIGHTS) on the connected socket `fd`. The caller
+// keeps its own copy of `memfd`. False if the message did not go out whole.
+inline bool SendHello(int fd, const Hello& hello, int memfd) {
+  return SendWithDescriptor(fd, &hello, sizeof(hello), memfd);
 }
 
 inline const char* StatusName(Status s) {
