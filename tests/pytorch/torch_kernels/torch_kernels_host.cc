@@ -1,12 +1,13 @@
 // Host implementations, for the simulated driver, of the PyTorch 2.11 kernels that
 // torch.cuda.graph launches itself (loaded through MEMSIM_KERNELS; docs/pytorch.md).
 //
-// Note [torch.cuda.graph kernels]: with MEMSIM_KERNELS unset, the sim names every kernel it
-// cannot run. Capturing and replaying copies with torch.cuda.graph (capture_begin, capture_end,
-// replay) and torch.cuda.make_graphed_callables launches exactly one: in capture_begin, PyTorch
-// fills the default CUDA generator's int64 seed and offset tensors (one element each) with
-// Tensor.fill_, whose kernel for a contiguous, 16-byte-aligned int64 tensor is the
-// instantiation below of PyTorch's vectorized elementwise template. Its parameters, from the
+// Note [torch.cuda.graph kernels]: the sim refuses the launch of a kernel without a host
+// implementation and names it on stderr, which is how this one was found. Capturing and replaying a
+// graph of copies with torch.cuda.graph (capture_begin, capture_end, replay; a graph that draws no
+// random numbers) or torch.cuda.make_graphed_callables launches exactly one kernel: in
+// capture_begin, PyTorch fills the default CUDA generator's int64 seed and offset tensors (one
+// element each) with Tensor.fill_, whose kernel for a contiguous, 16-byte-aligned int64 tensor is
+// the instantiation below of PyTorch's vectorized elementwise template. Its parameters, from the
 // cubin's EIATTR_KPARAM_INFO: offset 0, 4 bytes: the element count N; offset 8, 8 bytes: the
 // FillFunctor<int64_t>, which holds the value; offset 16, 8 bytes: std::array<char*, 1>, the
 // output pointer. Its contract is that of Tensor.fill_ on such a tensor: out[i] = value for
