@@ -14,6 +14,7 @@ import gc
 import torch
 
 from harness import check, finish, parse_bytes
+from tensors import pattern, to_device
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--device-memory", type=parse_bytes, required=True)
@@ -25,18 +26,6 @@ MIB = 1 << 20
 dev = torch.device("cuda")
 native = torch.cuda.get_allocator_backend() == "native"
 print("allocator backend:", torch.cuda.get_allocator_backend())
-
-
-def pattern(numel, seed):
-    """A deterministic int32 pattern, different for every seed."""
-    x = torch.arange(numel, dtype=torch.int64)
-    return ((x * 2654435761 + seed * 40503) % (1 << 31)).to(torch.int32)
-
-
-def to_device(cpu):
-    t = torch.empty(cpu.shape, dtype=cpu.dtype, device=dev)
-    t.copy_(cpu)
-    return t
 
 
 def small_blocks_and_growth():

@@ -21,6 +21,7 @@ import sys
 import torch
 
 from harness import check, finish, parse_bytes
+from tensors import pattern, to_device
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--device-memory", type=parse_bytes, required=True)
@@ -50,18 +51,6 @@ CHUNK = 16 * MIB
 STAGED = 8 * MIB
 GRAPH_PAIRS = 3
 dev = torch.device("cuda")
-
-
-def pattern(numel, seed):
-    """A deterministic int32 pattern, different for every seed."""
-    x = torch.arange(numel, dtype=torch.int64)
-    return ((x * 2654435761 + seed * 40503) % (1 << 31)).to(torch.int32)
-
-
-def to_device(cpu):
-    t = torch.empty(cpu.shape, dtype=cpu.dtype, device=dev)
-    t.copy_(cpu)
-    return t
 
 
 def check_fill():
