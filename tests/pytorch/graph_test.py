@@ -137,16 +137,35 @@ def graph_of_copies():
     del graph
 
 
+class Copy(torch.autograd.Function):
+    """A copy whose backward is a copy too (clone of contiguous tensors: cudaMemcpyAsync)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad.clone()
+
+
 def graphed_callable():
-    """torch.cuda.make_graphed_callables on a copy (forward only: the inputs need no grad)."""
-    sample = to_device(pattern(MIB, 3))
-    graphed = torch.cuda.make_graphed_callables(lambda x: x.clone(), (sample,))
+    """torch.cuda.make_graphed_callables on a copy whose input needs a gradient: PyTorch captures
+    the forward and the backward as two graphs; capturing the backward forks the capture to
+    another stream and joins it back through events (the sim's cross-stream capture)."""
+    sample = to_device(pattern(MIB, 3).float()).requires_grad_(True)
+    graphed = torch.cuda.make_graphed_callables(Copy.apply, (sample,))
     for seed in (4, 5):
-        new = pattern(MIB, seed)
-        sample.copy_(new)
-        out = graphed(sample)
+        new = pattern(MIB, seed).float()
+        grad = pattern(MIB, seed + 10).float()
+        x = to_device(new).requires_grad_(True)
+        out = graphed(x)
+        out.backward(to_device(grad))
         torch.cuda.synchronize()
-        check(torch.equal(out.cpu(), new), "graphed callable replays the copy (input %d)" % seed)
+        check(torch.equal(out.detach().cpu(), new),
+              "graphed callable replays the forward copy (input %d)" % seed)
+        check(torch.equal(x.grad.cpu(), grad),
+              "graphed callable replays the backward copy (input %d)" % seed)
 
 
 check_fill()
