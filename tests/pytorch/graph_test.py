@@ -33,7 +33,7 @@ args = parser.parse_args()
 
 if args.expect_paging and not args.child:
     run = subprocess.run([sys.executable, __file__, "--child"] + sys.argv[1:], text=True,
-                         capture_output=True, timeout=280)
+                         capture_output=True, timeout=540)
     sys.stdout.write("".join("  child: " + line + "\n" for line in run.stdout.splitlines()))
     check(run.returncode == 0, "the child's checks passed", run.returncode)
     check("LD_PRELOAD" in os.environ and "virtual device memory" in run.stderr,
