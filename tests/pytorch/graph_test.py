@@ -2,7 +2,9 @@
 copy from pinned memory with non_blocking, device-to-device copies, a clone into the graph's
 private pool, a D2H copy back to pinned memory), replayed with new inputs and compared bit for
 bit with CPU copies while the process keeps --live bytes of tensors on a device of
---device-memory (under libmemshim.so: 3x the device; without it: within the device).
+--device-memory (under libmemshim.so: 3x the device; without it: within the device). Then
+torch.cuda.make_graphed_callables on a copy whose input needs a gradient: a forward and a
+backward graph, the backward's capture spanning two streams joined through events.
 
 torch.cuda.graph's capture prologue fills PyTorch's RNG seed and offset tensors with one of
 PyTorch's own kernels; its host implementation for the simulated driver is in
