@@ -46,7 +46,7 @@ CUresult CheckLegacyUse(Context& ctx, const Stream& stream, bool invalidate) {
   if (invalidate) {
     for (auto& s : ctx.Streams()) {
       auto capture = s->capture();
-      if (capture != nullptr && capture->blocking()) capture->Invalidate();
+      if (capture != nullptr && s->blocking()) capture->Invalidate();
     }
   }
   return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
@@ -66,9 +66,24 @@ CUstreamCaptureStatus CaptureStatus(Stream& stream) {
                                 : CU_STREAM_CAPTURE_STATUS_ACTIVE;
 }
 
+void LeaveJoinedStreams(Context& ctx, Capture& capture) {
+  for (const auto& joined : capture.JoinedStreams()) {
+    if (joined->capture().get() != &capture) continue;
+    joined->LeaveCapture();
+    if (joined->blocking()) ctx.AddBlockingCaptures(-1);
+  }
+}
+
 void AbandonCapture(Context& ctx, Stream& stream) {
   auto capture = stream.capture();
   if (capture == nullptr) return;
+  if (capture->origin() != &stream) {  // a joined stream leaves; the capture cannot succeed
+    capture->Invalidate();
+    stream.LeaveCapture();
+    if (stream.blocking()) ctx.AddBlockingCaptures(-1);
+    return;
+  }
+  LeaveJoinedStreams(ctx, *capture);
   stream.EndCapture();
   if (capture->blocking()) ctx.AddBlockingCaptures(-1);
   capture->graph()->set_capturing(false);

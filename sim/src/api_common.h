@@ -56,8 +56,13 @@ CUresult RefuseDuringCapture(Stream& stream, CUresult error);
 // The capture status of `stream` (cuStreamIsCapturing).
 CUstreamCaptureStatus CaptureStatus(Stream& stream);
 
-// Ends the capture of a stream that is being destroyed: the capture graph is destroyed.
+// Ends the capture of a stream that is being destroyed, or whose capture ended without a graph:
+// the capture graph is destroyed and the joined streams leave it. A joined stream (Note
+// [cross-stream capture] in graph.h) only leaves the capture, which it invalidates.
 void AbandonCapture(Context& ctx, Stream& stream);
+
+// Takes the streams that joined `capture` out of capture mode (the capture ends).
+void LeaveJoinedStreams(Context& ctx, Capture& capture);
 
 // Resolves a CUfunction or a CUkernel cast to CUfunction (what launches and occupancy calls
 // accept; Note [kernel handles] in module.h). CUDA_ERROR_INVALID_HANDLE for anything else.

@@ -102,7 +102,7 @@ CUresult Copy(Side dst_side, uint64_t dst, Side src_side, uint64_t src, CopyShap
     op.copy.src = s;
     op.copy.shape = shape;
     op.copy.desc = Describe(dst_side, dst, src_side, src, shape);
-    return capture->Add(std::move(op));
+    return capture->Add(stream.get(), std::move(op));
   }
   if (r != CUDA_SUCCESS) return r;
   const uint64_t seq = memsim::EnqueueCopy(ctx, stream, d, s, shape);
@@ -155,7 +155,7 @@ CUresult Memset(uint64_t dst, size_t pitch, uint32_t value, size_t element_size,
     op.memset.elementSize = static_cast<unsigned>(element_size);
     op.memset.width = width;
     op.memset.height = rows;
-    return capture->Add(std::move(op));
+    return capture->Add(stream.get(), std::move(op));
   }
   if (r != CUDA_SUCCESS) return r;
   const uint64_t seq =

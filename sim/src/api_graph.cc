@@ -44,7 +44,7 @@ CUresult BeginCapture(CUstream h, CUstreamCaptureMode mode, bool ptds) {
   if (stream->kind() == Stream::Kind::kLegacyDefault) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   auto graph = std::make_shared<Graph>();
   graph->set_capturing(true);
-  auto capture = std::make_shared<Capture>(graph, mode, stream->blocking());
+  auto capture = std::make_shared<Capture>(graph, mode, stream.get(), stream->blocking());
   D().graphs.Add(graph);                                 // a live handle for cuStreamGetCaptureInfo
   if (capture->blocking()) ctx->AddBlockingCaptures(1);  // before any work can see the capture
   if (!stream->StartCapture(capture)) {
@@ -62,15 +62,19 @@ CUresult EndCapture(CUstream h, CUgraph* phGraph, bool ptds) {
   if (phGraph == nullptr) return CUDA_ERROR_INVALID_VALUE;
   auto capture = stream->capture();
   if (capture == nullptr) return CUDA_ERROR_ILLEGAL_STATE;  // not capturing
+  // Note [cross-stream capture]: only the origin stream ends the capture.
+  if (capture->origin() != stream.get()) return CUDA_ERROR_STREAM_CAPTURE_UNMATCHED;
   if (capture->mode() != CU_STREAM_CAPTURE_MODE_RELAXED &&
       capture->thread() != std::this_thread::get_id()) {
     return CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
   }
-  if (capture->invalidated()) {
+  const bool unjoined = !capture->AllJoined();
+  if (capture->invalidated() || unjoined) {
     AbandonCapture(*ctx, *stream);
     *phGraph = nullptr;
-    return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    return unjoined ? CUDA_ERROR_STREAM_CAPTURE_UNJOINED : CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
   }
+  LeaveJoinedStreams(*ctx, *capture);
   stream->EndCapture();
   if (capture->blocking()) ctx->AddBlockingCaptures(-1);
   capture->graph()->set_capturing(false);
@@ -91,7 +95,7 @@ CUresult CaptureInfo(CUstream h, bool ptds, CUstreamCaptureStatus* status, cuuin
   if (capture == nullptr || *status != CU_STREAM_CAPTURE_STATUS_ACTIVE) return CUDA_SUCCESS;
   if (id != nullptr) *id = capture->id();
   if (graph != nullptr) *graph = capture->graph()->handle();
-  const std::vector<CUgraphNode>& current = capture->Dependencies();
+  const std::vector<CUgraphNode>& current = capture->Dependencies(stream.get());
   if (deps != nullptr) *deps = current.empty() ? nullptr : current.data();
   if (edges != nullptr) {  // the sim's edges carry no data
     thread_local std::vector<CUgraphEdgeData> zeros;

@@ -134,8 +134,9 @@ CUresult FunctionAttribute(int* pi, CUfunction_attribute attrib) {
 
 // A launch on a capturing stream becomes a kernel node (arguments copied now); an error
 // invalidates the capture (Note [capture] in graph.h).
-CUresult CaptureLaunch(memsim::Capture& capture, const std::shared_ptr<Module>& module,
-                       Function* fn, const memsim::LaunchGeometry& g, void** params, void** extra) {
+CUresult CaptureLaunch(memsim::Capture& capture, const Stream* stream,
+                       const std::shared_ptr<Module>& module, Function* fn,
+                       const memsim::LaunchGeometry& g, void** params, void** extra) {
   memsim::NodeOp op;
   op.type = CU_GRAPH_NODE_TYPE_KERNEL;
   CUresult r = memsim::ValidateGeometry(g);
@@ -151,7 +152,7 @@ CUresult CaptureLaunch(memsim::Capture& capture, const std::shared_ptr<Module>& 
   op.kernel.geometry = g;
   op.kernel.args = std::move(args);
   op.kernel.via_extra = extra != nullptr;
-  return capture.Add(std::move(op));
+  return capture.Add(stream, std::move(op));
 }
 
 CUresult Launch(CUfunction f, const memsim::LaunchGeometry& g, CUstream h, void** params,
@@ -166,7 +167,8 @@ CUresult Launch(CUfunction f, const memsim::LaunchGeometry& g, CUstream h, void*
     if (capture != nullptr) capture->Invalidate();
     return r;
   }
-  if (capture != nullptr) return CaptureLaunch(*capture, module, fn, g, params, extra);
+  if (capture != nullptr)
+    return CaptureLaunch(*capture, stream.get(), module, fn, g, params, extra);
   return memsim::EnqueueLaunch(ctx, stream, module, fn, g, params, extra);
 }
 

@@ -1,6 +1,7 @@
 // Exported entry points: streams, events and host functions.
 #include "api_common.h"
 
+using memsim::Capture;
 using memsim::Context;
 using memsim::Event;
 using memsim::Stream;
@@ -44,18 +45,51 @@ CUresult Query(CUstream h, bool per_thread) {
   return stream->Idle() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
+// A wait on a captured event (Note [cross-stream capture] in graph.h): `stream` joins `capture`
+// or, already in it, takes `nodes` as further dependencies.
+CUresult WaitCaptured(Context& ctx, const std::shared_ptr<Stream>& stream, const Event& ev,
+                      const std::shared_ptr<Capture>& capture,
+                      const std::vector<CUgraphNode>& nodes, unsigned flags) {
+  auto current = stream->capture();
+  if (current != nullptr && current != capture) {  // would merge two capture sequences
+    current->Invalidate();
+    capture->Invalidate();
+    return CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
+  }
+  // External event nodes (CU_EVENT_WAIT_EXTERNAL) are not simulated; the legacy stream cannot
+  // be captured; a capture spans one context.
+  if (flags != CU_EVENT_WAIT_DEFAULT || stream->kind() == Stream::Kind::kLegacyDefault ||
+      ev.context() != &ctx) {
+    capture->Invalidate();
+    return flags != CU_EVENT_WAIT_DEFAULT ? CUDA_ERROR_NOT_SUPPORTED
+                                          : CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  }
+  capture->Join(stream, nodes);
+  if (current == nullptr) {
+    if (!stream->JoinCapture(capture)) return CUDA_ERROR_STREAM_CAPTURE_ISOLATION;  // raced
+    if (stream->blocking()) ctx.AddBlockingCaptures(1);
+  }
+  return CUDA_SUCCESS;
+}
+
 CUresult WaitEvent(CUstream h, CUevent hEvent, unsigned int flags, bool per_thread) {
   std::shared_ptr<Context> ctx;
   std::shared_ptr<Stream> stream;
   if (CUresult r = ResolveStream(h, per_thread, &ctx, &stream)) return r;
   auto ev = D().events.Get(hEvent);
   if (!ev) return CUDA_ERROR_INVALID_HANDLE;
-  // Cross-stream capture (fork/join through events) is not simulated.
-  if (CUresult r = RefuseDuringCapture(*stream, CUDA_ERROR_NOT_SUPPORTED)) return r;
-  if (CUresult r = CheckLegacyUse(*ctx, *stream, /*invalidate=*/true)) return r;
   if (flags != CU_EVENT_WAIT_DEFAULT && flags != CU_EVENT_WAIT_EXTERNAL) {
     return CUDA_ERROR_INVALID_VALUE;
   }
+  std::vector<CUgraphNode> nodes;
+  if (auto capture = ev->Captured(&nodes)) {
+    if (CUresult r = CheckLegacyUse(*ctx, *stream, /*invalidate=*/true)) return r;
+    return WaitCaptured(*ctx, stream, *ev, capture, nodes, flags);
+  }
+  // A capturing stream waiting on work outside its capture (an external dependency) is not
+  // simulated.
+  if (CUresult r = RefuseDuringCapture(*stream, CUDA_ERROR_NOT_SUPPORTED)) return r;
+  if (CUresult r = CheckLegacyUse(*ctx, *stream, /*invalidate=*/true)) return r;
   auto [target, seq] = ev->LastRecord();
   if (target == nullptr || target == stream) return ctx->sticky_error();  // nothing to wait for
   StreamOp op;
@@ -95,7 +129,7 @@ CUresult HostFunc(CUstream h, CUhostFn fn, void* user, bool ptds) {
     op.type = CU_GRAPH_NODE_TYPE_HOST;
     op.host.fn = fn;
     op.host.user = user;
-    return capture->Add(std::move(op));
+    return capture->Add(stream.get(), std::move(op));
   }
   return AddHostWork(h, ptds, [fn, user](CUresult status) {
     if (status == CUDA_SUCCESS) fn(user);  // not called once the context is broken
@@ -152,11 +186,20 @@ CUresult Record(CUevent hEvent, CUstream h, bool ptds) {
   if (!ev) return CUDA_ERROR_INVALID_HANDLE;
   // Documented for cuEventRecord: the event and the stream must be of one context.
   if (ev->context() != ctx.get()) return CUDA_ERROR_INVALID_HANDLE;
-  // Capture events (cross-stream capture) are not simulated.
-  if (CUresult r = RefuseDuringCapture(*stream, CUDA_ERROR_NOT_SUPPORTED)) return r;
   if (CUresult r = CheckLegacyUse(*ctx, *stream, /*invalidate=*/true)) return r;
+  if (auto capture = stream->capture()) {  // Note [cross-stream capture] in graph.h
+    ev->RecordCaptured(capture, capture->Snapshot(stream.get()));
+    return CUDA_SUCCESS;
+  }
   ev->Record(ctx.get(), stream);
   return ctx->sticky_error();
+}
+
+// A captured event stands for graph nodes, not for work scheduled for execution: the CUDA
+// programming guide makes querying or synchronizing it invalid.
+CUresult RefuseCapturedEvent(Event& ev) {
+  std::vector<CUgraphNode> nodes;
+  return ev.Captured(&nodes) != nullptr ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
 }
 
 CUresult EventContextError(const std::shared_ptr<Event>& ev) {
@@ -258,6 +301,7 @@ CUresult CUDAAPI cuEventQuery(CUevent hEvent) {
   auto ev = D().events.Get(hEvent);
   if (!ev) return CUDA_ERROR_INVALID_HANDLE;
   if (CUresult r = memsim::CheckUnsafeCall()) return r;  // Note [capture modes]
+  if (CUresult r = RefuseCapturedEvent(*ev)) return r;
   if (CUresult r = EventContextError(ev)) return r;
   return ev->Complete() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
@@ -266,6 +310,7 @@ CUresult CUDAAPI cuEventSynchronize(CUevent hEvent) {
   if (CUresult r = RequireInit()) return r;
   auto ev = D().events.Get(hEvent);
   if (!ev) return CUDA_ERROR_INVALID_HANDLE;
+  if (CUresult r = RefuseCapturedEvent(*ev)) return r;
   ev->Synchronize();
   return EventContextError(ev);
 }
@@ -282,6 +327,8 @@ CUresult CUDAAPI cuEventElapsedTime_v2(float* pMilliseconds, CUevent hStart, CUe
   auto start = D().events.Get(hStart);
   auto end = D().events.Get(hEnd);
   if (!start || !end) return CUDA_ERROR_INVALID_HANDLE;
+  if (CUresult r = RefuseCapturedEvent(*start)) return r;
+  if (CUresult r = RefuseCapturedEvent(*end)) return r;
   return end->ElapsedSince(*start, pMilliseconds);
 }
 CUresult CUDAAPI cuEventElapsedTime(float* pMilliseconds, CUevent hStart, CUevent hEnd) {

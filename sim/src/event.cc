@@ -21,6 +21,26 @@ void Event::Record(Context* ctx, const std::shared_ptr<Stream>& stream) {
   // The marker cannot run its body before we release mu_, so stream_/seq_ are set first.
   seq_ = ctx->Enqueue(stream, std::move(op));
   stream_ = stream;
+  captured_.reset();
+  captured_nodes_.clear();
+}
+
+void Event::RecordCaptured(const std::shared_ptr<Capture>& capture,
+                           std::vector<CUgraphNode> nodes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++generation_;
+  time_.reset();
+  stream_ = nullptr;
+  seq_ = 0;
+  captured_ = capture;
+  captured_nodes_ = std::move(nodes);
+}
+
+std::shared_ptr<Capture> Event::Captured(std::vector<CUgraphNode>* nodes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto capture = captured_.lock();
+  if (capture != nullptr) *nodes = captured_nodes_;
+  return capture;
 }
 
 std::pair<std::shared_ptr<Stream>, uint64_t> Event::LastRecord() {

@@ -14,11 +14,13 @@
 #include <mutex>
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include "cuda_api.h"
 
 namespace memsim {
 
+class Capture;
 class Context;
 class Stream;
 
@@ -35,8 +37,14 @@ class Event : public std::enable_shared_from_this<Event> {
   // REQUIRES: stream belongs to ctx (the stream's context).
   void Record(Context* ctx, const std::shared_ptr<Stream>& stream);
 
-  // The latest record as (stream, seq); stream is null when never recorded.
+  // The latest record as (stream, seq); stream is null when never recorded or when the latest
+  // record was captured.
   std::pair<std::shared_ptr<Stream>, uint64_t> LastRecord();
+  // A record on a capturing stream: until recorded again, the event is a captured event standing
+  // for `nodes` of `capture` (Note [cross-stream capture] in graph.h).
+  void RecordCaptured(const std::shared_ptr<Capture>& capture, std::vector<CUgraphNode> nodes);
+  // The capture of a captured event (its nodes in *nodes), or null.
+  std::shared_ptr<Capture> Captured(std::vector<CUgraphNode>* nodes);
 
   bool Complete();
   void Synchronize();
@@ -53,6 +61,8 @@ class Event : public std::enable_shared_from_this<Event> {
   uint64_t seq_ = 0;
   uint64_t generation_ = 0;
   std::optional<Clock::time_point> time_;  // of `generation_`, once executed
+  std::weak_ptr<Capture> captured_;        // set while the latest record was captured
+  std::vector<CUgraphNode> captured_nodes_;
 };
 
 }  // namespace memsim

@@ -1,5 +1,6 @@
 #include "graph.h"
 
+#include <algorithm>
 #include <atomic>
 #include <unordered_set>
 
@@ -102,22 +103,25 @@ void GraphExec::Launch(const std::shared_ptr<Context>& ctx, const std::shared_pt
   last_stream_ = stream;
 }
 
-Capture::Capture(std::shared_ptr<Graph> graph, CUstreamCaptureMode mode, bool blocking)
+Capture::Capture(std::shared_ptr<Graph> graph, CUstreamCaptureMode mode, const Stream* origin,
+                 bool blocking)
     : graph_(std::move(graph)),
       mode_(mode),
       id_(g_next_capture_id.fetch_add(1, std::memory_order_relaxed)),
       thread_(std::this_thread::get_id()),
+      origin_(origin),
       blocking_(blocking) {}
 
-CUresult Capture::Add(NodeOp op) {
+CUresult Capture::Add(const Stream* stream, NodeOp op) {
   std::lock_guard<std::mutex> lock(mu_);
   if (invalidated_) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  std::vector<CUgraphNode>& deps = deps_[stream];
   GraphNode* node = nullptr;
-  if (CUresult r = graph_->AddNode(std::move(op), deps_.data(), deps_.size(), &node)) {
+  if (CUresult r = graph_->AddNode(std::move(op), deps.data(), deps.size(), &node)) {
     invalidated_ = true;  // an error during capture invalidates it
     return r;
   }
-  deps_.assign(1, node->handle());
+  deps.assign(1, node->handle());
   return CUDA_SUCCESS;
 }
 
@@ -131,10 +135,54 @@ bool Capture::invalidated() {
   return invalidated_;
 }
 
-const std::vector<CUgraphNode>& Capture::Dependencies() {
+const std::vector<CUgraphNode>& Capture::Dependencies(const Stream* stream) {
   std::lock_guard<std::mutex> lock(mu_);
-  deps_out_ = deps_;
+  deps_out_ = deps_[stream];
   return deps_out_;
+}
+
+std::vector<CUgraphNode> Capture::Snapshot(const Stream* stream) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return deps_[stream];
+}
+
+void Capture::Join(const std::shared_ptr<Stream>& stream, const std::vector<CUgraphNode>& nodes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto [it, joining] = deps_.try_emplace(stream.get());
+  if (joining && stream.get() != origin_) joined_.push_back(stream);
+  for (CUgraphNode n : nodes) {
+    if (std::find(it->second.begin(), it->second.end(), n) == it->second.end()) {
+      it->second.push_back(n);
+    }
+  }
+}
+
+bool Capture::AllJoined() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::unordered_set<const GraphNode*> reached;
+  std::vector<const GraphNode*> todo;
+  for (CUgraphNode n : deps_[origin_]) todo.push_back(reinterpret_cast<const GraphNode*>(n));
+  while (!todo.empty()) {
+    const GraphNode* n = todo.back();
+    todo.pop_back();
+    if (!reached.insert(n).second) continue;
+    todo.insert(todo.end(), n->deps().begin(), n->deps().end());
+  }
+  for (const auto& [stream, deps] : deps_) {
+    for (CUgraphNode n : deps) {
+      if (reached.count(reinterpret_cast<const GraphNode*>(n)) == 0) return false;
+    }
+  }
+  return true;
+}
+
+std::vector<std::shared_ptr<Stream>> Capture::JoinedStreams() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::shared_ptr<Stream>> out;
+  for (const auto& w : joined_) {
+    if (auto s = w.lock()) out.push_back(std::move(s));
+  }
+  return out;
 }
 
 }  // namespace memsim

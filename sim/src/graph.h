@@ -13,16 +13,29 @@
 // graph. Each launch gets fresh copies of the kernel arguments, and is ordered after the
 // previous launch of the same GraphExec (on whichever stream), as the documentation requires.
 //
-// Note [capture]: cuStreamBeginCapture attaches a Capture to the stream; while it is attached,
-// kernel launches, asynchronous copies and memsets and host functions issued to the stream
-// become nodes of the capture's graph, each depending on the previously captured node, instead
-// of stream work. Operations the sim cannot capture (event records and waits on a capturing
-// stream, stream-ordered allocation, graph launches) and operations the documentation forbids
-// during capture (synchronizing or querying the capturing stream, synchronous copies, callbacks)
-// fail and invalidate the capture; cuStreamEndCapture then returns
+// Note [capture]: cuStreamBeginCapture attaches a Capture to the stream (its origin); while it
+// is attached, kernel launches, asynchronous copies and memsets and host functions issued to
+// the stream become nodes of the capture's graph, each depending on the stream's current
+// dependencies (at first none, then the node captured last), instead of stream work.
+// Operations the sim cannot capture (waits on events not recorded in the capture,
+// stream-ordered allocation, graph launches) and operations the documentation forbids during
+// capture (synchronizing or querying the capturing stream, synchronous copies, callbacks) fail
+// and invalidate the capture; cuStreamEndCapture then returns
 // CUDA_ERROR_STREAM_CAPTURE_INVALIDATED and no graph. The capture graph is a live handle from
 // cuStreamBeginCapture on (cuStreamGetCaptureInfo returns it) and belongs to the caller after a
 // successful cuStreamEndCapture.
+//
+// Note [cross-stream capture]: as the CUDA programming guide describes, an event recorded on a
+// capturing stream becomes a captured event: it stands for that stream's current dependencies.
+// A stream that waits on it joins the capture if it is not capturing (its next node depends on
+// those nodes; its work is captured from then on), or, if it captures into the same graph,
+// adds them to its dependencies. The capture ends on the origin stream only
+// (CUDA_ERROR_STREAM_CAPTURE_UNMATCHED elsewhere), after every joined stream has been joined
+// back: each joined stream's dependencies must be ancestors of (or be) the origin's, otherwise
+// the capture fails with CUDA_ERROR_STREAM_CAPTURE_UNJOINED and no graph. Ending or abandoning
+// a capture takes every joined stream out of capture mode. A captured event cannot be queried
+// or synchronized while its capture lasts; after that it counts as never recorded until it is
+// recorded again.
 //
 // Ownership: graphs, nodes and execs live in the driver's handle tables (driver.h); nodes are
 // owned by their graph and leave the table when it is destroyed.
@@ -33,6 +46,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -150,10 +164,13 @@ class GraphExec {
   uint64_t last_seq_ = 0;
 };
 
-// A capture sequence on one stream (Note [capture]).
+// A capture sequence begun on an origin stream, and the streams that joined it through captured
+// events (Note [capture], Note [cross-stream capture]). Streams are identified by address and
+// held weakly (a stream holds its capture).
 class Capture {
  public:
-  Capture(std::shared_ptr<Graph> graph, CUstreamCaptureMode mode, bool blocking);
+  Capture(std::shared_ptr<Graph> graph, CUstreamCaptureMode mode, const Stream* origin,
+          bool blocking);
   Capture(const Capture&) = delete;
   Capture& operator=(const Capture&) = delete;
 
@@ -161,26 +178,39 @@ class Capture {
   CUstreamCaptureMode mode() const { return mode_; }
   uint64_t id() const { return id_; }
   std::thread::id thread() const { return thread_; }
+  // Of the origin stream.
   bool blocking() const { return blocking_; }
+  const Stream* origin() const { return origin_; }
 
-  // Appends `op` after the current dependencies. CUDA_ERROR_STREAM_CAPTURE_INVALIDATED once the
-  // capture has been invalidated.
-  CUresult Add(NodeOp op);
+  // Appends `op` to `stream`'s work after its current dependencies.
+  // CUDA_ERROR_STREAM_CAPTURE_INVALIDATED once the capture has been invalidated.
+  CUresult Add(const Stream* stream, NodeOp op);
   void Invalidate();
   bool invalidated();
-  // The nodes the next captured node will depend on; the array stays valid until the next call
-  // on this capture.
-  const std::vector<CUgraphNode>& Dependencies();
+  // The nodes `stream`'s next captured node will depend on; the array stays valid until the
+  // next call on this capture.
+  const std::vector<CUgraphNode>& Dependencies(const Stream* stream);
+  // What an event recorded on `stream` now stands for: a copy of its dependencies.
+  std::vector<CUgraphNode> Snapshot(const Stream* stream);
+  // Adds `nodes` (of this capture's graph) to the dependencies of `stream`, which joins the
+  // capture when it is not the origin and has not joined yet.
+  void Join(const std::shared_ptr<Stream>& stream, const std::vector<CUgraphNode>& nodes);
+  // True when every joined stream's dependencies are the origin's or their ancestors.
+  bool AllJoined();
+  // The joined streams still alive (the origin excluded).
+  std::vector<std::shared_ptr<Stream>> JoinedStreams();
 
  private:
   const std::shared_ptr<Graph> graph_;
   const CUstreamCaptureMode mode_;
   const uint64_t id_;
   const std::thread::id thread_;
+  const Stream* const origin_;
   const bool blocking_;
   std::mutex mu_;
   bool invalidated_ = false;
-  std::vector<CUgraphNode> deps_;
+  std::map<const Stream*, std::vector<CUgraphNode>> deps_;  // per stream; guarded by mu_
+  std::vector<std::weak_ptr<Stream>> joined_;               // guarded by mu_
   std::vector<CUgraphNode> deps_out_;
 };
 

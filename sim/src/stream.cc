@@ -49,6 +49,18 @@ void Stream::EndCapture() {
   capture_ = nullptr;
 }
 
+bool Stream::JoinCapture(std::shared_ptr<Capture> capture) {
+  std::lock_guard<std::mutex> lock(capture_mu_);
+  if (capture_ != nullptr) return false;
+  capture_ = std::move(capture);
+  return true;
+}
+
+void Stream::LeaveCapture() {
+  std::lock_guard<std::mutex> lock(capture_mu_);
+  capture_ = nullptr;
+}
+
 uint64_t Stream::Enqueue(StreamOp op) {
   std::lock_guard<std::mutex> lock(mu_);
   queue_.push_back(std::move(op));

@@ -78,6 +78,10 @@ class Stream {
   // Attaches `capture` unless one is attached already (then false).
   bool StartCapture(std::shared_ptr<Capture> capture);
   void EndCapture();
+  // The same for a stream joining another stream's capture (Note [cross-stream capture] in
+  // graph.h): the capture is registered by its origin stream only (Note [capture modes]).
+  bool JoinCapture(std::shared_ptr<Capture> capture);
+  void LeaveCapture();
 
  private:
   void WorkerLoop();

@@ -1,6 +1,7 @@
 """PyTorch's memory machinery at a footprint larger than the simulated device, data compared bit
 for bit against CPU copies. Only copies run on the device (PyTorch's own kernels have no host
-implementations on the simulated driver).
+implementations on the simulated driver, except the fill torch.cuda.graph launches itself:
+torch_kernels/, loaded through MEMSIM_KERNELS).
 
 Usage: allocator_test.py --device-memory BYTES [--factor 3] [--expect-oom]
 With the allocator backend of PYTORCH_CUDA_ALLOC_CONF (native by default, or
@@ -8,12 +9,12 @@ backend:cudaMallocAsync). Under libmemshim.so every phase must pass; with --expe
 the oversubscribed phase must raise torch.OutOfMemoryError and nothing else may fail.
 """
 import argparse
-import ctypes
 import gc
 
 import torch
 
 from harness import check, finish, parse_bytes
+from tensors import pattern, to_device
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--device-memory", type=parse_bytes, required=True)
@@ -25,18 +26,6 @@ MIB = 1 << 20
 dev = torch.device("cuda")
 native = torch.cuda.get_allocator_backend() == "native"
 print("allocator backend:", torch.cuda.get_allocator_backend())
-
-
-def pattern(numel, seed):
-    """A deterministic int32 pattern, different for every seed."""
-    x = torch.arange(numel, dtype=torch.int64)
-    return ((x * 2654435761 + seed * 40503) % (1 << 31)).to(torch.int32)
-
-
-def to_device(cpu):
-    t = torch.empty(cpu.shape, dtype=cpu.dtype, device=dev)
-    t.copy_(cpu)
-    return t
 
 
 def small_blocks_and_growth():
@@ -140,46 +129,28 @@ def pinned_and_streams():
     check(start.elapsed_time(done) >= 0, "event timing")
 
 
-def loaded_cudart():
-    """The libcudart PyTorch itself loaded (its CUDA 13 runtime wheel)."""
-    with open("/proc/self/maps") as maps:
-        for line in maps:
-            path = line.split()[-1]
-            if "libcudart.so" in path:
-                return ctypes.CDLL(path)
-    raise RuntimeError("PyTorch has not loaded libcudart")
-
-
 def graph_of_copies():
-    """PyTorch's copies captured from its stream into a CUDA graph and replayed with new inputs.
+    """PyTorch's copies captured with torch.cuda.graph on a side stream and replayed with new
+    inputs (graph_test.py tests graphs further).
 
-    Note [graphs without torch.cuda.graph]: torch.cuda.graph's capture prologue launches
-    PyTorch's own kernels (RNG state), which have no host implementation on the simulated
-    driver, so the capture is driven through the runtime PyTorch loaded; what is captured and
-    replayed are PyTorch's own cudaMemcpyAsync calls on its stream.
+    Note [no allocation in the capture]: nothing is allocated during the capture, so that it runs
+    with both allocator backends: with backend:cudaMallocAsync, a tensor allocated during a
+    capture becomes a graph memory node, which the simulated driver does not implement.
     """
-    rt = loaded_cudart()
     static_in = to_device(pattern(MIB, 1))
     static_out = torch.empty_like(static_in)
     stream = torch.cuda.Stream()
-    handle = ctypes.c_void_p(stream.cuda_stream)
-    graph, exec_ = ctypes.c_void_p(), ctypes.c_void_p()
-    torch.cuda.synchronize()
-    with torch.cuda.stream(stream):
-        check(rt.cudaStreamBeginCapture(handle, 0) == 0, "capture begins on PyTorch's stream")
+    stream.wait_stream(torch.cuda.current_stream())
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=stream):
         static_out.copy_(static_in)
-        check(rt.cudaStreamEndCapture(handle, ctypes.byref(graph)) == 0, "capture ends")
-    check(rt.cudaGraphInstantiate(ctypes.byref(exec_), graph, ctypes.c_ulonglong(0)) == 0,
-          "graph instantiated")
     for seed in (2, 3):
         new = pattern(MIB, seed)
         static_in.copy_(new)
-        torch.cuda.current_stream().synchronize()
-        check(rt.cudaGraphLaunch(exec_, handle) == 0, "graph launch %d" % seed)
-        stream.synchronize()
+        graph.replay()
+        torch.cuda.synchronize()
         check(torch.equal(static_out.cpu(), new), "graph replay %d copies the new input" % seed)
-    rt.cudaGraphExecDestroy(exec_)
-    rt.cudaGraphDestroy(graph)
+    del graph
 
 
 small_blocks_and_growth()
