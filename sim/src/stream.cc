@@ -50,14 +50,14 @@ void Stream::EndCapture() {
 }
 
 bool Stream::JoinCapture(std::shared_ptr<Capture> capture) {
-  std::lock_guard<std::mutex> lock(capture_mu_);
+  memvirt::sync::MutexLock lock(&capture_mu_);
   if (capture_ != nullptr) return false;
   capture_ = std::move(capture);
   return true;
 }
 
 void Stream::LeaveCapture() {
-  std::lock_guard<std::mutex> lock(capture_mu_);
+  memvirt::sync::MutexLock lock(&capture_mu_);
   capture_ = nullptr;
 }
 
