@@ -261,6 +261,26 @@ TEST(ProcAddressTest, WithoutTheShimNothingIsIntercepted) {
   EXPECT_EQ(Field(r.out, "intercepted"), "no");
 }
 
+// Note [entry-point substitution] (shim/hooks/hooks_lookup.cc): every
+// flavour of every hooked name, at the version cudaTypedefs.h gives it and at
+// the toolkit's version, plain and per-thread, through cuGetProcAddress,
+// cuGetProcAddress_v2 and dlsym, is the shim's hook of the flavour the
+// generated table names; the program checks each hook's prototype against the
+// version's PFN typedef at compile time, and computes the reference checksums
+// at 3x the device through entry points looked up at 2000..10020.
+TEST(ProcAddressTest, EveryHookedFlavourAtEveryVersionIsItsHook) {
+  const ProgramResult r = RunProgram(
+      {MEMSHIM_ENTRY_POINTS, kShim, kKernels, std::to_string(kDevice)}, ShimEnv(kDevice));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(Field(r.out, "wrong"), "0") << r.out;
+  EXPECT_EQ(Field(r.out, "unanswered"), "0") << r.out;
+  EXPECT_GE(std::stoi(Field(r.out, "lookups")), 500);
+  EXPECT_EQ(Field(r.out, "mismatches"), "0");
+  EXPECT_EQ(std::stoull(Field(r.out, "blocks")), 3 * kDevice / (8 << 20));
+  // Note [32-bit entry points]: the shim hands out no 32-bit device memory.
+  EXPECT_EQ(Field(r.out, "legacy_alloc"), std::to_string(801));  // CUDA_ERROR_NOT_SUPPORTED
+}
+
 // Note [copy ranges] (shim/core/shim_core.h): copies and memsets past the end
 // of an allocation fail under the shim as they do on the plain driver,
 // without writing the neighbouring allocations or poisoning the context.
