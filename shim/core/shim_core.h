@@ -457,6 +457,8 @@ class ShimCore {
   // `layout` is null for a launch without parameters or with `extra_buffer`.
   bool HiddenReach(const ParamLayout* layout, void** params, bool extra_buffer)
       MEMSHIM_REQUIRES(mu_);
+  // A parameter of more than 8 bytes without a plain address of a live block.
+  bool HidesAnAddress(const ParamLayout& layout, void* const* params) MEMSHIM_REQUIRES(mu_);
   // A decoded launch with hidden reach: resident as decoded, and fenced.
   [[nodiscard]] CUresult FencedLocked(uint32_t stream, bool capturing, Ticket* ticket)
       MEMSHIM_REQUIRES(mu_);

@@ -114,9 +114,13 @@ bool ShimCore::HiddenReach(const ParamLayout* layout, void** params, bool extra_
       if (table_[c].holds_addresses) return true;
     }
   }
-  if (layout == nullptr || !layout->aggregates) return false;
-  for (size_t i = 0; i < layout->params.size(); ++i) {
-    const uint32_t size = layout->params[i].second;
+  return layout != nullptr && HidesAnAddress(*layout, params);
+}
+
+bool ShimCore::HidesAnAddress(const ParamLayout& layout, void* const* params) {
+  if (!layout.aggregates) return false;
+  for (size_t i = 0; i < layout.params.size(); ++i) {
+    const uint32_t size = layout.params[i].second;
     if (size <= sizeof(uint64_t)) continue;
     const char* p = static_cast<const char*>(params[i]);
     if (p == nullptr) return true;

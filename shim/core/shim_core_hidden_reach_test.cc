@@ -129,5 +129,25 @@ TEST_F(ShimCoreHiddenReachTest, PointerArraysWrittenFromTheHostFenceTheKernelsTh
   EXPECT_EQ(fake_.faults(), 0u);
 }
 
+// A graph's kernel node whose structure parameter may hide an address makes
+// its launches opaque (a fence that backs everything first); plain addresses
+// in the same structure keep the graph decodable.
+TEST_F(ShimCoreHiddenReachTest, GraphKernelNodesThatMayHideAnAddressMakeTheGraphOpaque) {
+  CUdeviceptr p;
+  ASSERT_EQ(core_->Alloc(&p, 2 * kMiB), CUDA_SUCCESS);
+  CUfunction f = fake_.MakeFunction({128});
+  std::vector<uint64_t> encoded(16, 0), plain(16, 0);
+  encoded[1] = p >> 4;
+  plain[1] = p;
+  CUgraph hides = fake_.MakeGraph();
+  fake_.AddKernelNode(hides, f, encoded);
+  CUgraph shows = fake_.MakeGraph();
+  fake_.AddKernelNode(shows, f, plain);
+  core_->OnGraphInstantiate(reinterpret_cast<CUgraphExec>(hides), hides);
+  core_->OnGraphInstantiate(reinterpret_cast<CUgraphExec>(shows), shows);
+  EXPECT_FALSE(core_->GraphPlanOf(reinterpret_cast<CUgraphExec>(hides)).decodable);
+  EXPECT_TRUE(core_->GraphPlanOf(reinterpret_cast<CUgraphExec>(shows)).decodable);
+}
+
 }  // namespace
 }  // namespace memvirt::shim
