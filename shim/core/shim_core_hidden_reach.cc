@@ -56,6 +56,7 @@ constexpr uint64_t kAddressScanBytes = 64 << 10;
 }  // namespace
 
 void ShimCore::BackAtAllocation(uint32_t first, uint32_t count) {
+  if (unbacked_owned_ == 0) return;  // warm chunks, as a re-allocated block's: nothing to back
   ++stamp_;
   touched_.clear();
   for (uint32_t c = first; c < first + count; ++c) {
