@@ -61,6 +61,10 @@ struct ChunkEntry {
   // chunk's address (a remap failed; Note [failed transitions] in
   // shim_core.h). The next access maps it again before anything else.
   bool unmapped = false;
+  // A host-to-device copy wrote device addresses into it (a pointer array):
+  // kernels that read it are fenced (Note [hidden reach] in
+  // shim_core_hidden_reach.cc). Cleared when the chunk is freed.
+  bool holds_addresses = false;
   uint8_t num_uses = 0;
   uint32_t phys = kNoIndex;  // device handle index or host slot index
   uint64_t fill_seq = 0;     // copy-stream sequence of the last page-in (0: none)

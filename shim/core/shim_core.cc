@@ -214,6 +214,10 @@ void ShimCore::OnChunksFreed(uint32_t first, uint32_t count) {
   for (uint32_t c = first; c < first + count; ++c) {
     ChunkEntry& e = table_[c];
     e.live_data = false;
+    if (e.holds_addresses) {
+      e.holds_addresses = false;
+      --address_chunks_;
+    }
     if (e.residence == Residence::kUnbacked) {
       --unbacked_owned_;
     } else if (e.residence == Residence::kNvme) {
@@ -253,7 +257,10 @@ CUresult ShimCore::Alloc(CUdeviceptr* ptr, uint64_t bytes) {
                 static_cast<unsigned long long>(bytes));
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  if (a.new_count != 0) OnChunksCommitted(a.new_first, a.new_count);
+  if (a.new_count != 0) {
+    OnChunksCommitted(a.new_first, a.new_count);
+    BackAtAllocation(a.new_first, a.new_count);
+  }
   LogAllocEvent(a.offset, bytes, /*freed=*/false);
   *ptr = base_ + a.offset;
   return CUDA_SUCCESS;
@@ -492,6 +499,7 @@ const ShimCore::ParamLayout& ShimCore::LookUpLayout(CUfunction function) {
     layout.known = r == CUDA_ERROR_INVALID_VALUE;  // past the last parameter
     break;
   }
+  for (const auto& param : layout.params) layout.aggregates |= param.second > sizeof(uint64_t);
   layout.one_word_each = layout.words.size() == layout.params.size();
   for (size_t k = 0; k < layout.words.size() && layout.one_word_each; ++k) {
     layout.one_word_each = layout.words[k].param == k && layout.words[k].offset == 0;
@@ -989,15 +997,7 @@ CUresult ShimCore::PageIn(uint32_t chunk, bool may_evict) {
       ++stats_.host_fallbacks;  // runs from host memory; see Note [host mapping]
       return CUDA_SUCCESS;
     }
-    uint32_t slot;
-    if (AcquireHost(&slot) != CUDA_SUCCESS) return CUDA_ERROR_OUT_OF_MEMORY;
-    if ((r = pool_->MapAt(va, pool_->host_handle(slot))) != CUDA_SUCCESS) {
-      pool_->ReleaseHost(slot);
-      return r;
-    }
-    e.residence = Residence::kHost;
-    e.phys = slot;
-    if (e.kind != ChunkKind::kFree) --unbacked_owned_;
+    if ((r = PlaceOnHost(chunk)) != CUDA_SUCCESS) return r;
     ++stats_.host_fallbacks;
     return CUDA_SUCCESS;
   }
@@ -1214,10 +1214,11 @@ CUresult ShimCore::BeforeLaunch(CUfunction function, void** params, void** extra
   ++stamp_;
   touched_.clear();
   bool decodable = true;
+  const ParamLayout* layout = nullptr;  // null: no parameters, or an `extra` buffer
   if (params != nullptr) {
-    const ParamLayout& layout = LayoutOf(function);
-    decodable = layout.known;
-    if (decodable) ScanArgs(layout, params);
+    layout = &LayoutOf(function);
+    decodable = layout->known;
+    if (decodable) ScanArgs(*layout, params);
   } else if (extra != nullptr) {
     const void* buffer = nullptr;
     size_t bytes = 0;
@@ -1236,6 +1237,9 @@ CUresult ShimCore::BeforeLaunch(CUfunction function, void** params, void** extra
   const uint32_t index = tracker_->IndexOf(stream, per_thread);
   const bool capturing = IsCapturing(tracker_->HandleOf(index));
   if (!decodable) return OpaqueLocked(index, capturing, ticket);
+  if (HiddenReach(layout, params, /*extra_buffer=*/params == nullptr && extra != nullptr)) {
+    return FencedLocked(index, capturing, ticket);
+  }
   if (usage_polled_) RecordAccesses();
   return MakeResident(index, /*host_wait=*/false, capturing, ticket);
 }
@@ -1256,17 +1260,19 @@ CUresult ShimCore::OpaqueLocked(uint32_t index, bool capturing, Ticket* ticket) 
   const uint64_t need = all != 0 && !tracker_->IsComplete(copy_index_, all) ? all : 0;
   if ((r = OrderFills(need, index, capturing)) != CUDA_SUCCESS) return r;
   if (capturing) return CUDA_SUCCESS;
-  const uint64_t seq = tracker_->Issue(index);
-  bool found = false;
-  for (StreamUse& u : opaque_uses_) {
-    if (u.stream == index) {
-      u.seq = seq;
-      found = true;
-    }
-  }
-  if (!found) opaque_uses_.push_back({index, seq});
+  AddFence(index, tracker_->Issue(index));
   *ticket = tracker_->BeginEnqueue(index);
   return CUDA_SUCCESS;
+}
+
+void ShimCore::AddFence(uint32_t stream, uint64_t seq) {
+  for (StreamUse& u : opaque_uses_) {
+    if (u.stream == stream) {
+      u.seq = seq;
+      return;
+    }
+  }
+  opaque_uses_.push_back({stream, seq});
 }
 
 CUresult ShimCore::BeforeOpaque(CUstream stream, bool per_thread, Ticket* ticket) {

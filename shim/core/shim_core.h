@@ -154,6 +154,12 @@ struct MemRange {
 struct CoreStats {
   uint64_t launches = 0;
   uint64_t opaque_launches = 0;
+  // Decoded launches that may reach memory through addresses the shim does
+  // not see, fenced until they complete (Note [hidden reach]).
+  uint64_t fenced_launches = 0;
+  // Chunks backed by a host slot at allocation: no device chunk could be had
+  // (Note [backed from allocation]).
+  uint64_t backed_on_host_at_allocation = 0;
   // Kernels whose parameter layout was looked up (Note [parameter information]):
   uint32_t kernels_decoded_as_function = 0;  // by cuFuncGetParamInfo
   uint32_t kernels_decoded_as_kernel = 0;    // by cuKernelGetParamInfo (a CUkernel)
@@ -248,6 +254,10 @@ class ShimCore {
   //   overflows) arrives with bytes = UINT64_MAX and is refused the same way.
   CUresult BeforeAccess(const MemRange* ranges, int count, CUstream stream, bool per_thread,
                         bool synchronous, Ticket* ticket) MEMSHIM_EXCLUDES(mu_);
+  // After the application writes `bytes` host bytes at `src` to `dst` (a
+  // host-to-device copy): notes whether they hold addresses of live blocks
+  // (Note [hidden reach] in shim_core_hidden_reach.cc).
+  void OnHostWrite(CUdeviceptr dst, const void* src, uint64_t bytes) MEMSHIM_EXCLUDES(mu_);
   // Before work whose reach is unknown (graph launches the shim cannot decode):
   // see Note [host mapping].
   CUresult BeforeOpaque(CUstream stream, bool per_thread, Ticket* ticket) MEMSHIM_EXCLUDES(mu_);
@@ -320,6 +330,7 @@ class ShimCore {
     std::vector<std::pair<uint32_t, uint32_t>> params;  // (offset, size)
     std::vector<ArgWord> words;                         // every 8-byte word, flattened
     bool one_word_each = false;  // every parameter is exactly one word at offset 0
+    bool aggregates = false;     // a parameter of more than 8 bytes (Note [hidden reach])
   };
   struct PendingFree {
     uint64_t offset;
@@ -436,6 +447,23 @@ class ShimCore {
   [[nodiscard]] CUresult BackAllOwned() MEMSHIM_REQUIRES(mu_);
   [[nodiscard]] CUresult OpaqueLocked(uint32_t stream, bool capturing, Ticket* ticket)
       MEMSHIM_REQUIRES(mu_);
+  // Counts (stream, seq) as a use of every chunk until it completes.
+  void AddFence(uint32_t stream, uint64_t seq) MEMSHIM_REQUIRES(mu_);
+  // Note [hidden reach] (shim_core_hidden_reach.cc): whether a decoded launch,
+  // whose touched_ chunks were gathered, may reach memory it does not name.
+  // `layout` is null for a launch without parameters or with `extra_buffer`.
+  bool HiddenReach(const ParamLayout* layout, void** params, bool extra_buffer)
+      MEMSHIM_REQUIRES(mu_);
+  // A parameter of more than 8 bytes without a plain address of a live block.
+  bool HidesAnAddress(const ParamLayout& layout, void* const* params) MEMSHIM_REQUIRES(mu_);
+  // A decoded launch with hidden reach: resident as decoded, and fenced.
+  [[nodiscard]] CUresult FencedLocked(uint32_t stream, bool capturing, Ticket* ticket)
+      MEMSHIM_REQUIRES(mu_);
+  // Note [backed from allocation]: backs each unbacked chunk of
+  // [first, first + count) as a first use would (device, else host).
+  void BackAtAllocation(uint32_t first, uint32_t count) MEMSHIM_REQUIRES(mu_);
+  // Maps a host slot at unbacked `chunk` (residence kHost).
+  [[nodiscard]] CUresult PlaceOnHost(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
   bool IsCapturing(CUstream handle) MEMSHIM_REQUIRES(mu_);
   void OnChunksCommitted(uint32_t first, uint32_t count) MEMSHIM_REQUIRES(mu_);
   void OnChunksFreed(uint32_t first, uint32_t count) MEMSHIM_REQUIRES(mu_);
@@ -531,6 +559,7 @@ class ShimCore {
   std::vector<uint32_t> dead_ MEMSHIM_GUARDED_BY(mu_);          // freed chunks still backed
   std::vector<StreamUse> opaque_uses_ MEMSHIM_GUARDED_BY(mu_);  // per stream index
   uint32_t unbacked_owned_ MEMSHIM_GUARDED_BY(mu_) = 0;
+  uint32_t address_chunks_ MEMSHIM_GUARDED_BY(mu_) = 0;  // chunks with holds_addresses
   int captures_active_ MEMSHIM_GUARDED_BY(mu_) = 0;
   // Per executable graph (Note [graph residency] in shim_core_graph.cc): the
   // argument words of its kernel nodes that lie in the reservation and the

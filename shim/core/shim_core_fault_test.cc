@@ -278,14 +278,17 @@ TEST_F(ShimCoreFaultTest, GraphLaunchWhosePageInFailsFailsAndKeepsTheBytes) {
 
 // ---- Allocation of physical memory --------------------------------------------
 
+// Blocks are backed at allocation (Note [backed from allocation]), so the
+// faults below are injected before the allocation that meets them.
 TEST_F(ShimCoreFaultTest, FailedDeviceCreateFallsBackToHostTier) {
   CUstream s = fake_.CreateStream();
   CUdeviceptr a;
-  ASSERT_EQ(core_->Alloc(&a, 2 * kMiB), CUDA_SUCCESS);
   faults_->FailMemCreate(1);
-  ASSERT_EQ(Write(s, a, 2 * kMiB, 3), CUDA_SUCCESS);
+  ASSERT_EQ(core_->Alloc(&a, 2 * kMiB), CUDA_SUCCESS);
   EXPECT_EQ(core_->TEST_ResidenceOf(a), Residence::kHost);
   EXPECT_GT(core_->stats().host_fallbacks, 0u);
+  EXPECT_EQ(core_->stats().backed_on_host_at_allocation, 1u);
+  ASSERT_EQ(Write(s, a, 2 * kMiB, 3), CUDA_SUCCESS);
   uint64_t sum;
   ASSERT_EQ(Read(s, a, 2 * kMiB, &sum), CUDA_SUCCESS);  // now moves to the device
   EXPECT_EQ(sum, PatternChecksum(2 * kMiB, 3));
@@ -295,11 +298,13 @@ TEST_F(ShimCoreFaultTest, FailedDeviceCreateFallsBackToHostTier) {
 TEST_F(ShimCoreFaultTest, NoPhysicalMemoryAtAllIsOutOfMemory) {
   CUstream s = fake_.CreateStream();
   CUdeviceptr a, b;
-  ASSERT_EQ(core_->Alloc(&a, 2 * kMiB), CUDA_SUCCESS);
-  ASSERT_EQ(core_->Alloc(&b, 2 * kMiB), CUDA_SUCCESS);
   faults_->FailMemCreate(1000);
   // The host slot created at initialization (Note [host tier preconditions])
-  // takes the first chunk; nothing is left for the second.
+  // takes the first chunk; nothing is left for the second, which stays
+  // unbacked (the allocation itself succeeds: it is within the capacity).
+  ASSERT_EQ(core_->Alloc(&a, 2 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(core_->Alloc(&b, 2 * kMiB), CUDA_SUCCESS);
+  EXPECT_EQ(core_->TEST_ResidenceOf(b), Residence::kUnbacked);
   EXPECT_EQ(Write(s, a, 2 * kMiB, 1), CUDA_SUCCESS);
   EXPECT_EQ(core_->TEST_ResidenceOf(a), Residence::kHost);
   EXPECT_EQ(Write(s, b, 2 * kMiB, 2), CUDA_ERROR_OUT_OF_MEMORY);
@@ -312,6 +317,7 @@ TEST_F(ShimCoreFaultTest, NoPhysicalMemoryAtAllIsOutOfMemory) {
 TEST_F(ShimCoreFaultTest, FailedMapIsReportedAndRecoverable) {
   CUstream s = fake_.CreateStream();
   CUdeviceptr a;
+  faults_->FailMemCreate(1);  // backed by a host slot at allocation: the write maps a device chunk
   ASSERT_EQ(core_->Alloc(&a, 2 * kMiB), CUDA_SUCCESS);
   faults_->FailMemMap(1);
   EXPECT_NE(Write(s, a, 2 * kMiB, 4), CUDA_SUCCESS);

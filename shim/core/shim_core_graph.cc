@@ -84,6 +84,10 @@ void ShimCore::PlanKernelNode(CUgraphNode node, GraphPlan* plan) {
       MarkOpaque(plan, "a kernel without parameter information");
       return;
     }
+    if (HidesAnAddress(LayoutOf(f), p.kernelParams)) {  // Note [hidden reach]
+      MarkOpaque(plan, "a kernel whose structure parameter may hide an address");
+      return;
+    }
     for (const ArgWord& w : LayoutOf(f).words) {
       const char* at = static_cast<const char*>(p.kernelParams[w.param]);
       if (at != nullptr) keep(at + w.offset);

@@ -501,16 +501,18 @@ TEST_F(ShimCoreTest, HostSlotThatCannotBeCreatedAtInitializationTurnsTheTierOff)
 TEST_F(ShimCoreTest, FreedChunksAreReclaimedWithoutCopies) {
   CUstream s = fake_.CreateStream();
   CUdeviceptr a, guard, b;
-  ASSERT_EQ(core_->Alloc(&a, 8 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(core_->Alloc(&a, 6 * kMiB), CUDA_SUCCESS);
   ASSERT_EQ(core_->Alloc(&guard, 2 * kMiB), CUDA_SUCCESS);  // keeps a's range apart
-  ASSERT_EQ(Write(s, a, 8 * kMiB, 5), CUDA_SUCCESS);        // fills the device budget
+  ASSERT_EQ(Write(s, a, 6 * kMiB, 5), CUDA_SUCCESS);        // a and guard fill the budget
   ASSERT_EQ(core_->Free(a), CUDA_SUCCESS);
+  // Backed at allocation (Note [backed from allocation]): b takes a's three
+  // dead chunks without a copy, then the live guard's chunk.
   ASSERT_EQ(core_->Alloc(&b, 10 * kMiB), CUDA_SUCCESS);  // does not fit in a's range
   ASSERT_NE(b, a);
   ASSERT_EQ(Write(s, b, 6 * kMiB, 6), CUDA_SUCCESS);
   const CoreStats st = core_->stats();
   EXPECT_GE(st.drops, 3u);
-  EXPECT_EQ(st.evictions, 0u);  // dead data is never copied out
+  EXPECT_LE(st.evictions, 1u);  // dead data is never copied out: only the guard's chunk
   uint64_t sum;
   ASSERT_EQ(Read(s, b, 6 * kMiB, &sum), CUDA_SUCCESS);
   EXPECT_EQ(sum, PatternChecksum(6 * kMiB, 6));

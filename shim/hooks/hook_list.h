@@ -43,6 +43,12 @@
   X(cuStreamDestroy) X(cuStreamDestroy_v2) X(cuStreamBeginCapture) X(cuStreamBeginCapture_ptsz)    \
   X(cuStreamBeginCapture_v2) X(cuStreamBeginCapture_v2_ptsz) X(cuStreamEndCapture)                 \
   X(cuStreamEndCapture_ptsz)                                                                       \
+  /* 32-bit flavours (Note [32-bit entry points] in hooks_legacy32.cc) */                            \
+  X(cuMemGetInfo) X(cuMemAlloc) X(cuMemAllocPitch) X(cuMemFree) X(cuMemGetAddressRange)            \
+  X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyDtoD) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync)        \
+  X(cuMemcpyDtoDAsync) X(cuMemcpy2D) X(cuMemcpy2DUnaligned) X(cuMemcpy2DAsync) X(cuMemcpy3D)       \
+  X(cuMemcpy3DAsync) X(cuMemsetD8) X(cuMemsetD16) X(cuMemsetD32) X(cuMemsetD2D8) X(cuMemsetD2D16)  \
+  X(cuMemsetD2D32)                                                                                 \
   /* entry-point lookup */                                                                         \
   X(cuGetProcAddress) X(cuGetProcAddress_v2)
 // clang-format on

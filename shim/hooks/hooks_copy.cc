@@ -3,6 +3,7 @@
 
 using memvirt::shim::MemRange;
 using memvirt::shim::hooks::Access;
+using memvirt::shim::hooks::AccessFromHost;
 using memvirt::shim::hooks::Elements;
 using memvirt::shim::hooks::Real;
 using memvirt::shim::hooks::Side2D;
@@ -34,15 +35,26 @@ MEMSHIM_SYNC_PAIR(cuMemcpy, (CUdeviceptr dst, CUdeviceptr src, size_t n),
                   (MemRange{dst, n}, MemRange{src, n}), (dst, src, n))
 MEMSHIM_ASYNC_PAIR(cuMemcpyAsync, (CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream stream),
                    (MemRange{dst, n}, MemRange{src, n}), (dst, src, n, stream))
-MEMSHIM_SYNC_PAIR(cuMemcpyHtoD_v2, (CUdeviceptr dst, const void* src, size_t n), (MemRange{dst, n}),
-                  (dst, src, n))
+MEMSHIM_EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t n) {
+  return AccessFromHost(Real().cuMemcpyHtoD_v2, dst, src, n, nullptr, false, true, dst, src, n);
+}
+MEMSHIM_EXPORT CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dst, const void* src, size_t n) {
+  return AccessFromHost(Real().cuMemcpyHtoD_v2_ptds, dst, src, n, nullptr, true, true, dst, src, n);
+}
 MEMSHIM_SYNC_PAIR(cuMemcpyDtoH_v2, (void* dst, CUdeviceptr src, size_t n), (MemRange{src, n}),
                   (dst, src, n))
 MEMSHIM_SYNC_PAIR(cuMemcpyDtoD_v2, (CUdeviceptr dst, CUdeviceptr src, size_t n),
                   (MemRange{dst, n}, MemRange{src, n}), (dst, src, n))
-MEMSHIM_ASYNC_PAIR(cuMemcpyHtoDAsync_v2,
-                   (CUdeviceptr dst, const void* src, size_t n, CUstream stream),
-                   (MemRange{dst, n}), (dst, src, n, stream))
+MEMSHIM_EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t n,
+                                             CUstream stream) {
+  return AccessFromHost(Real().cuMemcpyHtoDAsync_v2, dst, src, n, stream, false, false, dst, src, n,
+                        stream);
+}
+MEMSHIM_EXPORT CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dst, const void* src, size_t n,
+                                                  CUstream stream) {
+  return AccessFromHost(Real().cuMemcpyHtoDAsync_v2_ptsz, dst, src, n, stream, true, false, dst,
+                        src, n, stream);
+}
 MEMSHIM_ASYNC_PAIR(cuMemcpyDtoHAsync_v2, (void* dst, CUdeviceptr src, size_t n, CUstream stream),
                    (MemRange{src, n}), (dst, src, n, stream))
 MEMSHIM_ASYNC_PAIR(cuMemcpyDtoDAsync_v2,

@@ -2,14 +2,20 @@
 // and PyTorch use) and dlsym/dlvsym on libcuda (what frameworks use).
 //
 // Note [entry-point substitution]
-//   The real lookup runs first and decides which flavour (_v2, _ptsz, ...)
-//   matches the requested version and flags. Its answer is a real entry
-//   point; if that address is one the shim hooks, the hook of exactly that
-//   flavour is returned instead, so the ABI always matches. A driver may also
-//   answer with an internal address that is no export; for requests made
-//   with cudaVersion >= 12000 the hook is then chosen by name: the newest
-//   _vN flavour, per-thread (_ptsz/_ptds) iff the flags ask for it. Anything
-//   else is returned unchanged.
+//   The real lookup runs first: it decides whether the name exists at the
+//   requested version (its error and status are the answer otherwise). On
+//   success the answer is the hook of the flavour that the generated table
+//   names for (name, version, per-thread flag) (Note [entry-point flavours]
+//   in entry_point_table.h), whatever address the driver handed out (a
+//   driver may answer with an internal address that is no export), so the
+//   ABI the caller asked for is the ABI it gets, at every version: 4000 for
+//   cuLaunchKernel is cuLaunchKernel, 2000 for cuMemAlloc the 32-bit
+//   cuMemAlloc (Note [32-bit entry points] in hooks_legacy32.cc). hook_list.h
+//   hooks every flavour of each entry point it hooks at all, so no version
+//   of a hooked name is passed through; a name the table does not know is
+//   substituted by address, and names the shim does not hook are returned
+//   unchanged. dlsym/dlvsym name one flavour exactly and are substituted by
+//   address.
 #include <dlfcn.h>
 
 #include "shim/hooks/hook_util.h"

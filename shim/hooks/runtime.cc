@@ -6,6 +6,7 @@
 
 #include "shim/core/log.h"
 #include "shim/hooks/daemon_plugin.h"
+#include "shim/hooks/entry_point_table.h"
 #include "shim/hooks/libc_symbols.h"
 
 namespace memvirt::shim::hooks {
@@ -38,54 +39,33 @@ Runtime& Runtime::Get() {
   return *runtime;
 }
 
-namespace {
-
-// "cuMemcpyHtoDAsync_v2_ptsz" -> base "cuMemcpyHtoDAsync", version 2, per-thread.
-std::string SplitFlavour(std::string name, int* version, bool* per_thread) {
-  *per_thread = false;
-  *version = 1;
-  for (const char* suffix : {"_ptsz", "_ptds"}) {
-    if (name.size() > 5 && name.compare(name.size() - 5, 5, suffix) == 0) {
-      *per_thread = true;
-      name.resize(name.size() - 5);
-    }
-  }
-  const size_t v = name.rfind("_v");
-  if (v != std::string::npos && v + 2 < name.size() &&
-      name.find_first_not_of("0123456789", v + 2) == std::string::npos) {
-    *version = std::atoi(name.c_str() + v + 2);
-    name.resize(v);
-  }
-  return name;
-}
-
-}  // namespace
-
-void Runtime::AddFlavour(const char* name, void* hook) {
-  Flavour f;
-  f.hook = hook;
-  hooks_by_base_[SplitFlavour(name, &f.version, &f.per_thread)].push_back(f);
-}
-
 void* Runtime::SubstituteProc(const char* symbol, void* real, int version, cuuint64_t flags) const {
   if (config_.disabled || real == nullptr || symbol == nullptr) return real;
-  auto it = hook_of_real_.find(real);
-  if (it != hook_of_real_.end()) return it->second;
-  if (version < 12000) return real;  // old ABIs: never guess
-  auto base = hooks_by_base_.find(symbol);
-  if (base == hooks_by_base_.end()) return real;
-  bool per_thread = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
-  bool has_per_thread = false;
-  for (const Flavour& f : base->second) has_per_thread |= f.per_thread;
-  if (!has_per_thread) per_thread = false;  // entry points without a stream
-  const Flavour* best = nullptr;
-  for (const Flavour& f : base->second) {
-    if (f.per_thread != per_thread) continue;
-    if (best == nullptr || f.version > best->version) best = &f;
+  const bool per_thread = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
+  const EntryPointFlavour* flavour = FlavourFor(symbol, version, per_thread);
+  if (flavour == nullptr) return Substitute(real);  // a name or version the table does not know
+  auto it = hook_of_flavour_.find(flavour->symbol);
+  if (it == hook_of_flavour_.end()) {
+    int count = 0;
+    const EntryPointFlavour* all = FlavoursOf(symbol, &count);
+    for (int i = 0; i < count; ++i) {
+      if (hook_of_flavour_.count(all[i].symbol) != 0) {  // hook_list.h misses a flavour
+        MEMSHIM_LOG(kError, "cuGetProcAddress(%s, %d): flavour %s is not hooked; passed through",
+                    symbol, version, flavour->symbol);
+        break;
+      }
+    }
+    return real;  // an entry point the shim lets be
   }
-  if (best == nullptr) return real;
-  MEMSHIM_LOG(kDebug, "cuGetProcAddress(%s): substituted by name", symbol);
-  return best->hook;
+  auto by_address = hook_of_real_.find(real);
+  if (by_address != hook_of_real_.end() && by_address->second != it->second) {
+    MEMSHIM_LOG(kWarn,
+                "cuGetProcAddress(%s, %d, %llu): the driver answered another flavour than "
+                "%s; handing out the hook of %s",
+                symbol, version, static_cast<unsigned long long>(flags), flavour->symbol,
+                flavour->symbol);
+  }
+  return it->second;
 }
 
 void Runtime::Initialize() {
@@ -109,8 +89,8 @@ void Runtime::Initialize() {
   real_.name = reinterpret_cast<decltype(real_.name)>(real_dlsym(libcuda_, #name));        \
   if (real_.name != nullptr) {                                                             \
     hook_of_real_[reinterpret_cast<void*>(real_.name)] = reinterpret_cast<void*>(&::name); \
-    AddFlavour(#name, reinterpret_cast<void*>(&::name));                                   \
-  }
+  }                                                                                        \
+  hook_of_flavour_[#name] = reinterpret_cast<void*>(&::name);
   MEMSHIM_HOOKED_FUNCTIONS(MEMSHIM_RESOLVE_REAL)
 #undef MEMSHIM_RESOLVE_REAL
   const char* missing = nullptr;

@@ -56,15 +56,14 @@ class Runtime {
   // The hook to hand out for a real entry point returned by the driver's
   // cuGetProcAddress or by dlsym on libcuda; `real` itself if not hooked.
   void* Substitute(void* real) const;
-  // cuGetProcAddress answers: by address first; if the driver handed out an
-  // address that is not one of its exports, by name (see Note [entry-point
-  // substitution] in hooks_lookup.cc).
+  // cuGetProcAddress answers: the hook of the flavour the table names for
+  // (symbol, version, per-thread flag), see Note [entry-point substitution]
+  // in hooks_lookup.cc.
   void* SubstituteProc(const char* symbol, void* real, int version, cuuint64_t flags) const;
 
  private:
   Runtime() = default;
   void Initialize();
-  void AddFlavour(const char* name, void* hook);
 
   std::atomic<bool> ready_{false};
   ShimConfig config_;
@@ -73,12 +72,7 @@ class Runtime {
   Driver driver_;
   bool driver_ok_ = false;
   std::unordered_map<void*, void*> hook_of_real_;
-  struct Flavour {
-    int version = 1;          // _vN suffix (1 if none)
-    bool per_thread = false;  // _ptsz / _ptds
-    void* hook = nullptr;
-  };
-  std::unordered_map<std::string, std::vector<Flavour>> hooks_by_base_;
+  std::unordered_map<std::string, void*> hook_of_flavour_;  // every hook, by its exported name
   StandaloneControlPlane standalone_;
   std::string daemon_socket_;
   Mutex create_mu_;  // held while the core is created

@@ -32,6 +32,14 @@ MEMSIM_NOT_SUPPORTED(cuMemcpy2DAsync, (const CUDA_MEMCPY2D_v1*, CUstream))
 MEMSIM_NOT_SUPPORTED(cuMemsetD8, (CUdeviceptr_v1, unsigned char, unsigned int))
 MEMSIM_NOT_SUPPORTED(cuMemsetD16, (CUdeviceptr_v1, unsigned short, unsigned int))
 MEMSIM_NOT_SUPPORTED(cuMemsetD32, (CUdeviceptr_v1, unsigned int, unsigned int))
+MEMSIM_NOT_SUPPORTED(cuMemsetD2D8,
+                     (CUdeviceptr_v1, unsigned int, unsigned char, unsigned int, unsigned int))
+MEMSIM_NOT_SUPPORTED(cuMemsetD2D16,
+                     (CUdeviceptr_v1, unsigned int, unsigned short, unsigned int, unsigned int))
+MEMSIM_NOT_SUPPORTED(cuMemsetD2D32,
+                     (CUdeviceptr_v1, unsigned int, unsigned int, unsigned int, unsigned int))
+MEMSIM_NOT_SUPPORTED(cuMemcpy3D, (const CUDA_MEMCPY3D_v1*))
+MEMSIM_NOT_SUPPORTED(cuMemcpy3DAsync, (const CUDA_MEMCPY3D_v1*, CUstream))
 MEMSIM_NOT_SUPPORTED(cuModuleGetGlobal, (CUdeviceptr_v1*, unsigned int*, CUmodule, const char*))
 
 // CUDA arrays and 3D copies.

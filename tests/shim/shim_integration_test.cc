@@ -261,6 +261,58 @@ TEST(ProcAddressTest, WithoutTheShimNothingIsIntercepted) {
   EXPECT_EQ(Field(r.out, "intercepted"), "no");
 }
 
+// Note [entry-point substitution] (shim/hooks/hooks_lookup.cc): every
+// flavour of every hooked name, at the version cudaTypedefs.h gives it and at
+// the toolkit's version, plain and per-thread, through cuGetProcAddress,
+// cuGetProcAddress_v2 and dlsym, is the shim's hook of the flavour the
+// generated table names; the program checks each hook's prototype against the
+// version's PFN typedef at compile time, and computes the reference checksums
+// at 3x the device through entry points looked up at 2000..10020.
+TEST(ProcAddressTest, EveryHookedFlavourAtEveryVersionIsItsHook) {
+  const ProgramResult r = RunProgram(
+      {MEMSHIM_ENTRY_POINTS, kShim, kKernels, std::to_string(kDevice)}, ShimEnv(kDevice));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(Field(r.out, "wrong"), "0") << r.out;
+  EXPECT_EQ(Field(r.out, "unanswered"), "0") << r.out;
+  EXPECT_GE(std::stoi(Field(r.out, "lookups")), 500);
+  EXPECT_EQ(Field(r.out, "mismatches"), "0");
+  EXPECT_EQ(std::stoull(Field(r.out, "blocks")), 3 * kDevice / (8 << 20));
+  // Note [32-bit entry points]: the shim hands out no 32-bit device memory.
+  EXPECT_EQ(Field(r.out, "legacy_alloc"), std::to_string(801));  // CUDA_ERROR_NOT_SUPPORTED
+}
+
+// Note [hidden reach] (shim/core/shim_core_hidden_reach.cc): kernels that
+// reach data blocks of 3x the device only through addresses the argument scan
+// cannot see (a pointer array in device memory; an address at an unaligned
+// offset of a 128-byte parameter, as in a tensor map) fill and read them while
+// copies on another stream page other blocks in and out. No illegal address
+// (every block is backed from allocation) and no lost write (no chunk is
+// paged out under such a kernel): every block matches its pattern.
+void ExpectEveryBlockFilledThroughHiddenAddresses(const char* mode) {
+  const ProgramResult r = RunProgram(
+      {MEMSHIM_HIDDEN_POINTERS, kKernels, std::to_string(kDevice), mode}, ShimEnv(kDevice));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(Field(r.out, "mismatches"), "0");
+  EXPECT_EQ(Field(r.out, "blocks"), std::to_string(3 * kDevice / (8 << 20)));
+}
+
+TEST(HiddenPointersTest, PointerArrayInDeviceMemoryUnderEvictionPressure) {
+  ExpectEveryBlockFilledThroughHiddenAddresses("array");
+}
+
+TEST(HiddenPointersTest, AddressInsideAStructParameterUnderEvictionPressure) {
+  ExpectEveryBlockFilledThroughHiddenAddresses("struct");
+}
+
+TEST(HiddenPointersTest, UnconstrainedWithoutTheShim) {
+  for (const char* mode : {"array", "struct"}) {
+    const ProgramResult r = RunProgram(
+        {MEMSHIM_HIDDEN_POINTERS, kKernels, std::to_string(kDevice), mode}, SimEnv(8 * kDevice));
+    ASSERT_EQ(r.exit_code, 0) << mode << ": " << r.out;
+    EXPECT_EQ(Field(r.out, "mismatches"), "0") << mode;
+  }
+}
+
 // Note [copy ranges] (shim/core/shim_core.h): copies and memsets past the end
 // of an allocation fail under the shim as they do on the plain driver,
 // without writing the neighbouring allocations or poisoning the context.

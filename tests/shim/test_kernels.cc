@@ -5,19 +5,9 @@
 #include <cstring>
 
 #include "memsim/kernel.h"
+#include "tests/shim/hidden_pointers.h"
 
-namespace {
-
-inline uint64_t Mix(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ull;
-  x ^= x >> 33;
-  return x;
-}
-
-}  // namespace
+using memvirt::testing::Mix;
 
 // x[i] = deterministic pseudo-random value in [-1, 1).
 MEMSIM_KERNEL(init_uniform, sizeof(float*), sizeof(uint64_t), sizeof(uint64_t)) {
@@ -80,4 +70,50 @@ MEMSIM_KERNEL(bytes_mix, sizeof(unsigned char*), sizeof(uint64_t), sizeof(uint64
   for (uint64_t i = 0; i < len; ++i) {
     x[off + i] = static_cast<unsigned char>(x[off + i] * 3u + k);
   }
+}
+
+// Kernels that reach memory through addresses the shim's argument scan does
+// not see (tests/shim/hidden_pointers.cc).
+namespace {
+
+void FillPattern(unsigned char* x, uint64_t bytes, uint64_t block, uint64_t seed) {
+  for (uint64_t i = 0; i < bytes / 8; ++i) {
+    const uint64_t w = memvirt::testing::PatternWord(seed, block, i);
+    std::memcpy(x + 8 * i, &w, 8);
+  }
+}
+
+}  // namespace
+
+// Blocks [first, first + count) of the pointer array `table` (in device
+// memory) get the pattern of `seed`.
+MEMSIM_KERNEL(fill_indirect, sizeof(unsigned char**), sizeof(uint64_t), sizeof(uint64_t),
+              sizeof(uint64_t), sizeof(uint64_t)) {
+  unsigned char* const* table = *static_cast<unsigned char***>(params[0]);
+  const uint64_t first = *static_cast<uint64_t*>(params[1]);
+  const uint64_t count = *static_cast<uint64_t*>(params[2]);
+  const uint64_t bytes = *static_cast<uint64_t*>(params[3]);
+  const uint64_t seed = *static_cast<uint64_t*>(params[4]);
+  for (uint64_t j = first; j < first + count; ++j) FillPattern(table[j], bytes, j, seed);
+}
+
+// *out = FNV-1a over the `bytes` bytes of block `index` of the pointer array `table`.
+MEMSIM_KERNEL(fnv_indirect, sizeof(uint64_t*), sizeof(unsigned char**), sizeof(uint64_t),
+              sizeof(uint64_t)) {
+  uint64_t* out = *static_cast<uint64_t**>(params[0]);
+  unsigned char* const* table = *static_cast<unsigned char***>(params[1]);
+  const uint64_t index = *static_cast<uint64_t*>(params[2]);
+  const uint64_t bytes = *static_cast<uint64_t*>(params[3]);
+  const unsigned char* x = table[index];
+  uint64_t h = 1469598103934665603ull;
+  for (uint64_t i = 0; i < bytes; ++i) h = (h ^ x[i]) * 1099511628211ull;
+  *out = h;
+}
+
+// Fills the block whose address the 128-byte parameter hides.
+MEMSIM_KERNEL(fill_hidden, sizeof(memvirt::testing::HiddenAddress)) {
+  const auto& h = *static_cast<memvirt::testing::HiddenAddress*>(params[0]);
+  FillPattern(reinterpret_cast<unsigned char*>(memvirt::testing::HiddenField(h, 4)),
+              memvirt::testing::HiddenField(h, 16), memvirt::testing::HiddenField(h, 24),
+              memvirt::testing::HiddenField(h, 32));
 }
