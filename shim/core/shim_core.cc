@@ -708,7 +708,9 @@ void ShimCore::AddUse(uint32_t chunk, uint32_t stream, uint64_t seq) {
 bool ShimCore::EligibleThunk(void* self, uint32_t chunk) {
   ShimCore* core = static_cast<ShimCore*>(self);
   const ChunkEntry& e = core->table_[chunk];
-  if (e.residence != Residence::kDevice || e.stamp == core->stamp_ || e.evicting) return false;
+  if (e.residence != Residence::kDevice || e.stamp == core->stamp_ || e.evicting || e.pinned) {
+    return false;
+  }
   return !core->require_idle_ || core->ChunkIdle(chunk);
 }
 
@@ -722,7 +724,7 @@ bool ShimCore::ReclaimDead(bool device, bool host) {
       e.dead_listed = false;  // reused or already reclaimed: leaves the list
       continue;
     }
-    if (e.evicting) {  // its page-out copy is reading it
+    if (e.evicting || e.pinned) {  // its page-out copy is reading it, or it is exported
       dead_[k++] = c;
       continue;
     }
