@@ -411,6 +411,7 @@ bool ShimCore::FactsOf(CUdeviceptr ptr, AllocationFacts* facts) {
   auto [it, inserted] = buffer_ids_.try_emplace(block, 0);  // Note [buffer ids]
   if (inserted) it->second = next_buffer_id_++;
   facts->buffer_id = it->second;
+  facts->ipc_capable = pool_->device_chunks_exportable();  // Note [shim ipc] in ipc_export.h
   return true;
 }
 
