@@ -156,6 +156,10 @@ int RunExporter(const char* self, uint64_t block_bytes, uint64_t pressure_bytes,
   int capable = -1;
   CHECK_CU(cuPointerGetAttribute(&capable, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, block));
   std::printf("ipc_capable %d\n", capable);
+  // NCCL's user-buffer registration asks for the VMM handle first.
+  CUmemGenericAllocationHandle retained = 0;
+  std::printf("retain_handle %d\n",
+              cuMemRetainAllocationHandle(&retained, reinterpret_cast<void*>(block)));
   std::fflush(stdout);
 
   // Everything else pages once before the importer maps the block: were it

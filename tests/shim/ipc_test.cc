@@ -65,6 +65,8 @@ TEST(ShimIpcTest, TwoOversubscribedProcessesExchangeABlockUnderTheShim) {
   EXPECT_EQ(Field(r.out, "interior_handle"), "1");  // CUDA_ERROR_INVALID_VALUE, as the driver
   EXPECT_EQ(Field(r.out, "self_open"), "201");      // CUDA_ERROR_INVALID_CONTEXT, as the driver
   EXPECT_EQ(Field(r.out, "ipc_capable"), "1");
+  // Note [retained handles]: as the driver answers for cuMemAlloc memory.
+  EXPECT_EQ(Field(r.out, "retain_handle"), "1");
   // The exporter unpinned the block once, after it saw the importer's write
   // (the importer closes only after that line).
   const size_t unpinned = r.out.find("unpinned");
@@ -81,6 +83,7 @@ TEST(ShimIpcTest, TheSameExchangeWithoutTheShim) {
   EXPECT_EQ(Field(r.out, "interior_handle"), "1");
   EXPECT_EQ(Field(r.out, "self_open"), "201");
   EXPECT_EQ(Field(r.out, "ipc_capable"), "1");
+  EXPECT_EQ(Field(r.out, "retain_handle"), "1");
 }
 
 TEST(ShimIpcTest, DriverHandleOfPassedThroughMemoryOpensUnderTheShim) {
