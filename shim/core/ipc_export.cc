@@ -17,6 +17,7 @@
 #include "shim/core/config.h"
 #include "shim/core/ipc_channel.h"
 #include "shim/core/log.h"
+#include "shim/core/scoped_context.h"
 
 namespace memvirt::shim {
 
@@ -32,26 +33,6 @@ uint64_t Random64() {
   return (now * 0x9e3779b97f4a7c15ull) ^ (static_cast<uint64_t>(getpid()) << 32) ^
          counter.fetch_add(1);
 }
-
-// The listener thread has no context of its own: driver work for a core
-// (pinning pages blocks in, freeing) runs with the core's context pushed.
-class PushedContext {
- public:
-  PushedContext(const Driver* driver, CUcontext context) : driver_(driver) {
-    pushed_ = driver->cuCtxPushCurrent_v2 != nullptr && driver->cuCtxPopCurrent_v2 != nullptr &&
-              driver->cuCtxPushCurrent_v2(context) == CUDA_SUCCESS;
-  }
-  ~PushedContext() {
-    CUcontext popped;
-    if (pushed_) driver_->cuCtxPopCurrent_v2(&popped);
-  }
-  PushedContext(const PushedContext&) = delete;
-  PushedContext& operator=(const PushedContext&) = delete;
-
- private:
-  const Driver* const driver_;
-  bool pushed_ = false;
-};
 
 void CloseAll(const std::vector<int>& fds) {
   for (int fd : fds) close(fd);
@@ -233,7 +214,7 @@ bool IpcExporter::Serve(Connection* conn) {
     auto found = by_id_.find(request.export_id);
     if (found != by_id_.end() && found->second.token == request.token && !found->second.freed) {
       Record& record = found->second;
-      PushedContext scoped(driver_, record.core->context());
+      ScopedContext scoped(driver_, record.core->context());
       reply.result = PinLocked(&record);
       if (reply.result == CUDA_SUCCESS) reply.result = ExportChunks(record, &fds);
       if (reply.result == CUDA_SUCCESS) {
@@ -263,7 +244,7 @@ void IpcExporter::OnConnectionEnd(const Connection& conn) {
   Record& record = found->second;
   ++stats_.closes;
   if (--record.opens > 0) return;
-  PushedContext scoped(driver_, record.core->context());
+  ScopedContext scoped(driver_, record.core->context());
   UnpinLocked(&record);
   if (!record.freed) return;
   if (record.core->Free(record.ptr) != CUDA_SUCCESS) {

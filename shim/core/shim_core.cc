@@ -7,6 +7,7 @@
 
 #include "shim/core/log.h"
 #include "shim/core/relaxed_capture_mode.h"
+#include "shim/core/scoped_context.h"
 
 namespace memvirt::shim {
 namespace {
@@ -44,33 +45,6 @@ std::string DeviceUuid(const Driver* driver, CUdevice device) {
   }
   return out;
 }
-
-// Note [foreign threads]
-//   Most entry points run on the application's thread, inside the call it
-//   made, with the core's context current. SetDeviceBudget may be called from
-//   a control-plane thread with no context; it makes the core's context
-//   current for its duration (push/pop, so a caller's own context is kept).
-class ScopedContext {
- public:
-  ScopedContext(const Driver* driver, CUcontext context) : driver_(driver) {
-    CUcontext current = nullptr;
-    if (driver->cuCtxPushCurrent_v2 == nullptr || driver->cuCtxPopCurrent_v2 == nullptr ||
-        driver->cuCtxGetCurrent(&current) != CUDA_SUCCESS || current == context) {
-      return;
-    }
-    pushed_ = driver->cuCtxPushCurrent_v2(context) == CUDA_SUCCESS;
-  }
-  ~ScopedContext() {
-    CUcontext popped;
-    if (pushed_) driver_->cuCtxPopCurrent_v2(&popped);
-  }
-  ScopedContext(const ScopedContext&) = delete;
-  ScopedContext& operator=(const ScopedContext&) = delete;
-
- private:
-  const Driver* const driver_;
-  bool pushed_ = false;
-};
 
 }  // namespace
 
