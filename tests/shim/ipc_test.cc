@@ -23,19 +23,20 @@ constexpr uint64_t kNodeDevice = 256 * kMiB;  // the simulated device both share
 
 // Both processes on one MEMSIM_NODE (shared device capacity); the importer
 // inherits this environment.
-std::vector<std::string> NodeEnv(const std::string& test) {
+std::vector<std::string> NodeEnv(const std::string& test, uint64_t node_device = kNodeDevice) {
   return {"LD_LIBRARY_PATH=" + kSimDir,
-          "MEMSIM_DEVICE_MEMORY=" + std::to_string(kNodeDevice),
+          "MEMSIM_DEVICE_MEMORY=" + std::to_string(node_device),
           "MEMSIM_NODE=memshim-ipc-" + test + "-" + std::to_string(getpid()),
           "LD_PRELOAD=",
           "MEMSHIM_DISABLE=",
           "IPC_IMPORTER_WITHOUT_DISABLE="};
 }
 
-std::vector<std::string> ShimEnv(const std::string& test) {
-  std::vector<std::string> env = NodeEnv(test);
+std::vector<std::string> ShimEnv(const std::string& test, uint64_t budget = kBudget,
+                                 uint64_t node_device = kNodeDevice) {
+  std::vector<std::string> env = NodeEnv(test, node_device);
   env.push_back("LD_PRELOAD=" + kShim);
-  env.push_back("MEMSHIM_DEVICE_BUDGET=" + std::to_string(kBudget));
+  env.push_back("MEMSHIM_DEVICE_BUDGET=" + std::to_string(budget));
   env.push_back("MEMSHIM_HOST_BUDGET=1G");
   env.push_back("MEMSHIM_DAEMON_SOCKET=/nonexistent/memvirtd.sock");
   env.push_back("MEMSHIM_LOG=debug");
@@ -73,6 +74,16 @@ TEST(ShimIpcTest, TwoOversubscribedProcessesExchangeABlockUnderTheShim) {
   ASSERT_NE(unpinned, std::string::npos) << r.out;
   EXPECT_GT(unpinned, r.out.find("exporter_sees_write"));
   EXPECT_EQ(r.out.find("unpinned", unpinned + 1), std::string::npos);
+}
+
+TEST(ShimIpcTest, ABlockOfMoreChunksThanOneMessageCarriesIsExchanged) {
+  // 68 chunks: their descriptors travel in two messages (kIpcFdsPerMessage = 64).
+  constexpr uint64_t kLarge = 136 * kMiB;
+  const ProgramResult r =
+      RunProgram({kExchange, "exporter", std::to_string(kLarge), std::to_string(64 * kMiB),
+                  std::to_string(64 * kMiB)},
+                 ShimEnv("large", /*budget=*/160 * kMiB, /*node_device=*/512 * kMiB));
+  ExpectExchanged(r);
 }
 
 TEST(ShimIpcTest, TheSameExchangeWithoutTheShim) {
