@@ -26,8 +26,10 @@ CUresult IpcImporter::Open(const ShimIpcHandle& handle, unsigned int flags, CUde
     return CUDA_ERROR_INVALID_VALUE;
   }
   if (handle.pid == static_cast<uint32_t>(getpid())) return CUDA_ERROR_INVALID_CONTEXT;
-  if (handle.chunks == 0 || handle.chunks > (uint64_t{1} << 20) ||
-      handle.offset + handle.bytes > (handle.chunks << kChunkShift)) {
+  uint64_t end = 0;  // a handle is application input: checked before anything is asked of it
+  if (handle.chunks == 0 || handle.chunks > (uint64_t{1} << 20) || handle.bytes == 0 ||
+      __builtin_add_overflow(handle.offset, handle.bytes, &end) ||
+      end > (handle.chunks << kChunkShift)) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   std::lock_guard<std::mutex> lock(mu_);
@@ -67,9 +69,10 @@ CUresult IpcImporter::MapChunks(int sock, const ShimIpcHandle& handle, Import* i
     CloseAll(fds);
     return CUDA_ERROR_MAP_FAILED;
   }
-  if (reply.result != CUDA_SUCCESS) {
+  if (reply.result != CUDA_SUCCESS || reply.chunks != handle.chunks || !fds.empty()) {
     CloseAll(fds);
-    return static_cast<CUresult>(reply.result);
+    return reply.result != CUDA_SUCCESS ? static_cast<CUresult>(reply.result)
+                                        : CUDA_ERROR_INVALID_VALUE;
   }
   while (fds.size() < reply.chunks) {
     uint32_t count = 0;
@@ -82,7 +85,7 @@ CUresult IpcImporter::MapChunks(int sock, const ShimIpcHandle& handle, Import* i
   }
   if (fds.size() != handle.chunks || driver_->cuMemImportFromShareableHandle == nullptr) {
     CloseAll(fds);
-    return fds.size() != handle.chunks ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_SUPPORTED;
+    return fds.size() != handle.chunks ? CUDA_ERROR_MAP_FAILED : CUDA_ERROR_NOT_SUPPORTED;
   }
   CUdevice device = 0;
   CUresult r = driver_->cuCtxGetDevice(&device);

@@ -201,6 +201,22 @@ int RunImporter(uint64_t pressure_bytes) {
   Pressure pressure(pressure_bytes, 1000);
   Offer offer;
   ReceiveAll(kChannelFd, &offer, sizeof(offer));
+  // Malformed handles (under the shim: the shim's layout, 8-byte words from byte 8 on: pid and
+  // version, listener, export id, token, offset, bytes, chunks) fail cleanly.
+  const auto bad_open = [&offer](size_t word, uint64_t flip) {
+    CUipcMemHandle bad = offer.handle;
+    uint64_t v;
+    std::memcpy(&v, bad.reserved + 8 * word, 8);
+    v ^= flip;
+    std::memcpy(bad.reserved + 8 * word, &v, 8);
+    CUdeviceptr p = 0;
+    return static_cast<int>(cuIpcOpenMemHandle(&p, bad, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
+  };
+  if (std::memcmp(offer.handle.reserved, "memvIPC", 7) == 0) {
+    std::printf("importer_bad_listener %d\n", bad_open(2, 1));
+    std::printf("importer_bad_token %d\n", bad_open(4, 1));
+    std::printf("importer_bad_bytes %d\n", bad_open(6, ~0ull));
+  }
   CUdeviceptr mapped = 0, mapped_again = 0;
   const CUresult opened =
       cuIpcOpenMemHandle(&mapped, offer.handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);

@@ -66,6 +66,9 @@ TEST(ShimIpcTest, TwoOversubscribedProcessesExchangeABlockUnderTheShim) {
   EXPECT_EQ(Field(r.out, "interior_handle"), "1");  // CUDA_ERROR_INVALID_VALUE, as the driver
   EXPECT_EQ(Field(r.out, "self_open"), "201");      // CUDA_ERROR_INVALID_CONTEXT, as the driver
   EXPECT_EQ(Field(r.out, "ipc_capable"), "1");
+  EXPECT_EQ(Field(r.out, "importer_bad_listener"), "205");  // CUDA_ERROR_MAP_FAILED: no exporter
+  EXPECT_EQ(Field(r.out, "importer_bad_token"), "1");       // refused by the exporter
+  EXPECT_EQ(Field(r.out, "importer_bad_bytes"), "1");       // refused before asking
   // Note [retained handles]: as the driver answers for cuMemAlloc memory.
   EXPECT_EQ(Field(r.out, "retain_handle"), "1");
   // The exporter unpinned the block once, after it saw the importer's write
