@@ -66,6 +66,9 @@ struct ChunkEntry {
   // shim_core_hidden_reach.cc). Cleared when the chunk is freed.
   bool holds_addresses = false;
   uint8_t num_uses = 0;
+  // kDevice only: held on the device for an export (ShimCore::PinBlock,
+  // Note [pinned blocks] in shim_core_pin.cc): never a victim.
+  bool pinned = false;
   uint32_t phys = kNoIndex;  // device handle index or host slot index
   uint64_t fill_seq = 0;     // copy-stream sequence of the last page-in (0: none)
   uint64_t stamp = 0;        // id of the last operation that touched it (deduplication)

@@ -23,6 +23,11 @@ PhysicalPool::~PhysicalPool() {
 
 CUresult PhysicalPool::Init(uint32_t device_chunks, uint32_t host_chunks) {
   device_limit_ = device_chunks;
+  int posix_fd = 0;
+  exportable_ = driver_->cuDeviceGetAttribute(
+                    &posix_fd, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED,
+                    device_id_) == CUDA_SUCCESS &&
+                posix_fd != 0;
   if (host_chunks == 0) return CUDA_SUCCESS;
   const char* why = nullptr;
   const CUresult r = InitHostTier(host_chunks, &why);
@@ -116,6 +121,7 @@ CUresult PhysicalPool::AcquireDevice(uint32_t* index) {
   prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
   prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   prop.location.id = device_id_;
+  if (exportable_) prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
   CUmemGenericAllocationHandle handle = 0;
   CUresult r = driver_->cuMemCreate(&handle, kChunkBytes, &prop, 0);
   if (r != CUDA_SUCCESS) return r == CUDA_ERROR_OUT_OF_MEMORY ? r : CUDA_ERROR_OUT_OF_MEMORY;

@@ -49,6 +49,10 @@ class PhysicalPool {
   [[nodiscard]] CUresult AcquireDevice(uint32_t* index);
   void ReleaseDevice(uint32_t index);
   CUmemGenericAllocationHandle device_handle(uint32_t index) const { return device_[index]; }
+  // Device chunks are created exportable as POSIX file descriptors
+  // (cuMemExportToShareableHandle) when the device supports it (legacy IPC,
+  // Note [pinned blocks] in shim_core_pin.cc). Known after Init().
+  bool device_chunks_exportable() const { return exportable_; }
 
   // Host slots: CUDA_ERROR_OUT_OF_MEMORY when the host budget is used up.
   [[nodiscard]] CUresult AcquireHost(uint32_t* slot);
@@ -81,6 +85,7 @@ class PhysicalPool {
   CUdevice device_id_;
   int host_numa_id_;
   uint32_t device_limit_ = 0;
+  bool exportable_ = false;
   uint32_t host_limit_ = 0;
   uint32_t device_in_use_ = 0;
   uint32_t host_in_use_ = 0;

@@ -29,8 +29,9 @@ CUresult AnswerPointerAttribute(const AllocationFacts& facts, CUpointer_attribut
     case CU_POINTER_ATTRIBUTE_BUFFER_ID:
     case CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID:
       return Put<unsigned long long>(data, facts.buffer_id);
-    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
     case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
+      return Put<int>(data, facts.ipc_capable ? 1 : 0);
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
     case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE:
     case CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE:
       return Put<int>(data, 0);

@@ -9,10 +9,11 @@
 //   mapping base/size = the allocation; mapped, read-write access, sync
 //   memops 1; not managed, no pool, no handle types; buffer id and memory
 //   block id unique over the process lifetime (Note [buffer ids] in
-//   shim_core.h). Two answers differ from cuMemAlloc memory, because the
-//   memory really is different: IS_LEGACY_CUDA_IPC_CAPABLE and
-//   IS_GPU_DIRECT_RDMA_CAPABLE are 0 (the chunks are VMM memory created
-//   without IPC or RDMA support), and attributes that do not apply
+//   shim_core.h). IS_LEGACY_CUDA_IPC_CAPABLE is 1 where the shim can export
+//   its chunks (Note [shim ipc] in ipc_export.h: the shim implements legacy
+//   IPC itself), 0 otherwise. One answer differs from cuMemAlloc memory,
+//   because the memory really is different: IS_GPU_DIRECT_RDMA_CAPABLE is 0
+//   (the chunks are VMM memory created without RDMA support), and attributes that do not apply
 //   (HOST_POINTER, P2P_TOKENS) fail with CUDA_ERROR_INVALID_VALUE as for
 //   device memory. The driver is never asked: it sees 2 MiB chunk mappings
 //   (or nothing, for a chunk not backed yet), not allocations.
@@ -39,6 +40,7 @@ struct AllocationFacts {
   CUdeviceptr base = 0;
   uint64_t bytes = 0;
   unsigned long long buffer_id = 0;
+  bool ipc_capable = false;  // legacy IPC available (IS_LEGACY_CUDA_IPC_CAPABLE)
 };
 
 // Attributes passed by the application are read, and zeroed, by the table

@@ -7,6 +7,7 @@
 
 #include "shim/core/log.h"
 #include "shim/core/relaxed_capture_mode.h"
+#include "shim/core/scoped_context.h"
 
 namespace memvirt::shim {
 namespace {
@@ -44,33 +45,6 @@ std::string DeviceUuid(const Driver* driver, CUdevice device) {
   }
   return out;
 }
-
-// Note [foreign threads]
-//   Most entry points run on the application's thread, inside the call it
-//   made, with the core's context current. SetDeviceBudget may be called from
-//   a control-plane thread with no context; it makes the core's context
-//   current for its duration (push/pop, so a caller's own context is kept).
-class ScopedContext {
- public:
-  ScopedContext(const Driver* driver, CUcontext context) : driver_(driver) {
-    CUcontext current = nullptr;
-    if (driver->cuCtxPushCurrent_v2 == nullptr || driver->cuCtxPopCurrent_v2 == nullptr ||
-        driver->cuCtxGetCurrent(&current) != CUDA_SUCCESS || current == context) {
-      return;
-    }
-    pushed_ = driver->cuCtxPushCurrent_v2(context) == CUDA_SUCCESS;
-  }
-  ~ScopedContext() {
-    CUcontext popped;
-    if (pushed_) driver_->cuCtxPopCurrent_v2(&popped);
-  }
-  ScopedContext(const ScopedContext&) = delete;
-  ScopedContext& operator=(const ScopedContext&) = delete;
-
- private:
-  const Driver* const driver_;
-  bool pushed_ = false;
-};
 
 }  // namespace
 
@@ -418,6 +392,7 @@ bool ShimCore::FactsOf(CUdeviceptr ptr, AllocationFacts* facts) {
   auto [it, inserted] = buffer_ids_.try_emplace(block, 0);  // Note [buffer ids]
   if (inserted) it->second = next_buffer_id_++;
   facts->buffer_id = it->second;
+  facts->ipc_capable = pool_->device_chunks_exportable();  // Note [shim ipc] in ipc_export.h
   return true;
 }
 
@@ -717,7 +692,9 @@ bool ShimCore::EligibleThunk(void* self, uint32_t chunk) {
   ShimCore* core = static_cast<ShimCore*>(self);
   core->mu_.AssertHeld();  // the policy calls it from PickVictims()
   const ChunkEntry& e = core->table_[chunk];
-  if (e.residence != Residence::kDevice || e.stamp == core->stamp_ || e.evicting) return false;
+  if (e.residence != Residence::kDevice || e.stamp == core->stamp_ || e.evicting || e.pinned) {
+    return false;
+  }
   return !core->require_idle_ || core->ChunkIdle(chunk);
 }
 
@@ -731,7 +708,7 @@ bool ShimCore::ReclaimDead(bool device, bool host) {
       e.dead_listed = false;  // reused or already reclaimed: leaves the list
       continue;
     }
-    if (e.evicting) {  // its page-out copy is reading it
+    if (e.evicting || e.pinned) {  // its page-out copy is reading it, or it is exported
       dead_[k++] = c;
       continue;
     }

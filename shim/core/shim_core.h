@@ -229,6 +229,25 @@ class ShimCore {
   CUresult PointerAttributes(unsigned count, const CUpointer_attribute* attributes, void** data,
                              CUdeviceptr ptr) MEMSHIM_EXCLUDES(mu_);
 
+  // ---- Pinning for export (Note [pinned blocks], shim_core_pin.cc) ---------
+  // The device chunks holding a pinned block, in address order.
+  struct PinnedBlock {
+    CUdeviceptr chunk_base = 0;  // address of the block's first chunk
+    uint64_t offset = 0;         // the block's start within that chunk
+    uint64_t bytes = 0;          // the block's size as allocated
+    std::vector<CUmemGenericAllocationHandle> chunks;  // their physical handles
+  };
+  // Makes the live block that starts at `ptr` device-resident (the host
+  // waits for its fills) and keeps every chunk of it on the device until a
+  // matching UnpinBlock(); pins nest. CUDA_ERROR_INVALID_VALUE if `ptr` is
+  // not the start of a live block, CUDA_ERROR_OUT_OF_MEMORY if the device
+  // budget cannot hold it beside what is pinned already. REQUIRES: Owns(ptr);
+  // the core's context is current (context()).
+  CUresult PinBlock(CUdeviceptr ptr, PinnedBlock* out) MEMSHIM_EXCLUDES(mu_);
+  // Undoes one PinBlock() that returned `pinned`.
+  void UnpinBlock(const PinnedBlock& pinned) MEMSHIM_EXCLUDES(mu_);
+  CUcontext context() const { return context_; }
+
   // ---- Residency ----------------------------------------------------------
   // Held by the hook across its real driver call (move-only; closes on
   // destruction).
@@ -527,6 +546,8 @@ class ShimCore {
   uint32_t device_budget_chunks_ MEMSHIM_GUARDED_BY(mu_) = 0;
   uint64_t app_pinned_bytes_ MEMSHIM_GUARDED_BY(mu_) = 0;
   std::unordered_map<CUmemGenericAllocationHandle, uint64_t> app_handles_ MEMSHIM_GUARDED_BY(mu_);
+  // Pin counts of pinned chunks (ChunkEntry::pinned), Note [pinned blocks].
+  std::unordered_map<uint32_t, uint32_t> pin_counts_ MEMSHIM_GUARDED_BY(mu_);
   // Note [buffer ids]
   //   CU_POINTER_ATTRIBUTE_BUFFER_ID is unique over the process lifetime: a
   //   later allocation at a freed block's address gets a new id. Ids are

@@ -25,45 +25,47 @@ namespace memvirt::shim {
 
 // X-list of the driver entry points the core needs: (name, required).
 // Optional entries may stay null; the core checks before calling them.
-#define MEMSHIM_DRIVER_FUNCTIONS(X)       \
-  X(cuCtxGetCurrent, true)                \
-  X(cuCtxGetDevice, true)                 \
-  X(cuDeviceGetAttribute, true)           \
-  X(cuMemGetInfo_v2, true)                \
-  X(cuMemAddressReserve, true)            \
-  X(cuMemAddressFree, true)               \
-  X(cuMemCreate, true)                    \
-  X(cuMemRelease, true)                   \
-  X(cuMemMap, true)                       \
-  X(cuMemUnmap, true)                     \
-  X(cuMemSetAccess, true)                 \
-  X(cuMemcpyDtoDAsync_v2, true)           \
-  X(cuStreamCreate, true)                 \
-  X(cuStreamDestroy_v2, true)             \
-  X(cuStreamWaitEvent, true)              \
-  X(cuEventCreate, true)                  \
-  X(cuEventRecord, true)                  \
-  X(cuEventQuery, true)                   \
-  X(cuEventSynchronize, true)             \
-  X(cuEventDestroy_v2, true)              \
-  X(cuFuncGetParamInfo, false)            \
-  X(cuKernelGetParamInfo, false)          \
-  X(cuStreamIsCapturing, false)           \
-  X(cuGraphGetNodes, false)               \
-  X(cuGraphNodeGetType, false)            \
-  X(cuGraphKernelNodeGetParams_v2, false) \
-  X(cuGraphMemcpyNodeGetParams, false)    \
-  X(cuGraphMemsetNodeGetParams, false)    \
-  X(cuGraphChildGraphNodeGetGraph, false) \
-  X(cuMemGetAllocationGranularity, false) \
-  X(cuDeviceGetUuid_v2, false)            \
-  X(cuCtxPushCurrent_v2, false)           \
-  X(cuCtxPopCurrent_v2, false)            \
-  X(cuMemcpyHtoDAsync_v2, false)          \
-  X(cuMemcpyDtoHAsync_v2, false)          \
-  X(cuMemHostRegister_v2, false)          \
-  X(cuMemHostUnregister, false)           \
-  X(cuThreadExchangeStreamCaptureMode, false)
+#define MEMSHIM_DRIVER_FUNCTIONS(X)           \
+  X(cuCtxGetCurrent, true)                    \
+  X(cuCtxGetDevice, true)                     \
+  X(cuDeviceGetAttribute, true)               \
+  X(cuMemGetInfo_v2, true)                    \
+  X(cuMemAddressReserve, true)                \
+  X(cuMemAddressFree, true)                   \
+  X(cuMemCreate, true)                        \
+  X(cuMemRelease, true)                       \
+  X(cuMemMap, true)                           \
+  X(cuMemUnmap, true)                         \
+  X(cuMemSetAccess, true)                     \
+  X(cuMemcpyDtoDAsync_v2, true)               \
+  X(cuStreamCreate, true)                     \
+  X(cuStreamDestroy_v2, true)                 \
+  X(cuStreamWaitEvent, true)                  \
+  X(cuEventCreate, true)                      \
+  X(cuEventRecord, true)                      \
+  X(cuEventQuery, true)                       \
+  X(cuEventSynchronize, true)                 \
+  X(cuEventDestroy_v2, true)                  \
+  X(cuFuncGetParamInfo, false)                \
+  X(cuKernelGetParamInfo, false)              \
+  X(cuStreamIsCapturing, false)               \
+  X(cuGraphGetNodes, false)                   \
+  X(cuGraphNodeGetType, false)                \
+  X(cuGraphKernelNodeGetParams_v2, false)     \
+  X(cuGraphMemcpyNodeGetParams, false)        \
+  X(cuGraphMemsetNodeGetParams, false)        \
+  X(cuGraphChildGraphNodeGetGraph, false)     \
+  X(cuMemGetAllocationGranularity, false)     \
+  X(cuDeviceGetUuid_v2, false)                \
+  X(cuCtxPushCurrent_v2, false)               \
+  X(cuCtxPopCurrent_v2, false)                \
+  X(cuMemcpyHtoDAsync_v2, false)              \
+  X(cuMemcpyDtoHAsync_v2, false)              \
+  X(cuMemHostRegister_v2, false)              \
+  X(cuMemHostUnregister, false)               \
+  X(cuThreadExchangeStreamCaptureMode, false) \
+  X(cuMemExportToShareableHandle, false)      \
+  X(cuMemImportFromShareableHandle, false)
 
 struct Driver {
 #define MEMSHIM_DECLARE_MEMBER(name, required) MEMSHIM_DRIVER_FN(name);

@@ -12,6 +12,9 @@
   X(cuMemAllocAsync_ptsz) X(cuMemAllocFromPoolAsync) X(cuMemAllocFromPoolAsync_ptsz)               \
   X(cuMemFreeAsync) X(cuMemFreeAsync_ptsz) X(cuMemGetInfo_v2) X(cuMemGetAddressRange_v2)           \
   X(cuPointerGetAttribute) X(cuPointerGetAttributes) X(cuMemCreate) X(cuMemRelease)                \
+  X(cuMemRetainAllocationHandle)                                                                   \
+  /* legacy IPC */                                                                                 \
+  X(cuIpcGetMemHandle) X(cuIpcOpenMemHandle) X(cuIpcOpenMemHandle_v2) X(cuIpcCloseMemHandle)       \
   /* launches */                                                                                   \
   X(cuLaunchKernel) X(cuLaunchKernel_ptsz) X(cuLaunchKernelEx) X(cuLaunchKernelEx_ptsz)            \
   X(cuLaunchCooperativeKernel) X(cuLaunchCooperativeKernel_ptsz) X(cuGraphLaunch)                  \

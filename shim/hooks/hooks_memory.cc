@@ -3,8 +3,10 @@
 
 #include "shim/core/log.h"
 #include "shim/hooks/hook_util.h"
+#include "shim/hooks/hooks_ipc.h"
 
 using memvirt::shim::ShimCore;
+using memvirt::shim::hooks::DeferFreeOfExported;
 using memvirt::shim::hooks::Forward;
 using memvirt::shim::hooks::Real;
 using memvirt::shim::hooks::Runtime;
@@ -33,6 +35,7 @@ ShimCore* AsyncAllocator(CUstream stream, bool per_thread) {
 }
 
 CUresult FreeAsync(ShimCore* core, CUdeviceptr ptr, CUstream stream, bool per_thread) {
+  if (DeferFreeOfExported(core, ptr)) return CUDA_SUCCESS;  // Note [shim ipc]
   if (!core->StreamCapturing(stream, per_thread)) return core->FreeAsync(ptr, stream, per_thread);
   MEMSHIM_LOG(kInfo, "block %p freed during stream capture is kept allocated",
               reinterpret_cast<void*>(ptr));
@@ -54,7 +57,10 @@ MEMSHIM_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, siz
 }
 
 MEMSHIM_EXPORT CUresult cuMemFree_v2(CUdeviceptr ptr) {
-  if (ShimCore* core = Owner(ptr)) return core->Free(ptr);
+  if (ShimCore* core = Owner(ptr)) {
+    if (DeferFreeOfExported(core, ptr)) return CUDA_SUCCESS;  // Note [shim ipc]
+    return core->Free(ptr);
+  }
   return Forward(Real().cuMemFree_v2, ptr);
 }
 

@@ -46,6 +46,9 @@ class Runtime {
   bool ready() const { return ready_.load(std::memory_order_acquire); }
   bool disabled() const { return config_.disabled; }
   const RealFunctions& real() const { return real_; }
+  // The driver table the core uses; null if the real driver lacks entry
+  // points the core requires.
+  const Driver* driver() const { return driver_ok_ ? &driver_ : nullptr; }
 
   // The core if it exists (null while disabled, before the first allocation,
   // or after a failed creation).

@@ -81,6 +81,16 @@ CUresult WaitEvent(CUstream h, CUevent hEvent, unsigned int flags, bool per_thre
   if (flags != CU_EVENT_WAIT_DEFAULT && flags != CU_EVENT_WAIT_EXTERNAL) {
     return CUDA_ERROR_INVALID_VALUE;
   }
+  if (ev->imported()) {  // Note [ipc events]: the generation recorded now, by the exporter
+    const std::shared_ptr<memsim::SharedEventState> shared = ev->shared();
+    const uint64_t generation = shared->recorded();
+    if (shared->Reached(generation)) return ctx->sticky_error();
+    StreamOp op;
+    op.device_work = false;
+    op.run = [shared, generation] { shared->WaitFor(generation); };
+    ctx->Enqueue(stream, std::move(op));
+    return ctx->sticky_error();
+  }
   std::vector<CUgraphNode> nodes;
   if (auto capture = ev->Captured(&nodes)) {
     if (CUresult r = CheckLegacyUse(*ctx, *stream, /*invalidate=*/true)) return r;
@@ -186,6 +196,7 @@ CUresult Record(CUevent hEvent, CUstream h, bool ptds) {
   if (!ev) return CUDA_ERROR_INVALID_HANDLE;
   // Documented for cuEventRecord: the event and the stream must be of one context.
   if (ev->context() != ctx.get()) return CUDA_ERROR_INVALID_HANDLE;
+  if (ev->imported()) return CUDA_ERROR_NOT_SUPPORTED;  // Note [ipc events]
   if (CUresult r = CheckLegacyUse(*ctx, *stream, /*invalidate=*/true)) return r;
   if (auto capture = stream->capture()) {  // Note [cross-stream capture] in graph.h
     ev->RecordCaptured(capture, capture->Snapshot(stream.get()));
@@ -279,7 +290,14 @@ CUresult CUDAAPI cuEventCreate(CUevent* phEvent, unsigned int Flags) {
   if (CUresult r = CurrentContext(&ctx)) return r;
   const unsigned known = CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS;
   if (phEvent == nullptr || (Flags & ~known) != 0) return CUDA_ERROR_INVALID_VALUE;
-  auto ev = std::make_shared<Event>(ctx.get(), Flags);
+  // Documented: CU_EVENT_INTERPROCESS must be specified along with CU_EVENT_DISABLE_TIMING.
+  std::shared_ptr<memsim::SharedEventState> shared;
+  if (Flags & CU_EVENT_INTERPROCESS) {
+    if ((Flags & CU_EVENT_DISABLE_TIMING) == 0) return CUDA_ERROR_INVALID_VALUE;
+    shared = memsim::SharedEventState::Create();  // Note [ipc events]
+    if (!shared) return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  auto ev = std::make_shared<Event>(ctx.get(), Flags, std::move(shared));
   D().events.Add(ev);
   *phEvent = reinterpret_cast<CUevent>(ev.get());
   return CUDA_SUCCESS;

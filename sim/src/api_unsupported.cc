@@ -51,8 +51,6 @@ MEMSIM_NOT_SUPPORTED(cuArrayDestroy, (CUarray))
 
 // Managed memory, IPC, imported handles.
 MEMSIM_NOT_SUPPORTED(cuMemAllocManaged, (CUdeviceptr*, size_t, unsigned int))
-MEMSIM_NOT_SUPPORTED(cuIpcGetEventHandle, (CUipcEventHandle*, CUevent))
-MEMSIM_NOT_SUPPORTED(cuIpcOpenEventHandle, (CUevent*, CUipcEventHandle))
 MEMSIM_NOT_SUPPORTED(cuMemGetHandleForAddressRange,
                      (void*, CUdeviceptr, size_t, CUmemRangeHandleType, unsigned long long))
 

@@ -265,6 +265,10 @@ CUresult CUDAAPI cuMemExportToShareableHandle(void* shareableHandle,
   auto phys = D().physical.Get(reinterpret_cast<const void*>(handle));
   if (!phys || shareableHandle == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
   if (handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_NOT_SUPPORTED;
+  // Exportable only as a type requested at creation (CUmemAllocationProp::requestedHandleTypes;
+  // CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED: "if requested via
+  // cuMemCreate").
+  if ((phys->prop().requestedHandleTypes & handleType) == 0) return CUDA_ERROR_INVALID_VALUE;
   const int fd = dup(phys->fd());
   if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
   *static_cast<int*>(shareableHandle) = fd;

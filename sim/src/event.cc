@@ -12,7 +12,9 @@ void Event::Record(Context* ctx, const std::shared_ptr<Stream>& stream) {
   StreamOp op;
   op.device_work = false;
   std::weak_ptr<Event> self = weak_from_this();
-  op.run = [self, generation] {
+  const uint64_t shared_generation = shared_ ? shared_->BeginRecord() : 0;
+  op.run = [self, generation, shared = shared_, shared_generation] {
+    if (shared) shared->Completed(shared_generation);  // Note [ipc events]
     if (auto ev = self.lock()) {
       std::lock_guard<std::mutex> lock(ev->mu_);
       if (ev->generation_ == generation) ev->time_ = Clock::now();
@@ -49,11 +51,13 @@ std::pair<std::shared_ptr<Stream>, uint64_t> Event::LastRecord() {
 }
 
 bool Event::Complete() {
+  if (imported_) return shared_->Complete();
   auto [stream, seq] = LastRecord();
   return stream == nullptr || stream->IsDone(seq);
 }
 
 void Event::Synchronize() {
+  if (imported_) return shared_->WaitFor(shared_->recorded());
   auto [stream, seq] = LastRecord();
   if (stream != nullptr) stream->WaitFor(seq);
 }

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cuda_api.h"
+#include "ipc_event.h"
 
 namespace memsim {
 
@@ -28,11 +29,18 @@ class Event : public std::enable_shared_from_this<Event> {
  public:
   using Clock = std::chrono::steady_clock;
 
-  Event(Context* ctx, unsigned flags) : ctx_(ctx), flags_(flags) {}
+  // `shared`: the record state of an interprocess event (Note [ipc events] in ipc_event.h),
+  // created with it or, when `imported`, opened from another process's handle.
+  Event(Context* ctx, unsigned flags, std::shared_ptr<SharedEventState> shared = nullptr,
+        bool imported = false)
+      : ctx_(ctx), flags_(flags), shared_(std::move(shared)), imported_(imported) {}
 
   Context* context() const { return ctx_; }
   unsigned flags() const { return flags_; }
   bool timing_disabled() const { return (flags_ & CU_EVENT_DISABLE_TIMING) != 0; }
+  const std::shared_ptr<SharedEventState>& shared() const { return shared_; }
+  // Opened with cuIpcOpenEventHandle: its records are another process's.
+  bool imported() const { return imported_; }
 
   // REQUIRES: stream belongs to ctx (the stream's context).
   void Record(Context* ctx, const std::shared_ptr<Stream>& stream);
@@ -56,6 +64,8 @@ class Event : public std::enable_shared_from_this<Event> {
 
   Context* const ctx_;
   const unsigned flags_;
+  const std::shared_ptr<SharedEventState> shared_;
+  const bool imported_;
   std::mutex mu_;
   std::shared_ptr<Stream> stream_;
   uint64_t seq_ = 0;

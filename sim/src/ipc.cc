@@ -34,15 +34,6 @@ struct Wire {
 };
 static_assert(sizeof(Wire) <= sizeof(CUipcMemHandle));
 
-uint64_t NodeHash() {
-  uint64_t h = 1469598103934665603ULL;
-  for (unsigned char c : Driver::Get().config().node) {
-    h ^= c;
-    h *= 1099511628211ULL;
-  }
-  return h;
-}
-
 // Handles opened in this process: (context, exporter pid, buffer id) -> mapping.
 struct Opened {
   uint64_t ptr;
@@ -62,6 +53,15 @@ OpenTable& Table() {
 
 }  // namespace
 
+uint64_t IpcNodeHash() {
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : Driver::Get().config().node) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
+
 CUresult ExportMemHandle(uint64_t dptr, CUipcMemHandle* out) {
   Device* dev = Driver::Get().DeviceForAddress(dptr);
   if (dev == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -79,7 +79,7 @@ CUresult ExportMemHandle(uint64_t dptr, CUipcMemHandle* out) {
   w.offset = dev->va().FileOffset(dptr);
   w.size = info->size;
   w.buffer_id = info->buffer_id;
-  w.node_hash = NodeHash();
+  w.node_hash = IpcNodeHash();
   std::memset(out, 0, sizeof(*out));
   std::memcpy(out->reserved, &w, sizeof(w));
   return CUDA_SUCCESS;
@@ -88,7 +88,7 @@ CUresult ExportMemHandle(uint64_t dptr, CUipcMemHandle* out) {
 CUresult OpenMemHandle(Context* ctx, const CUipcMemHandle& handle, uint64_t* out) {
   Wire w;
   std::memcpy(&w, handle.reserved, sizeof(w));
-  if (w.magic != kMagic || w.node_hash != NodeHash() || w.size == 0 || w.pid <= 0) {
+  if (w.magic != kMagic || w.node_hash != IpcNodeHash() || w.size == 0 || w.pid <= 0) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   if (w.pid == static_cast<int32_t>(getpid())) return CUDA_ERROR_INVALID_CONTEXT;

@@ -27,6 +27,9 @@ namespace memsim {
 
 class Context;
 
+// FNV-1a of MEMSIM_NODE, carried in IPC handles: a handle of another node is refused.
+uint64_t IpcNodeHash();
+
 CUresult ExportMemHandle(uint64_t dptr, CUipcMemHandle* out);
 CUresult OpenMemHandle(Context* ctx, const CUipcMemHandle& handle, uint64_t* out);
 CUresult CloseMemHandle(uint64_t dptr);

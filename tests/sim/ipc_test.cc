@@ -2,7 +2,9 @@
 // (memsim_probe ipc) opens a handle of this process's cuMemAlloc memory, checks its bytes and
 // writes their complement back. Part of memsim_api_test.
 #include <stdio.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -14,7 +16,8 @@ namespace {
 
 constexpr size_t kBytes = 1u << 20;
 
-std::string Hex(const CUipcMemHandle& h) {
+template <typename Handle>
+std::string Hex(const Handle& h) {
   std::string s;
   char byte[3];
   for (char c : h.reserved) {
@@ -94,6 +97,50 @@ TEST_F(SimIpcTest, OnlyCuMemAllocMemoryCanBeExported) {
   EXPECT_EQ(cuIpcGetMemHandle(&handle, d + 4096), CUDA_ERROR_INVALID_VALUE);  // not the base
   EXPECT_CU(cuMemFree(d));
   EXPECT_CU(cuCtxSynchronize());
+}
+
+std::string ReadLine(FILE* from) {
+  char line[128] = {};
+  if (std::fgets(line, sizeof(line), from) == nullptr) return "";
+  std::string s(line);
+  if (!s.empty() && s.back() == '\n') s.pop_back();
+  return s;
+}
+
+// Note [ipc events] in sim/src/ipc_event.h.
+TEST_F(SimIpcTest, InterprocessEventCompletesInAnotherProcessWhenItsStreamGetsThere) {
+  CUevent ev, plain, opened;
+  EXPECT_EQ(cuEventCreate(&ev, CU_EVENT_INTERPROCESS),
+            CUDA_ERROR_INVALID_VALUE);  // needs timing off
+  ASSERT_CU(cuEventCreate(&ev, CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING));
+  ASSERT_CU(cuEventCreate(&plain, CU_EVENT_DISABLE_TIMING));
+  CUipcEventHandle handle;
+  EXPECT_EQ(cuIpcGetEventHandle(&handle, plain), CUDA_ERROR_INVALID_VALUE);
+  CUstream s;
+  ASSERT_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  std::atomic<bool> release{false};
+  ASSERT_CU(cuLaunchHostFunc(
+      s,
+      [](void* flag) {
+        while (!static_cast<std::atomic<bool>*>(flag)->load()) usleep(1000);
+      },
+      &release));
+  ASSERT_CU(cuEventRecord(ev, s));  // reached only once `release` is set
+  ASSERT_CU(cuIpcGetEventHandle(&handle, ev));
+  EXPECT_EQ(cuIpcOpenEventHandle(&opened, handle), CUDA_ERROR_INVALID_CONTEXT);  // the exporter
+  const std::string cmd = std::string(MEMSIM_PROBE_PATH) + " ipcevent " + Hex(handle);
+  FILE* probe = popen(cmd.c_str(), "r");
+  ASSERT_NE(probe, nullptr);
+  EXPECT_EQ(ReadLine(probe), "query 600");  // CUDA_ERROR_NOT_READY: the stream is held
+  release = true;
+  EXPECT_EQ(ReadLine(probe), "synchronized 0");
+  EXPECT_EQ(ReadLine(probe), "waited 0 0");
+  EXPECT_EQ(ReadLine(probe), "record 801");  // CUDA_ERROR_NOT_SUPPORTED on an opened event
+  EXPECT_EQ(pclose(probe), 0);
+  ASSERT_CU(cuStreamSynchronize(s));
+  EXPECT_CU(cuEventDestroy(ev));
+  EXPECT_CU(cuEventDestroy(plain));
+  EXPECT_CU(cuStreamDestroy(s));
 }
 
 }  // namespace

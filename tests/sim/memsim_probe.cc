@@ -9,6 +9,11 @@
 //   memsim_probe ipc HEX N    open the CUipcMemHandle given as 128 hex digits, print the FNV-1a
 //                             checksum of its first N bytes, overwrite them with their bitwise
 //                             complement, close the handle; or print the open's error code
+//   memsim_probe ipcevent HEX open the CUipcEventHandle given as 128 hex digits and print, one
+//                             line each as they happen: "query" (cuEventQuery), "synchronized"
+//                             (cuEventSynchronize), "waited" (cuStreamWaitEvent, then
+//                             cuStreamSynchronize) and "record" (cuEventRecord on it), each
+//                             with its result; or print the open's error code
 #include <cuda.h>
 #include <unistd.h>
 
@@ -48,14 +53,42 @@ int HostNuma() {
   return 0;
 }
 
+// Parses 128 hex digits into a 64-byte handle; false if malformed.
+bool ParseHandle(const char* hex, char (&reserved)[64]) {
+  if (std::strlen(hex) != 2 * sizeof(reserved)) return false;
+  for (size_t i = 0; i < sizeof(reserved); ++i) {
+    unsigned v = 0;
+    if (std::sscanf(hex + 2 * i, "%2x", &v) != 1) return false;
+    reserved[i] = static_cast<char>(v);
+  }
+  return true;
+}
+
+int OpenIpcEvent(const char* hex) {
+  CUipcEventHandle handle = {};
+  if (!ParseHandle(hex, handle.reserved)) return 64;
+  CUevent ev;
+  const CUresult r = cuIpcOpenEventHandle(&ev, handle);
+  if (r != CUDA_SUCCESS) {
+    std::printf("error %d\n", static_cast<int>(r));
+    return 0;
+  }
+  std::printf("query %d\n", static_cast<int>(cuEventQuery(ev)));
+  std::fflush(stdout);
+  std::printf("synchronized %d\n", static_cast<int>(cuEventSynchronize(ev)));
+  CUstream s;
+  if (CUresult c = cuStreamCreate(&s, CU_STREAM_NON_BLOCKING)) return Fail("cuStreamCreate", c);
+  const CUresult waited = cuStreamWaitEvent(s, ev, 0);
+  std::printf("waited %d %d\n", static_cast<int>(waited), static_cast<int>(cuStreamSynchronize(s)));
+  std::printf("record %d\n", static_cast<int>(cuEventRecord(ev, s)));
+  cuStreamDestroy(s);
+  if (CUresult c = cuEventDestroy(ev)) return Fail("cuEventDestroy", c);
+  return 0;
+}
+
 int OpenIpc(const char* hex, size_t bytes) {
   CUipcMemHandle handle = {};
-  if (std::strlen(hex) != 2 * sizeof(handle.reserved)) return 64;
-  for (size_t i = 0; i < sizeof(handle.reserved); ++i) {
-    unsigned v = 0;
-    if (std::sscanf(hex + 2 * i, "%2x", &v) != 1) return 64;
-    handle.reserved[i] = static_cast<char>(v);
-  }
+  if (!ParseHandle(hex, handle.reserved)) return 64;
   CUdeviceptr p = 0;
   const CUresult r = cuIpcOpenMemHandle(&p, handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
   if (r != CUDA_SUCCESS) {
@@ -100,6 +133,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (std::strcmp(mode, "hostnuma") == 0) return HostNuma();
+  if (std::strcmp(mode, "ipcevent") == 0 && argc == 3) return OpenIpcEvent(argv[2]);
   if (std::strcmp(mode, "ipc") == 0 && argc == 4)
     return OpenIpc(argv[2], std::strtoull(argv[3], nullptr, 10));
   if (argc < 3) return 64;

@@ -427,6 +427,18 @@ TEST_F(SimVmmTest, ExportedFileDescriptorSharesThePhysicalPages) {
   ASSERT_CU(cuMemAddressFree(va, kChunk));
 }
 
+TEST_F(SimVmmTest, OnlyHandleTypesRequestedAtCreationAreExported) {
+  CUmemAllocationProp prop = DeviceProp();
+  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
+  CUmemGenericAllocationHandle h;
+  ASSERT_CU(cuMemCreate(&h, kChunk, &prop, 0));
+  int fd = -1;
+  EXPECT_EQ(cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(fd, -1);
+  ASSERT_CU(cuMemRelease(h));
+}
+
 TEST_F(SimVmmTest, ImportedFileDescriptorMapsTheSameMemoryWithoutNewCharge) {
   CUmemAllocationProp prop = DeviceProp();
   CUmemGenericAllocationHandle h;
