@@ -37,7 +37,7 @@ CUresult ShimCore::PinBlock(CUdeviceptr ptr, PinnedBlock* out) {
   for (int attempt = 0; attempt < kPinAttempts; ++attempt) {
     Ticket ticket;
     const CUresult r = BeforeAccess(&range, 1, nullptr, false, /*synchronous=*/true, &ticket);
-    AfterEnqueue(ticket);
+    ticket.Close();
     if (r != CUDA_SUCCESS) return r;
     MutexLock lock(&mu_);
     AllocationFacts facts;

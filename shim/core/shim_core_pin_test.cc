@@ -28,7 +28,7 @@ TEST_F(ShimCorePinTest, PinnedBlockStaysOnTheDeviceUnderPressureAndPagesWhenUnpi
   ASSERT_EQ(core_->Alloc(&block, 4 * kMiB), CUDA_SUCCESS);
   ASSERT_EQ(Write(s, block, 4 * kMiB, 7), CUDA_SUCCESS);
   Pressure(s, 4, 100);  // pages the block out first: pinning has to page it in
-  ASSERT_EQ(core_->ResidenceOf(block), Residence::kHost);
+  ASSERT_EQ(core_->TEST_ResidenceOf(block), Residence::kHost);
 
   ShimCore::PinnedBlock pinned;
   ASSERT_EQ(core_->PinBlock(block, &pinned), CUDA_SUCCESS);
@@ -40,8 +40,8 @@ TEST_F(ShimCorePinTest, PinnedBlockStaysOnTheDeviceUnderPressureAndPagesWhenUnpi
   EXPECT_NE(pinned.chunks[0], 0u);
 
   Pressure(s, 4, 200);  // 8 blocks through the 2 chunks left
-  EXPECT_EQ(core_->ResidenceOf(block), Residence::kDevice);
-  EXPECT_EQ(core_->ResidenceOf(block + 2 * kMiB), Residence::kDevice);
+  EXPECT_EQ(core_->TEST_ResidenceOf(block), Residence::kDevice);
+  EXPECT_EQ(core_->TEST_ResidenceOf(block + 2 * kMiB), Residence::kDevice);
   EXPECT_GT(core_->stats().evictions, 4u);
   ShimCore::PinnedBlock again;  // the same physical chunks while pinned
   ASSERT_EQ(core_->PinBlock(block, &again), CUDA_SUCCESS);
@@ -50,7 +50,7 @@ TEST_F(ShimCorePinTest, PinnedBlockStaysOnTheDeviceUnderPressureAndPagesWhenUnpi
 
   core_->UnpinBlock(pinned);
   Pressure(s, 0, 300);
-  EXPECT_EQ(core_->ResidenceOf(block), Residence::kHost);
+  EXPECT_EQ(core_->TEST_ResidenceOf(block), Residence::kHost);
   uint64_t sum = 0;
   ASSERT_EQ(Read(s, block, 4 * kMiB, &sum), CUDA_SUCCESS);
   ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
@@ -77,10 +77,10 @@ TEST_F(ShimCorePinTest, PinsNestAndCountPerChunk) {
   EXPECT_EQ(a.chunks, b.chunks);
   core_->UnpinBlock(a);
   Pressure(s, 6, 10);
-  EXPECT_EQ(core_->ResidenceOf(small_a), Residence::kDevice);  // still pinned by b
+  EXPECT_EQ(core_->TEST_ResidenceOf(small_a), Residence::kDevice);  // still pinned by b
   core_->UnpinBlock(b);
   Pressure(s, 0, 20);
-  EXPECT_EQ(core_->ResidenceOf(small_a), Residence::kHost);
+  EXPECT_EQ(core_->TEST_ResidenceOf(small_a), Residence::kHost);
 }
 
 TEST_F(ShimCorePinTest, OnlyWholeLiveBlocksThatFitThePinnedBudgetArePinned) {
@@ -96,7 +96,7 @@ TEST_F(ShimCorePinTest, OnlyWholeLiveBlocksThatFitThePinnedBudgetArePinned) {
   CUstream s = fake_.CreateStream();
   ASSERT_EQ(Write(s, big, 10 * kMiB, 3), CUDA_SUCCESS);
   Pressure(s, 4, 30);
-  EXPECT_EQ(core_->ResidenceOf(big), Residence::kHost);
+  EXPECT_EQ(core_->TEST_ResidenceOf(big), Residence::kHost);
 }
 
 }  // namespace
