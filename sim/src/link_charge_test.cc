@@ -139,6 +139,14 @@ TEST_F(LinkChargeTest, BookingHoldsTheEngineForTheModelledTime) {
   EXPECT_GE(second - first, model);
 }
 
+TEST_F(LinkChargeTest, EnginesCountTheBytesBooked) {
+  const LinkCharge c = ChargeOfCopy(Dev(numa_), kBytes, Dev(device_), kBytes, kBytes);
+  c.Book();
+  c.Book();
+  EXPECT_EQ(dev_->d2h().booked_bytes(), 2 * kBytes);
+  EXPECT_EQ(dev_->h2d().booked_bytes(), 0u);
+}
+
 class UnthrottledLinkChargeTest : public LinkChargeTest {
  protected:
   void SetUp() override { SetUpDevice(0); }
@@ -152,6 +160,8 @@ TEST_F(UnthrottledLinkChargeTest, NothingIsBookedByDefault) {
     EXPECT_EQ(c.d2h, nullptr);
     EXPECT_FALSE(c.throttled());
   }
+  dev_->h2d().Book(kBytes);
+  EXPECT_EQ(dev_->h2d().booked_bytes(), 0u);
 }
 
 }  // namespace
