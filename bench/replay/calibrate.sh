@@ -17,10 +17,16 @@
 # (e.g. 30Gi); the run uses DEVICE x SCALE as the shim's budget. A ratio off
 # by more than 15% is marked.
 #
+# The table also gives the bytes the simulated link carried in each direction
+# over all iterations (MEMSIM_LOG_LINK, docs/sim.md) beside what memvirt-sim
+# predicts for the same iterations with the shim layout.
+#
 # After the table, a link check re-runs the last DEVICE with the simulated
-# link 1000 times slower, to show whether the shim's transfers are charged.
+# link LINK_CHECK_FACTOR times slower, to show how much of the measured time is
+# transfer time.
 #
 # Environment: PCIE_GBPS (full-scale link, default 15.754), POLICY (lifetime),
+# LINK_CHECK_FACTOR (2),
 # ITERATIONS (2), RAW_DIR (if set, every run's JSON is kept there as
 # unlimited-plain.json, unlimited-shim.json, DEVICE.json, DEVICE-shim-layout.json
 # and DEVICE-slow-link.json, so predictions can
@@ -71,14 +77,24 @@ echo "trace $trace scale $scale time-scale $time_scale link $scaled_gbps GB/s po
 echo "unlimited, plain: $base_us us last iteration, measured/ideal $(field "$base" "['slowdown']"), mismatches $(field "$base" "['mismatches']")"
 echo "unlimited, shim: $shim_base_us us last iteration, measured/ideal $(field "$shim_base" "['slowdown']"), mismatches $(field "$shim_base" "['mismatches']")"
 echo
-echo "| device (full scale) | budget | mismatches | measured / plain | measured / shim unlimited | predicted, tensor layout | predicted, shim layout | shim vs tensor layout | shim vs shim layout |"
-echo "|---|---|---|---|---|---|---|---|---|"
+echo "| device (full scale) | budget | mismatches | measured / plain | measured / shim unlimited | predicted, tensor layout | predicted, shim layout | shim vs tensor layout | shim vs shim layout | link MB in / out, measured | same, predicted (shim layout) |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
+link_log=$(mktemp)
+trap 'rm -f "$link_log"' EXIT
 run_shim() {  # run_shim BUDGET [extra replay flags...]: the replay under the shim
   local budget=$1
   shift
   # The simulated GPU gets the budget plus room for the shim's own staging.
   MEMSIM_DEVICE_MEMORY=$((budget + (16 << 20))) MEMSHIM_DEVICE_BUDGET=$budget \
-    MEMSHIM_POLICY=$policy LD_PRELOAD="$shim" "$replay" "${common[@]}" "$@"
+    MEMSHIM_POLICY=$policy MEMSIM_LOG_LINK=1 LD_PRELOAD="$shim" "$replay" "${common[@]}" "$@" \
+    2> "$link_log"
+}
+# The link bytes of the last run_shim, "IN / OUT" in MB (10^6 B).
+measured_link() {
+  py "
+import re, sys
+m = re.search(r'link: h2d (\d+) bytes, d2h (\d+) bytes', open('$link_log').read())
+print('%.1f / %.1f' % (int(m.group(1)) / 1e6, int(m.group(2)) / 1e6) if m else 'n/a')"
 }
 predict=()
 for device in "$@"; do
@@ -87,6 +103,8 @@ for device in "$@"; do
            --predict-policy "$policy")
   out=$(run_shim "$budget" "${predict[@]}")
   keep "$device" "$out"
+  link=$(measured_link)
+  link_at_last=$(cat "$link_log")
   # The same prediction with the trace paged as the shim pages it (Note [shim layout]).
   shim_layout=$("$replay" "${common[@]}" "${predict[@]}" --predict-layout shim --predict-only)
   keep "$device-shim-layout" "$shim_layout"
@@ -96,19 +114,35 @@ for device in "$@"; do
   predicted=$(py "print('%.4f' % $(field "$out" "['predicted']['slowdown']"))")
   predicted_shim=$(py "print('%.4f' % $(field "$shim_layout" "['predicted']['slowdown']"))")
   ratio() { py "r = $1 / $2; print('%.3f%s' % (r, '' if abs(r - 1) <= 0.15 else ' (>15%)'))"; }
-  echo "| $device | $budget | $(field "$out" "['mismatches']") | $measured | $measured_shim | $predicted | $predicted_shim | $(ratio "$measured_shim" "$predicted") | $(ratio "$measured_shim" "$predicted_shim") |"
+  predicted_link=$(py "
+import json, sys
+it = json.loads(sys.argv[1])['predicted']['per_iteration']
+print('%.1f / %.1f' % (sum(i['h2d_bytes'] for i in it) / 1e6, sum(i['d2h_bytes'] for i in it) / 1e6))" "$shim_layout")
+  echo "| $device | $budget | $(field "$out" "['mismatches']") | $measured | $measured_shim | $predicted | $predicted_shim | $(ratio "$measured_shim" "$predicted") | $(ratio "$measured_shim" "$predicted_shim") | $link | $predicted_link |"
 done
 
-# Link check: the last size again with the simulated link 1000 times slower.
-# If the shim's page-ins and page-outs were charged to the link, the time
-# would grow by about (bytes moved / link) x 999; if it barely moves, the
-# measured slowdowns above contain no transfer time at all.
-slow_gbps=$(py "print('%.9g' % ($scaled_gbps / 1000))")
+# Link check: the last size again with the simulated link LINK_CHECK_FACTOR
+# times slower. The shim's page-ins and page-outs are charged to the link
+# (Note [host-backed transfers] in sim/src/link_charge.h), so the time grows by
+# up to the transfer time added per iteration (the bytes moved each way over
+# the slower link, less over the faster one; less where transfers overlap
+# kernels or each other).
+factor=${LINK_CHECK_FACTOR:-2}
+slow_gbps=$(py "print('%.9g' % ($scaled_gbps / $factor))")
 slow=$(MEMSIM_H2D_GBPS=$slow_gbps MEMSIM_D2H_GBPS=$slow_gbps run_shim "$budget")
 keep "$device-slow-link" "$slow"
 slow_us=$(field "$slow" "['time_us']")
-moved=$(field "$shim_layout" "['predicted']['traffic_bytes']")
+h2d=$(field "$shim_layout" "['predicted']['h2d_bytes']")
+d2h=$(field "$shim_layout" "['predicted']['d2h_bytes']")
+added_us() { py "print('%.0f' % (max($h2d, $d2h) * (1 / $slow_gbps - 1 / $scaled_gbps) / 1e3))"; }
+# What the bytes the shim moved (all iterations, both directions, from the
+# last full-speed run) add per iteration if its copies run one at a time.
+serial_us=$(py "
+import re
+m = re.search(r'link: h2d (\d+) bytes, d2h (\d+) bytes', '''$link_at_last''')
+print('%.0f' % ((int(m.group(1)) + int(m.group(2))) / $iterations * (1 / $slow_gbps - 1 / $scaled_gbps) / 1e3) if m else 'n/a')")
 echo
 echo "link check at $device: link $scaled_gbps -> $slow_gbps GB/s: last iteration $time_us -> $slow_us us" \
-     "(x$(py "print('%.3f' % ($slow_us / $time_us))")); the shim layout moves $moved bytes per iteration," \
-     "which at $slow_gbps GB/s take $(py "print('%.0f' % ($moved / ($slow_gbps * 1e3)))") us"
+     "(+$(py "print('%.0f' % ($slow_us - $time_us))") us); the shim layout moves $h2d B in and $d2h B out" \
+     "per iteration, whose busier direction takes $(added_us) us longer on the slower link;" \
+     "the bytes the shim moved (measured, both directions, one at a time) take $serial_us us longer per iteration"

@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <iterator>
 
 #include "populate.h"
@@ -356,6 +357,20 @@ bool AddressSpace::DeniesDevice(uint64_t addr, uint64_t size, int ordinal, bool 
     return true;
   }
   return false;
+}
+
+uint64_t AddressSpace::HostBackedBytes(uint64_t addr, uint64_t size) {
+  const uint64_t end = addr + size;
+  uint64_t bytes = 0;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = mappings_.upper_bound(addr);
+  if (it != mappings_.begin()) --it;
+  for (; it != mappings_.end() && it->first < end; ++it) {
+    const uint64_t piece_end = it->first + it->second.size;
+    if (piece_end <= addr || it->second.phys->device_located()) continue;
+    bytes += std::min(piece_end, end) - std::max(it->first, addr);
+  }
+  return bytes;
 }
 
 std::optional<RangeInfo> AddressSpace::Lookup(uint64_t addr) {

@@ -126,6 +126,9 @@ class AddressSpace {
   // True when some mapping in [addr, addr + size) (size 0: addr alone) is accessible to the
   // MMU but not to device `ordinal` (read access; read-write when `write`).
   bool DeniesDevice(uint64_t addr, uint64_t size, int ordinal, bool write);
+  // Bytes of [addr, addr + size) mapped to host-located physical memory (HOST, HOST_NUMA):
+  // memory a device reaches across its link (Note [host-backed transfers] in link_charge.h).
+  uint64_t HostBackedBytes(uint64_t addr, uint64_t size);
   std::optional<RangeInfo> Lookup(uint64_t addr);
 
  private:

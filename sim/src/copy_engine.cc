@@ -13,7 +13,13 @@ CopyEngine::Clock::time_point CopyEngine::Book(size_t bytes) {
   std::lock_guard<std::mutex> lock(mu_);
   const auto start = busy_until_ > now ? busy_until_ : now;
   busy_until_ = start + duration;
+  booked_bytes_ += bytes;
   return busy_until_;
+}
+
+uint64_t CopyEngine::booked_bytes() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return booked_bytes_;
 }
 
 void CopyEngine::Transfer(void* dst, const void* src, size_t bytes) {

@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <mutex>
 
 namespace memsim {
@@ -30,11 +31,14 @@ class CopyEngine {
   void Transfer(void* dst, const void* src, size_t bytes);
 
   bool throttled() const { return bytes_per_second_ > 0; }
+  // Bytes booked so far (0 when unthrottled: nothing is booked).
+  uint64_t booked_bytes();
 
  private:
   const double bytes_per_second_;
   std::mutex mu_;
   Clock::time_point busy_until_{};
+  uint64_t booked_bytes_ = 0;
 };
 
 }  // namespace memsim

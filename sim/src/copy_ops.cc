@@ -8,6 +8,7 @@
 #include "device_access.h"
 #include "driver.h"
 #include "fault_guard.h"
+#include "link_charge.h"
 #include "stream.h"
 
 namespace memsim {
@@ -70,11 +71,8 @@ CUresult ResolveByMemoryType(CUmemorytype type, uint64_t addr, size_t extent, bo
 }
 
 StreamOp MakeCopyOp(Context* raw, CopyEnd dst, CopyEnd src, CopyShape shape) {
-  CopyEngine* engine = nullptr;
-  if (src.dev == nullptr && dst.dev != nullptr) engine = &dst.dev->h2d();
-  if (src.dev != nullptr && dst.dev == nullptr) engine = &src.dev->d2h();
   StreamOp op;
-  op.run = [raw, engine, dst, src, shape] {
+  op.run = [raw, dst, src, shape] {
     const size_t rows = shape.rows == 0 ? 0 : shape.rows - 1;
     const size_t dst_extent = rows * shape.dst_pitch + shape.width;
     const size_t src_extent = rows * shape.src_pitch + shape.width;
@@ -84,11 +82,13 @@ StreamOp MakeCopyOp(Context* raw, CopyEnd dst, CopyEnd src, CopyShape shape) {
       raw->SetStickyError(CUDA_ERROR_ILLEGAL_ADDRESS);  // Note [per-device access]
       return;
     }
+    // Note [host-backed transfers]
+    const LinkCharge link =
+        ChargeOfCopy(dst, dst_extent, src, src_extent, shape.width * shape.rows);
     auto body = [&] {
-      const size_t bytes = shape.width * shape.rows;
-      const auto done_at = engine != nullptr ? engine->Book(bytes) : CopyEngine::Clock::now();
+      const auto done_at = link.Book();
       CopyRows(dst, src, shape);
-      if (engine != nullptr && engine->throttled()) std::this_thread::sleep_until(done_at);
+      if (link.throttled()) std::this_thread::sleep_until(done_at);
     };
     if (!RunGuardedCall(body)) raw->SetStickyError(CUDA_ERROR_ILLEGAL_ADDRESS);
   };
@@ -109,7 +109,12 @@ StreamOp MakeMemsetOp(Context* raw, uint64_t dst, size_t pitch, uint32_t value, 
       raw->SetStickyError(CUDA_ERROR_ILLEGAL_ADDRESS);  // Note [per-device access]
       return;
     }
+    // Note [host-backed transfers]
+    const LinkCharge link =
+        ChargeOfMemset(*raw->device(), CopyEnd{dst, Driver::Get().DeviceForAddress(dst)}, extent,
+                       width * element_size * rows);
     auto body = [&] {
+      const auto done_at = link.Book();
       for (size_t r = 0; r < rows; ++r) {
         auto* row = reinterpret_cast<unsigned char*>(dst + r * pitch);
         if (element_size == 1) {
@@ -122,6 +127,7 @@ StreamOp MakeMemsetOp(Context* raw, uint64_t dst, size_t pitch, uint32_t value, 
           for (size_t i = 0; i < width; ++i) p[i] = value;
         }
       }
+      if (link.throttled()) std::this_thread::sleep_until(done_at);
     };
     if (!RunGuardedCall(body)) raw->SetStickyError(CUDA_ERROR_ILLEGAL_ADDRESS);
   };

@@ -4,6 +4,7 @@
 #include <iterator>
 
 #include "fault_guard.h"
+#include "link_report.h"
 
 namespace memsim {
 
@@ -29,6 +30,7 @@ CUresult Driver::Init(unsigned flags) {
   devices_ = std::move(devices);
   for (const auto& dev : devices_) pools.Add(dev->default_pool());
   InstallFaultHandler();
+  ReportLinkAtExitIfAsked();
   init_result_ = CUDA_SUCCESS;
   initialized_.store(true, std::memory_order_release);
   return CUDA_SUCCESS;
