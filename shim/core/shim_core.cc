@@ -7,6 +7,7 @@
 
 #include "shim/core/log.h"
 #include "shim/core/relaxed_capture_mode.h"
+#include "shim/driver/scoped_context.h"
 
 namespace memvirt::shim {
 namespace {
@@ -45,32 +46,23 @@ std::string DeviceUuid(const Driver* driver, CUdevice device) {
   return out;
 }
 
-// Note [foreign threads]
-//   Most entry points run on the application's thread, inside the call it
-//   made, with the core's context current. SetDeviceBudget may be called from
-//   a control-plane thread with no context; it makes the core's context
-//   current for its duration (push/pop, so a caller's own context is kept).
-class ScopedContext {
- public:
-  ScopedContext(const Driver* driver, CUcontext context) : driver_(driver) {
-    CUcontext current = nullptr;
-    if (driver->cuCtxPushCurrent_v2 == nullptr || driver->cuCtxPopCurrent_v2 == nullptr ||
-        driver->cuCtxGetCurrent(&current) != CUDA_SUCCESS || current == context) {
-      return;
+// Devices that can access `device`'s memory (Note [peer access] in shim_core.h).
+std::vector<CUdevice> PeersOf(const Driver* driver, CUdevice device) {
+  std::vector<CUdevice> peers;
+  int count = 0;
+  if (driver->cuDeviceGetCount == nullptr || driver->cuDeviceCanAccessPeer == nullptr ||
+      driver->cuDeviceGetCount(&count) != CUDA_SUCCESS) {
+    return peers;
+  }
+  for (CUdevice peer = 0; peer < count; ++peer) {
+    int can = 0;
+    if (peer != device && driver->cuDeviceCanAccessPeer(&can, peer, device) == CUDA_SUCCESS &&
+        can != 0) {
+      peers.push_back(peer);
     }
-    pushed_ = driver->cuCtxPushCurrent_v2(context) == CUDA_SUCCESS;
   }
-  ~ScopedContext() {
-    CUcontext popped;
-    if (pushed_) driver_->cuCtxPopCurrent_v2(&popped);
-  }
-  ScopedContext(const ScopedContext&) = delete;
-  ScopedContext& operator=(const ScopedContext&) = delete;
-
- private:
-  const Driver* const driver_;
-  bool pushed_ = false;
-};
+  return peers;
+}
 
 }  // namespace
 
@@ -132,6 +124,7 @@ CUresult ShimCore::Create(const Driver* driver, const CoreOptions& options, Cont
     const uint32_t num_chunks = static_cast<uint32_t>(va >> kChunkShift);
     core->table_ = ChunkTable(core->base_, num_chunks);
     core->pool_ = std::make_unique<PhysicalPool>(driver, core->device_, numa);
+    core->pool_->SetPeers(PeersOf(driver, core->device_));
     // A failure leaves the host tier off (logged): the capacity below is then
     // the device budget (Note [host tier preconditions] in physical_pool.h).
     (void)core->pool_->Init(device_chunks, host_chunks);
@@ -1398,6 +1391,7 @@ CoreStats ShimCore::stats() {
   s.events_recorded = tracker_->events_recorded();
   s.device_chunks_in_use = pool_->device_in_use();
   s.device_chunk_limit = pool_->device_limit();
+  s.device_chunks_peak = pool_->device_peak();
   s.host_slots_in_use = pool_->host_in_use();
   s.host_slot_limit = pool_->host_limit();
   s.committed_chunks = allocator_->committed_chunks();

@@ -63,6 +63,9 @@ namespace memvirt::shim {
   X(cuMemcpyDtoHAsync_v2, false)          \
   X(cuMemHostRegister_v2, false)          \
   X(cuMemHostUnregister, false)           \
+  X(cuDeviceGetCount, false)              \
+  X(cuDeviceCanAccessPeer, false)         \
+  X(cuStreamSynchronize, true)            \
   X(cuThreadExchangeStreamCaptureMode, false)
 
 struct Driver {
