@@ -10,6 +10,7 @@
 #include <initializer_list>
 
 #include "shim/core/shim_core.h"
+#include "shim/hooks/cross_device.h"
 #include "shim/hooks/runtime.h"
 
 #define MEMSHIM_EXPORT extern "C" __attribute__((visibility("default")))
@@ -25,16 +26,27 @@ inline CUresult Forward(Fn fn, Args... args) {
 }
 
 // Copies and memsets: make `ranges` resident on `stream`, then call `fn`.
+// Sides in another device's reservation: Note [cross-device copies].
 template <typename Fn, typename... Args>
 inline CUresult Access(Fn fn, std::initializer_list<MemRange> ranges, CUstream stream,
                        bool per_thread, bool synchronous, Args... args) {
-  ShimCore* core = Runtime::Get().core();
-  if (core == nullptr) return Forward(fn, args...);
+  const Runtime& runtime = Runtime::Get();
+  ShimCore* core = runtime.core();
+  const int count = static_cast<int>(ranges.size());
+  OtherDeviceSides others;
+  if (!runtime.single_core()) {
+    CUresult r = others.Prepare(runtime, core, ranges.begin(), count);
+    if (r != CUDA_SUCCESS) return r;
+  }
   ShimCore::Ticket ticket;
-  CUresult r = core->BeforeAccess(ranges.begin(), static_cast<int>(ranges.size()), stream,
-                                  per_thread, synchronous, &ticket);
-  if (r != CUDA_SUCCESS) return r;
-  return Forward(fn, args...);  // `ticket` closes the enqueue window after the call
+  if (core != nullptr) {
+    CUresult r =
+        core->BeforeAccess(ranges.begin(), count, stream, per_thread, synchronous, &ticket);
+    if (r != CUDA_SUCCESS) return others.Finish(runtime, r, stream, per_thread);
+  }
+  CUresult r = Forward(fn, args...);
+  ticket.Close();
+  return others.Finish(runtime, r, stream, per_thread);
 }
 
 // Kernel launches: decode the arguments, make what they reach resident.
