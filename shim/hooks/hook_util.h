@@ -31,10 +31,11 @@ template <typename Fn, typename... Args>
 inline CUresult Access(Fn fn, std::initializer_list<MemRange> ranges, CUstream stream,
                        bool per_thread, bool synchronous, Args... args) {
   const Runtime& runtime = Runtime::Get();
-  ShimCore* core = runtime.core();
   const int count = static_cast<int>(ranges.size());
+  ShimCore* core = runtime.only_core();
   OtherDeviceSides others;
-  if (!runtime.single_core()) {
+  if (core == nullptr) {  // none yet, or several devices (Note [core routing])
+    core = runtime.core();
     CUresult r = others.Prepare(runtime, core, ranges.begin(), count);
     if (r != CUDA_SUCCESS) return r;
   }

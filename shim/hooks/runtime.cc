@@ -179,7 +179,7 @@ ControlPlane* Runtime::ControlFor(CUdevice device) {
 
 ShimCore* Runtime::CoreForAlloc() {
   // One device: its core, without asking the driver (Note [core routing]).
-  if (ShimCore* only = only_core_.load(std::memory_order_acquire)) return only;
+  if (ShimCore* only = only_core()) return only;
   if (config_.disabled || !driver_ok_ || !ready()) return nullptr;
   CUdevice device = -1;
   if (driver_.cuCtxGetDevice(&device) != CUDA_SUCCESS) return nullptr;  // no context yet

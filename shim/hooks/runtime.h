@@ -69,8 +69,7 @@ class Runtime {
   // disabled, before that device's first allocation, or after a failed
   // creation). Note [core routing].
   ShimCore* core() const {
-    ShimCore* only = only_core_.load(std::memory_order_acquire);
-    if (only != nullptr) return only;
+    if (ShimCore* only = only_core()) return only;
     return num_cores_.load(std::memory_order_acquire) == 0 ? nullptr : CoreOfCurrentDevice();
   }
   // The core of the current context's device, creating it in the current
@@ -96,8 +95,10 @@ class Runtime {
     const int n = num_cores_.load(std::memory_order_acquire);
     for (int i = 0; i < n; ++i) fn(cores_[i].load(std::memory_order_relaxed));
   }
-  // True while core() answers without asking the driver (Note [core routing]).
-  bool single_core() const { return only_core_.load(std::memory_order_acquire) != nullptr; }
+  // The only core while core() answers without asking the driver (one core,
+  // one device; Note [core routing]), else null.
+  ShimCore* only_core() const { return only_core_.load(std::memory_order_acquire); }
+  bool single_core() const { return only_core() != nullptr; }
   // The driver table the cores use (valid once ready()).
   const Driver* driver() const { return &driver_; }
 
