@@ -25,29 +25,41 @@ inline CUresult Forward(Fn fn, Args... args) {
   return fn != nullptr ? fn(args...) : CUDA_ERROR_NOT_INITIALIZED;
 }
 
+// Access() without an only core: no core yet, or several devices. The
+// current device's core (if any) takes its own sides; every side in another
+// device's reservation also goes to its own core (Note [cross-device copies]).
+template <typename Fn, typename... Args>
+CUresult AccessAnyDevice(const Runtime& runtime, Fn fn, std::initializer_list<MemRange> ranges,
+                         CUstream stream, bool per_thread, bool synchronous, Args... args) {
+  const int count = static_cast<int>(ranges.size());
+  ShimCore* core = runtime.core();
+  OtherDeviceSides others;
+  CUresult r = others.Prepare(runtime, core, ranges.begin(), count);
+  if (r != CUDA_SUCCESS) return r;
+  ShimCore::Ticket ticket;
+  if (core != nullptr) {
+    r = core->BeforeAccess(ranges.begin(), count, stream, per_thread, synchronous, &ticket);
+    if (r != CUDA_SUCCESS) return others.Finish(runtime, r, stream, per_thread);
+  }
+  r = Forward(fn, args...);
+  ticket.Close();
+  return others.Finish(runtime, r, stream, per_thread);
+}
+
 // Copies and memsets: make `ranges` resident on `stream`, then call `fn`.
-// Sides in another device's reservation: Note [cross-device copies].
 template <typename Fn, typename... Args>
 inline CUresult Access(Fn fn, std::initializer_list<MemRange> ranges, CUstream stream,
                        bool per_thread, bool synchronous, Args... args) {
   const Runtime& runtime = Runtime::Get();
-  const int count = static_cast<int>(ranges.size());
   ShimCore* core = runtime.only_core();
-  OtherDeviceSides others;
-  if (core == nullptr) {  // none yet, or several devices (Note [core routing])
-    core = runtime.core();
-    CUresult r = others.Prepare(runtime, core, ranges.begin(), count);
-    if (r != CUDA_SUCCESS) return r;
+  if (core == nullptr) {
+    return AccessAnyDevice(runtime, fn, ranges, stream, per_thread, synchronous, args...);
   }
   ShimCore::Ticket ticket;
-  if (core != nullptr) {
-    CUresult r =
-        core->BeforeAccess(ranges.begin(), count, stream, per_thread, synchronous, &ticket);
-    if (r != CUDA_SUCCESS) return others.Finish(runtime, r, stream, per_thread);
-  }
-  CUresult r = Forward(fn, args...);
-  ticket.Close();
-  return others.Finish(runtime, r, stream, per_thread);
+  CUresult r = core->BeforeAccess(ranges.begin(), static_cast<int>(ranges.size()), stream,
+                                  per_thread, synchronous, &ticket);
+  if (r != CUDA_SUCCESS) return r;
+  return Forward(fn, args...);  // `ticket` closes the enqueue window after the call
 }
 
 // Kernel launches: decode the arguments, make what they reach resident.
