@@ -23,6 +23,7 @@ namespace memvirt::shim {
 
 class ScopedContext {
  public:
+  // A null `context` leaves the current context alone (nothing is asked).
   ScopedContext(const Driver* driver, CUcontext context) : driver_(driver) {
     CUcontext current = nullptr;
     if (context == nullptr || driver->cuCtxPushCurrent_v2 == nullptr ||

@@ -20,9 +20,11 @@ CUresult Alloc(CUdeviceptr* dptr, size_t bytes) {
 
 ShimCore* Owner(CUdeviceptr ptr) { return Runtime::Get().OwnerOf(ptr); }
 
-// The owner's context while it runs (Note [core routing] in runtime.h).
+// The owner's context while it runs (Note [core routing] in runtime.h); with
+// one device nothing is pushed and the driver is not asked.
 ScopedContext OwnerContext(const ShimCore* owner) {
-  return ScopedContext(Runtime::Get().driver(), owner->context());
+  const Runtime& runtime = Runtime::Get();
+  return ScopedContext(runtime.driver(), runtime.single_core() ? nullptr : owner->context());
 }
 
 // The core of `device` for the application's own device memory: created if

@@ -25,7 +25,7 @@
 //   * Launches, graph launches, copies and memsets are issued in the current
 //     context: core() is that context's device's core. A copy side in
 //     another device's reservation is made resident by its own core too
-//     (Note [cross-device copies] in hook_util.h).
+//     (Note [cross-device copies] in cross_device.h).
 //   The cost on the launch path: while the process has exactly one core and
 //   the driver reports one device, core() is that core (one atomic load, no
 //   driver call, as before cores were per device); otherwise core() asks
