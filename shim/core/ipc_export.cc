@@ -17,7 +17,7 @@
 #include "shim/core/config.h"
 #include "shim/core/ipc_channel.h"
 #include "shim/core/log.h"
-#include "shim/core/scoped_context.h"
+#include "shim/driver/scoped_context.h"
 
 namespace memvirt::shim {
 

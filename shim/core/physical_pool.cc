@@ -7,7 +7,13 @@
 namespace memvirt::shim {
 
 PhysicalPool::PhysicalPool(const Driver* driver, CUdevice device, int host_numa_id)
-    : driver_(driver), device_id_(device), host_numa_id_(host_numa_id) {}
+    : driver_(driver), device_id_(device), host_numa_id_(host_numa_id) {
+  CUmemAccessDesc access = {};
+  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  access.location.id = device;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  access_.push_back(access);
+}
 
 PhysicalPool::~PhysicalPool() {
   for (uint32_t i = 0; i < host_.size(); ++i) {
@@ -98,13 +104,18 @@ CUmemAllocationProp PhysicalPool::HostSlotProperties() const {
 CUresult PhysicalPool::MapAt(CUdeviceptr va, CUmemGenericAllocationHandle handle) {
   CUresult r = driver_->cuMemMap(va, kChunkBytes, 0, handle, 0);
   if (r != CUDA_SUCCESS) return r;
-  CUmemAccessDesc access = {};
-  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  access.location.id = device_id_;
-  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-  r = driver_->cuMemSetAccess(va, kChunkBytes, &access, 1);
+  r = driver_->cuMemSetAccess(va, kChunkBytes, access_.data(), access_.size());
   if (r != CUDA_SUCCESS) driver_->cuMemUnmap(va, kChunkBytes);
   return r;
+}
+
+void PhysicalPool::SetPeers(std::vector<CUdevice> peers) {
+  access_.resize(1);
+  for (CUdevice peer : peers) {
+    CUmemAccessDesc access = access_[0];
+    access.location.id = peer;
+    access_.push_back(access);
+  }
 }
 
 CUresult PhysicalPool::UnmapAt(CUdeviceptr va) { return driver_->cuMemUnmap(va, kChunkBytes); }
@@ -115,6 +126,7 @@ CUresult PhysicalPool::AcquireDevice(uint32_t* index) {
     *index = device_free_.back();
     device_free_.pop_back();
     ++device_in_use_;
+    device_peak_ = std::max(device_peak_, device_in_use_);
     return CUDA_SUCCESS;
   }
   CUmemAllocationProp prop = {};
@@ -128,6 +140,7 @@ CUresult PhysicalPool::AcquireDevice(uint32_t* index) {
   *index = static_cast<uint32_t>(device_.size());
   device_.push_back(handle);
   ++device_in_use_;
+  device_peak_ = std::max(device_peak_, device_in_use_);
   return CUDA_SUCCESS;
 }
 

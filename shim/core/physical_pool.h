@@ -67,7 +67,11 @@ class PhysicalPool {
   // host_in_use() <= host_limit(); free cached slots beyond it are released.
   void SetHostLimit(uint32_t chunks);
 
-  // Maps `handle` at `va` (one chunk) with read/write access for the device.
+  // Devices that are also given read/write access to every mapping (the
+  // device's peers, Note [peer access] in shim_core.h).
+  void SetPeers(std::vector<CUdevice> peers);
+  // Maps `handle` at `va` (one chunk) with read/write access for the device
+  // and its peers.
   [[nodiscard]] CUresult MapAt(CUdeviceptr va, CUmemGenericAllocationHandle handle);
   [[nodiscard]] CUresult UnmapAt(CUdeviceptr va);
 
@@ -76,6 +80,8 @@ class PhysicalPool {
   void SetDeviceLimit(uint32_t chunks);
   uint32_t device_limit() const { return device_limit_; }
   uint32_t device_in_use() const { return device_in_use_; }
+  // The most device chunks in use at once so far.
+  uint32_t device_peak() const { return device_peak_; }
   uint32_t host_limit() const { return host_limit_; }
   uint32_t host_in_use() const { return host_in_use_; }
   uint64_t device_created() const { return device_.size() - device_destroyed_; }
@@ -83,11 +89,13 @@ class PhysicalPool {
  private:
   const Driver* driver_;
   CUdevice device_id_;
+  std::vector<CUmemAccessDesc> access_;  // the device first, then its peers
   int host_numa_id_;
   uint32_t device_limit_ = 0;
   bool exportable_ = false;
   uint32_t host_limit_ = 0;
   uint32_t device_in_use_ = 0;
+  uint32_t device_peak_ = 0;
   uint32_t host_in_use_ = 0;
   uint64_t device_destroyed_ = 0;
   std::vector<CUmemGenericAllocationHandle> device_;  // 0 = released

@@ -7,7 +7,7 @@
 
 #include "shim/core/log.h"
 #include "shim/core/relaxed_capture_mode.h"
-#include "shim/core/scoped_context.h"
+#include "shim/driver/scoped_context.h"
 
 namespace memvirt::shim {
 namespace {
@@ -44,6 +44,24 @@ std::string DeviceUuid(const Driver* driver, CUdevice device) {
     out += kHex[byte & 15];
   }
   return out;
+}
+
+// Devices that can access `device`'s memory (Note [peer access] in shim_core.h).
+std::vector<CUdevice> PeersOf(const Driver* driver, CUdevice device) {
+  std::vector<CUdevice> peers;
+  int count = 0;
+  if (driver->cuDeviceGetCount == nullptr || driver->cuDeviceCanAccessPeer == nullptr ||
+      driver->cuDeviceGetCount(&count) != CUDA_SUCCESS) {
+    return peers;
+  }
+  for (CUdevice peer = 0; peer < count; ++peer) {
+    int can = 0;
+    if (peer != device && driver->cuDeviceCanAccessPeer(&can, peer, device) == CUDA_SUCCESS &&
+        can != 0) {
+      peers.push_back(peer);
+    }
+  }
+  return peers;
 }
 
 }  // namespace
@@ -106,6 +124,7 @@ CUresult ShimCore::Create(const Driver* driver, const CoreOptions& options, Cont
     const uint32_t num_chunks = static_cast<uint32_t>(va >> kChunkShift);
     core->table_ = ChunkTable(core->base_, num_chunks);
     core->pool_ = std::make_unique<PhysicalPool>(driver, core->device_, numa);
+    core->pool_->SetPeers(PeersOf(driver, core->device_));
     // A failure leaves the host tier off (logged): the capacity below is then
     // the device budget (Note [host tier preconditions] in physical_pool.h).
     (void)core->pool_->Init(device_chunks, host_chunks);
@@ -1381,6 +1400,7 @@ CoreStats ShimCore::stats() {
   s.events_recorded = tracker_->events_recorded();
   s.device_chunks_in_use = pool_->device_in_use();
   s.device_chunk_limit = pool_->device_limit();
+  s.device_chunks_peak = pool_->device_peak();
   s.host_slots_in_use = pool_->host_in_use();
   s.host_slot_limit = pool_->host_limit();
   s.committed_chunks = allocator_->committed_chunks();

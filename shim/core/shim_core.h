@@ -1,6 +1,7 @@
-// ShimCore: virtual device memory for one process and one device.
+// ShimCore: virtual device memory for one device of the process.
 //
-// Owns the VA reservation, the block allocator, the chunk table, physical
+// A process has one core per device it allocates on (Note [one core per
+// device]). Each core owns its VA reservation, the block allocator, the chunk table, physical
 // chunks (device and host tier), stream sequence tracking and the policy. The
 // hook layer calls it around every intercepted driver call; it reaches the
 // driver only through the injected Driver table.
@@ -17,6 +18,25 @@
 // ControlPlane method (registering or removing a callback included) while it
 // holds mu_: Create() registers after releasing it, ~ShimCore() removes the
 // callbacks before taking it.
+//
+// Note [one core per device]
+//   Each device gets its own core: reservation, budget, physical pool,
+//   stream tracker, copy stream and policy, created in the context current at
+//   the first allocation on that device (its primary context or another
+//   context created on it) and serving every context of that device. The
+//   hook layer (shim/hooks/runtime.h, Note [core routing]) sends allocations
+//   and cuMemGetInfo to the current context's device, and frees, queries and
+//   copies to the core whose reservation holds the address. Cores share no
+//   state and no lock: nothing ever holds two cores' mutexes at once.
+//
+// Note [peer access]
+//   Memory of one device is reached by others through peer copies
+//   (cuMemcpyPeer, UVA copies between devices) and peer kernels. VMM mappings
+//   carry their own access list (cuCtxEnablePeerAccess does not apply to
+//   them), so every mapping of a core, device chunk or host slot, grants
+//   read/write access to its device and to each device that can access it
+//   (cuDeviceCanAccessPeer), as cuMemAlloc memory is reachable by peers once
+//   peer access is enabled. A single-device process maps with one entry.
 //
 // Note [failed transitions]
 //   A page transition maps, unmaps and copies, and any step can fail
@@ -182,6 +202,7 @@ struct CoreStats {
   uint64_t events_recorded = 0;
   uint32_t device_chunks_in_use = 0;
   uint32_t device_chunk_limit = 0;
+  uint32_t device_chunks_peak = 0;  // the most device chunks in use at once
   uint32_t host_slots_in_use = 0;
   uint32_t host_slot_limit = 0;
   uint32_t committed_chunks = 0;
@@ -201,6 +222,10 @@ class ShimCore {
   // True if `ptr` lies in the shim's reservation (lock-free).
   bool Owns(CUdeviceptr ptr) const { return ptr - base_ < va_bytes_; }
   CUdeviceptr base() const { return base_; }
+  // The context the core was created in and its device (lock-free; fixed at
+  // creation).
+  CUcontext context() const { return context_; }
+  CUdevice device() const { return device_; }
   uint64_t va_bytes() const { return va_bytes_; }
 
   // ---- Memory management --------------------------------------------------
@@ -246,7 +271,6 @@ class ShimCore {
   CUresult PinBlock(CUdeviceptr ptr, PinnedBlock* out) MEMSHIM_EXCLUDES(mu_);
   // Undoes one PinBlock() that returned `pinned`.
   void UnpinBlock(const PinnedBlock& pinned) MEMSHIM_EXCLUDES(mu_);
-  CUcontext context() const { return context_; }
 
   // ---- Residency ----------------------------------------------------------
   // Held by the hook across its real driver call (move-only; closes on

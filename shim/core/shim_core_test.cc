@@ -498,6 +498,61 @@ TEST_F(ShimCoreTest, HostSlotThatCannotBeCreatedAtInitializationTurnsTheTierOff)
       });
 }
 
+// Note [peer access]: a driver with three devices, of which only device 1 can
+// access device 0's memory. Every cuMemSetAccess of the core (device 0) names
+// device 0 and device 1, read/write, and nothing else.
+std::vector<std::vector<int>>* g_access_lists = nullptr;
+const Driver* g_access_base = nullptr;
+
+CUresult RecordingSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc* desc,
+                            size_t count) {
+  std::vector<int> devices;
+  for (size_t i = 0; i < count; ++i) {
+    EXPECT_EQ(desc[i].location.type, CU_MEM_LOCATION_TYPE_DEVICE);
+    EXPECT_EQ(desc[i].flags, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+    devices.push_back(desc[i].location.id);
+  }
+  g_access_lists->push_back(devices);
+  return g_access_base->cuMemSetAccess(ptr, size, desc, count);
+}
+
+CUresult ThreeDevices(int* count) {
+  *count = 3;
+  return CUDA_SUCCESS;
+}
+
+CUresult OnlyDeviceOneReachesDeviceZero(int* can, CUdevice device, CUdevice peer) {
+  *can = device == 1 && peer == 0 ? 1 : 0;
+  return CUDA_SUCCESS;
+}
+
+TEST_F(ShimCoreTest, MappingsGrantAccessToTheDevicesThatCanAccessThisOne) {
+  std::vector<std::vector<int>> lists;
+  g_access_lists = &lists;
+  g_access_base = &fake_.driver();
+  Driver driver = fake_.driver();
+  driver.cuMemSetAccess = &RecordingSetAccess;
+  driver.cuDeviceGetCount = &ThreeDevices;
+  driver.cuDeviceCanAccessPeer = &OnlyDeviceOneReachesDeviceZero;
+  Make(&driver, 4 * kMiB, 64 * kMiB);
+  std::vector<CUdeviceptr> blocks(4);
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    ASSERT_EQ(core_->Alloc(&blocks[i], 2 * kMiB), CUDA_SUCCESS);
+    ASSERT_EQ(Write(nullptr, blocks[i], 2 * kMiB, i), CUDA_SUCCESS);
+  }
+  for (size_t i = 0; i < blocks.size(); ++i) {  // paged back in from the host tier
+    uint64_t sum = 0;
+    ASSERT_EQ(Read(nullptr, blocks[i], 2 * kMiB, &sum), CUDA_SUCCESS);
+    ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+    EXPECT_EQ(sum, PatternChecksum(2 * kMiB, i));
+  }
+  EXPECT_GT(core_->stats().page_ins, 0u);
+  core_.reset();  // before the driver table it uses
+  ASSERT_FALSE(lists.empty());
+  for (const std::vector<int>& devices : lists) EXPECT_EQ(devices, (std::vector<int>{0, 1}));
+  g_access_lists = nullptr;
+}
+
 TEST_F(ShimCoreTest, FreedChunksAreReclaimedWithoutCopies) {
   CUstream s = fake_.CreateStream();
   CUdeviceptr a, guard, b;

@@ -65,7 +65,10 @@ namespace memvirt::shim {
   X(cuMemHostUnregister, false)               \
   X(cuThreadExchangeStreamCaptureMode, false) \
   X(cuMemExportToShareableHandle, false)      \
-  X(cuMemImportFromShareableHandle, false)
+  X(cuMemImportFromShareableHandle, false)    \
+  X(cuDeviceGetCount, false)                  \
+  X(cuDeviceCanAccessPeer, false)             \
+  X(cuStreamSynchronize, true)
 
 struct Driver {
 #define MEMSHIM_DECLARE_MEMBER(name, required) MEMSHIM_DRIVER_FN(name);

@@ -10,6 +10,7 @@
 #include <initializer_list>
 
 #include "shim/core/shim_core.h"
+#include "shim/hooks/cross_device.h"
 #include "shim/hooks/runtime.h"
 
 #define MEMSHIM_EXPORT extern "C" __attribute__((visibility("default")))
@@ -24,12 +25,36 @@ inline CUresult Forward(Fn fn, Args... args) {
   return fn != nullptr ? fn(args...) : CUDA_ERROR_NOT_INITIALIZED;
 }
 
+// Access() without an only core: no core yet, or several devices. The
+// current device's core (if any) takes its own sides; every side in another
+// device's reservation also goes to its own core (Note [cross-device copies]).
+template <typename Fn, typename... Args>
+CUresult AccessAnyDevice(const Runtime& runtime, Fn fn, std::initializer_list<MemRange> ranges,
+                         CUstream stream, bool per_thread, bool synchronous, Args... args) {
+  const int count = static_cast<int>(ranges.size());
+  ShimCore* core = runtime.core();
+  OtherDeviceSides others;
+  CUresult r = others.Prepare(runtime, core, ranges.begin(), count);
+  if (r != CUDA_SUCCESS) return r;
+  ShimCore::Ticket ticket;
+  if (core != nullptr) {
+    r = core->BeforeAccess(ranges.begin(), count, stream, per_thread, synchronous, &ticket);
+    if (r != CUDA_SUCCESS) return others.Finish(runtime, r, stream, per_thread);
+  }
+  r = Forward(fn, args...);
+  ticket.Close();
+  return others.Finish(runtime, r, stream, per_thread);
+}
+
 // Copies and memsets: make `ranges` resident on `stream`, then call `fn`.
 template <typename Fn, typename... Args>
 inline CUresult Access(Fn fn, std::initializer_list<MemRange> ranges, CUstream stream,
                        bool per_thread, bool synchronous, Args... args) {
-  ShimCore* core = Runtime::Get().core();
-  if (core == nullptr) return Forward(fn, args...);
+  const Runtime& runtime = Runtime::Get();
+  ShimCore* core = runtime.only_core();
+  if (core == nullptr) {
+    return AccessAnyDevice(runtime, fn, ranges, stream, per_thread, synchronous, args...);
+  }
   ShimCore::Ticket ticket;
   CUresult r = core->BeforeAccess(ranges.begin(), static_cast<int>(ranges.size()), stream,
                                   per_thread, synchronous, &ticket);

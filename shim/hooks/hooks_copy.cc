@@ -60,6 +60,16 @@ MEMSHIM_ASYNC_PAIR(cuMemcpyDtoHAsync_v2, (void* dst, CUdeviceptr src, size_t n, 
 MEMSHIM_ASYNC_PAIR(cuMemcpyDtoDAsync_v2,
                    (CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream stream),
                    (MemRange{dst, n}, MemRange{src, n}), (dst, src, n, stream))
+// Peer copies name both contexts; the driver issues them in the current one
+// (Note [cross-device copies] in cross_device.h).
+MEMSHIM_SYNC_PAIR(cuMemcpyPeer,
+                  (CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcontext src_ctx,
+                   size_t n),
+                  (MemRange{dst, n}, MemRange{src, n}), (dst, dst_ctx, src, src_ctx, n))
+MEMSHIM_ASYNC_PAIR(cuMemcpyPeerAsync,
+                   (CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcontext src_ctx,
+                    size_t n, CUstream stream),
+                   (MemRange{dst, n}, MemRange{src, n}), (dst, dst_ctx, src, src_ctx, n, stream))
 
 #define MEMSHIM_2D_RANGES(c)                                                              \
   (Side2D((c)->srcMemoryType, (c)->srcDevice, (c)->srcXInBytes, (c)->srcY, (c)->srcPitch, \

@@ -20,7 +20,7 @@ CUresult Instantiated(CUresult r, const CUgraphExec* exec, CUgraph graph) {
 // Before a change to (or the destruction of) an exec: its record is dropped
 // first, so no launch can use a stale one (its launches become opaque).
 void Forget(CUgraphExec exec) {
-  if (ShimCore* core = Runtime::Get().core()) core->OnGraphExecForget(exec);
+  Runtime::Get().ForEachCore([exec](ShimCore* core) { core->OnGraphExecForget(exec); });
 }
 
 template <typename Fn>

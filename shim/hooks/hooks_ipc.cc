@@ -17,10 +17,7 @@ using memvirt::shim::hooks::Runtime;
 
 namespace {
 
-ShimCore* Owner(CUdeviceptr ptr) {
-  ShimCore* core = Runtime::Get().core();
-  return core != nullptr && core->Owns(ptr) ? core : nullptr;
-}
+ShimCore* Owner(CUdeviceptr ptr) { return Runtime::Get().OwnerOf(ptr); }
 
 // Created on first use and never destroyed: the exporter's listener thread
 // runs until the process ends.

@@ -41,17 +41,15 @@ bool Reaches(const ShimCore& core, const MemRange& r) {
   return end < r.ptr || (r.ptr < core.base() + core.va_bytes() && end > core.base());
 }
 
-// CUDA_SUCCESS if none of `ranges` reaches the shim's reservation.
+// CUDA_SUCCESS if none of `ranges` reaches a reservation of the shim (any device's core).
 CUresult OutsideShim(const char* name, std::initializer_list<MemRange> ranges) {
-  ShimCore* core = Runtime::Get().core();
-  if (core == nullptr) return CUDA_SUCCESS;
-  for (const MemRange& r : ranges) {
-    if (Reaches(*core, r)) {
-      MEMSHIM_LOG(kWarn, "%s (32-bit flavour) on shim memory: CUDA_ERROR_NOT_SUPPORTED", name);
-      return CUDA_ERROR_NOT_SUPPORTED;
-    }
-  }
-  return CUDA_SUCCESS;
+  bool reaches = false;
+  Runtime::Get().ForEachCore([&](const ShimCore* core) {
+    for (const MemRange& r : ranges) reaches = reaches || Reaches(*core, r);
+  });
+  if (!reaches) return CUDA_SUCCESS;
+  MEMSHIM_LOG(kWarn, "%s (32-bit flavour) on shim memory: CUDA_ERROR_NOT_SUPPORTED", name);
+  return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 MemRange Bytes(CUdeviceptr_v1 ptr, uint64_t bytes) { return {ptr, bytes}; }

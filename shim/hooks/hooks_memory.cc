@@ -2,9 +2,11 @@
 #include <atomic>
 
 #include "shim/core/log.h"
+#include "shim/driver/scoped_context.h"
 #include "shim/hooks/hook_util.h"
 #include "shim/hooks/hooks_ipc.h"
 
+using memvirt::shim::ScopedContext;
 using memvirt::shim::ShimCore;
 using memvirt::shim::hooks::DeferFreeOfExported;
 using memvirt::shim::hooks::Forward;
@@ -18,9 +20,26 @@ CUresult Alloc(CUdeviceptr* dptr, size_t bytes) {
   return Forward(Real().cuMemAlloc_v2, dptr, bytes);
 }
 
-ShimCore* Owner(CUdeviceptr ptr) {
-  ShimCore* core = Runtime::Get().core();
-  return core != nullptr && core->Owns(ptr) ? core : nullptr;
+ShimCore* Owner(CUdeviceptr ptr) { return Runtime::Get().OwnerOf(ptr); }
+
+// The owner's context while it runs (Note [core routing] in runtime.h); with
+// one device nothing is pushed and the driver is not asked.
+ScopedContext OwnerContext(const ShimCore* owner) {
+  const Runtime& runtime = Runtime::Get();
+  return ScopedContext(runtime.driver(), runtime.single_core() ? nullptr : owner->context());
+}
+
+// The core of `device` for the application's own device memory: created if
+// `device` is the current context's (as for an allocation), else only if it
+// exists already.
+ShimCore* DeviceCore(int device) {
+  Runtime& runtime = Runtime::Get();
+  if (ShimCore* core = runtime.CoreOfDevice(device)) return core;
+  CUdevice current = -1;
+  if (runtime.driver()->cuCtxGetDevice(&current) != CUDA_SUCCESS || current != device) {
+    return nullptr;
+  }
+  return runtime.CoreForAlloc();
 }
 
 // Note [allocation during capture]
@@ -34,8 +53,22 @@ ShimCore* AsyncAllocator(CUstream stream, bool per_thread) {
   return core != nullptr && !core->StreamCapturing(stream, per_thread) ? core : nullptr;
 }
 
+CUresult Free(ShimCore* core, CUdeviceptr ptr) {
+  ScopedContext scoped = OwnerContext(core);
+  return core->Free(ptr);
+}
+
+// A block of another device than the stream's: that core cannot order the
+// free after the stream (its events live in its own context), so the host
+// waits for the stream first and frees at once.
 CUresult FreeAsync(ShimCore* core, CUdeviceptr ptr, CUstream stream, bool per_thread) {
   if (DeferFreeOfExported(core, ptr)) return CUDA_SUCCESS;  // Note [shim ipc]
+  const Runtime& runtime = Runtime::Get();
+  if (!runtime.single_core() && runtime.core() != core) {
+    if (stream == nullptr) stream = per_thread ? CU_STREAM_PER_THREAD : CU_STREAM_LEGACY;
+    CUresult r = runtime.driver()->cuStreamSynchronize(stream);
+    return r == CUDA_SUCCESS ? Free(core, ptr) : r;
+  }
   if (!core->StreamCapturing(stream, per_thread)) return core->FreeAsync(ptr, stream, per_thread);
   MEMSHIM_LOG(kInfo, "block %p freed during stream capture is kept allocated",
               reinterpret_cast<void*>(ptr));
@@ -59,7 +92,7 @@ MEMSHIM_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, siz
 MEMSHIM_EXPORT CUresult cuMemFree_v2(CUdeviceptr ptr) {
   if (ShimCore* core = Owner(ptr)) {
     if (DeferFreeOfExported(core, ptr)) return CUDA_SUCCESS;  // Note [shim ipc]
-    return core->Free(ptr);
+    return Free(core, ptr);
   }
   return Forward(Real().cuMemFree_v2, ptr);
 }
@@ -130,7 +163,7 @@ MEMSHIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t
                                     const CUmemAllocationProp* prop, unsigned long long flags) {
   CUresult r = Forward(Real().cuMemCreate, handle, size, prop, flags);
   if (r == CUDA_SUCCESS && prop != nullptr && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE) {
-    if (ShimCore* core = Runtime::Get().CoreForAlloc()) {
+    if (ShimCore* core = DeviceCore(prop->location.id)) {
       static std::atomic<bool> logged{false};
       if (!logged.exchange(true, std::memory_order_relaxed)) {
         MEMSHIM_LOG(kInfo,
@@ -138,6 +171,7 @@ MEMSHIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t
                     "resident, counted against the device budget, and is not paged; memory from "
                     "cuMemAlloc and memory pools is");
       }
+      ScopedContext scoped = OwnerContext(core);
       core->OnAppPhysicalCreate(*handle, size);
     }
   }
@@ -147,7 +181,10 @@ MEMSHIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t
 MEMSHIM_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
   CUresult r = Forward(Real().cuMemRelease, handle);
   if (r == CUDA_SUCCESS) {
-    if (ShimCore* core = Runtime::Get().core()) core->OnAppPhysicalRelease(handle);
+    Runtime::Get().ForEachCore([handle](ShimCore* core) {
+      ScopedContext scoped = OwnerContext(core);
+      core->OnAppPhysicalRelease(handle);
+    });
   }
   return r;
 }

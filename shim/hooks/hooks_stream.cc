@@ -8,8 +8,9 @@ using memvirt::shim::hooks::Runtime;
 
 namespace {
 
+// Every core may track the stream (Note [core routing] in runtime.h).
 void Retire(CUstream stream) {
-  if (ShimCore* core = Runtime::Get().core()) core->OnStreamDestroy(stream, false);
+  Runtime::Get().ForEachCore([stream](ShimCore* core) { core->OnStreamDestroy(stream, false); });
 }
 
 void CaptureBegins(CUstream stream, bool per_thread) {

@@ -106,12 +106,69 @@ void Runtime::Initialize() {
   ready_.store(true, std::memory_order_release);
 }
 
+namespace {
+
+// Note [exit summary]
+//   With MEMSHIM_LOG=info or debug, each core's use of its device is logged
+//   once at exit ("device D: ... device chunks peak P of budget L ..."): what
+//   an operator checks after a run, and what the multi-device test reads.
+//   Only then: the summary takes each core's lock, which a thread that is
+//   still running could hold while the process exits.
+void LogExitSummary() {
+  Runtime::Get().ForEachCore([](ShimCore* core) {
+    const CoreStats s = core->stats();
+    MEMSHIM_LOG(kInfo,
+                "device %d: device chunks peak %u of budget %u, %llu page-ins, %llu evictions, "
+                "%llu launches",
+                static_cast<int>(core->device()), s.device_chunks_peak, s.device_chunk_limit,
+                static_cast<unsigned long long>(s.page_ins),
+                static_cast<unsigned long long>(s.evictions),
+                static_cast<unsigned long long>(s.launches));
+  });
+}
+
+}  // namespace
+
+ShimCore* Runtime::CoreOfCurrentDevice() const {
+  CUdevice device = -1;
+  if (driver_.cuCtxGetDevice == nullptr || driver_.cuCtxGetDevice(&device) != CUDA_SUCCESS) {
+    return nullptr;
+  }
+  return CoreOfDevice(device);
+}
+
+// Note [per-device budgets]
+//   Every core asks its control plane for its device's budget. The daemon
+//   link registers the process once, for the device of the first core; the
+//   cores of further devices run with their local budgets
+//   (MEMSHIM_DEVICE_BUDGET or 90% of that device's free memory) and the
+//   standalone control plane, which is logged once per device.
+ControlPlane* Runtime::ControlFor(CUdevice device) {
+  if (control_ == nullptr) {  // once: the daemon link, if there is a daemon
+    control_ = LoadDaemonControlPlane(config_, daemon_socket_.c_str());
+    if (control_ == nullptr) control_ = &standalone_;
+    if (control_ != &standalone_) daemon_device_ = device;
+  }
+  if (control_ == &standalone_ || device == daemon_device_) return control_;
+  MEMSHIM_LOG(kWarn,
+              "device %d: the daemon link serves device %d only; this device runs with its local "
+              "budget",
+              device, daemon_device_);
+  return &standalone_;
+}
+
 ShimCore* Runtime::CoreForAlloc() {
-  ShimCore* core = core_.load(std::memory_order_acquire);
-  if (core != nullptr || config_.disabled || !driver_ok_ || !ready()) return core;
-  if (creation_failed_.load(std::memory_order_relaxed)) return nullptr;
+  // One device: its core, without asking the driver (Note [core routing]).
+  if (ShimCore* only = only_core()) return only;
+  if (config_.disabled || !driver_ok_ || !ready()) return nullptr;
+  CUdevice device = -1;
+  if (driver_.cuCtxGetDevice(&device) != CUDA_SUCCESS) return nullptr;  // no context yet
+  if (device < 0 || device >= kMaxDevices) return nullptr;
+  ShimCore* core = by_device_[device].load(std::memory_order_acquire);
+  if (core != nullptr) return core;
+  if (creation_failed_[device].load(std::memory_order_relaxed)) return nullptr;
   MutexLock lock(&create_mu_);
-  core = core_.load(std::memory_order_acquire);
+  core = by_device_[device].load(std::memory_order_acquire);
   if (core != nullptr) return core;
   CoreOptions options;
   options.device_budget = config_.device_budget;
@@ -120,20 +177,29 @@ ShimCore* Runtime::CoreForAlloc() {
   options.event_batch = config_.event_batch;
   options.event_pace = config_.event_pace;
   options.policy = config_.policy;
-  if (control_ == nullptr) {  // once: the daemon link, if there is a daemon
-    control_ = LoadDaemonControlPlane(config_, daemon_socket_.c_str());
-    if (control_ == nullptr) control_ = &standalone_;
-  }
   std::unique_ptr<ShimCore> created;
-  CUresult r = ShimCore::Create(&driver_, options, control_, &created);
+  CUresult r = ShimCore::Create(&driver_, options, ControlFor(device), &created);
   if (r == CUDA_ERROR_INVALID_CONTEXT) return nullptr;  // retry once a context exists
   if (r != CUDA_SUCCESS) {
-    MEMSHIM_LOG(kError, "virtual device memory unavailable (%d); passing allocations through", r);
-    creation_failed_.store(true);
+    MEMSHIM_LOG(kError,
+                "device %d: virtual device memory unavailable (%d); passing its allocations "
+                "through",
+                device, r);
+    creation_failed_[device].store(true);
     return nullptr;
   }
   core = created.release();  // lives until exit (see Get())
-  core_.store(core, std::memory_order_release);
+  const int n = num_cores_.load(std::memory_order_relaxed);
+  cores_[n].store(core, std::memory_order_relaxed);
+  by_device_[device].store(core, std::memory_order_release);
+  int devices = 0;
+  const bool one_device = driver_.cuDeviceGetCount != nullptr &&
+                          driver_.cuDeviceGetCount(&devices) == CUDA_SUCCESS && devices == 1;
+  // Note [core routing]: a second core (or a second device) ends the shortcut.
+  only_core_.store(n == 0 && one_device ? core : nullptr, std::memory_order_release);
+  num_cores_.store(n + 1, std::memory_order_release);
+  if (n == 0 && LogEnabled(LogLevel::kInfo)) std::atexit(&LogExitSummary);
+  if (n > 0) MEMSHIM_LOG(kInfo, "device %d: virtual device memory of its own (core %d)", device, n);
   return core;
 }
 

@@ -4,14 +4,32 @@
 // Thread safety: Get() is thread-safe and initializes once; a call made on
 // the initializing thread while it initializes (the real libcuda calling
 // back into the shim) sees a runtime that is not ready() and passes through.
-// core() is a lock-free read.
+// core(), OwnerOf() and ForEachCore() read without a lock.
 //
 // Note [lazy initialization]
 //   Nothing happens at load time: the first intercepted call loads the real
 //   libcuda.so.1 (dlopen RTLD_NOW|RTLD_LOCAL, so the app's own load order is
-//   untouched) and resolves every entry point; the core is created on the
-//   first allocation (or cuMemGetInfo), in the context current at that
-//   moment. A failure leaves the shim in pass-through mode with one log line.
+//   untouched) and resolves every entry point; a device's core is created on
+//   the first allocation (or cuMemGetInfo) made while one of that device's
+//   contexts is current, in that context. A failure leaves the shim in
+//   pass-through mode with one log line.
+//
+// Note [core routing]
+//   One core per device (Note [one core per device] in shim_core.h).
+//   * Allocations, cuMemGetInfo and the application's cuMemCreate go to the
+//     current context's device (cuCtxGetDevice), creating its core.
+//   * Frees, address and pointer queries go to the core whose reservation
+//     holds the address (OwnerOf: one subtract-and-compare per core), with
+//     that core's context current while it runs (Note [foreign threads] in
+//     shim/driver/scoped_context.h).
+//   * Launches, graph launches, copies and memsets are issued in the current
+//     context: core() is that context's device's core. A copy side in
+//     another device's reservation is made resident by its own core too
+//     (Note [cross-device copies] in cross_device.h).
+//   The cost on the launch path: while the process has exactly one core and
+//   the driver reports one device, core() is that core (one atomic load, no
+//   driver call, as before cores were per device); otherwise core() asks
+//   cuCtxGetDevice once per call and indexes a per-device array.
 #ifndef MEMVIRT_SHIM_HOOKS_RUNTIME_H_
 #define MEMVIRT_SHIM_HOOKS_RUNTIME_H_
 
@@ -50,11 +68,40 @@ class Runtime {
   // points the core requires.
   const Driver* driver() const { return driver_ok_ ? &driver_ : nullptr; }
 
-  // The core if it exists (null while disabled, before the first allocation,
-  // or after a failed creation).
-  ShimCore* core() const { return core_.load(std::memory_order_acquire); }
-  // The core, creating it in the current context if needed.
+  // The core of the current context's device if it exists (null while
+  // disabled, before that device's first allocation, or after a failed
+  // creation). Note [core routing].
+  ShimCore* core() const {
+    if (ShimCore* only = only_core()) return only;
+    return num_cores_.load(std::memory_order_acquire) == 0 ? nullptr : CoreOfCurrentDevice();
+  }
+  // The core of the current context's device, creating it in the current
+  // context if needed.
   ShimCore* CoreForAlloc();
+  // The core of `device` if it exists.
+  ShimCore* CoreOfDevice(CUdevice device) const {
+    return device >= 0 && device < kMaxDevices ? by_device_[device].load(std::memory_order_acquire)
+                                               : nullptr;
+  }
+  // The core whose reservation holds `ptr`, or null.
+  ShimCore* OwnerOf(CUdeviceptr ptr) const {
+    const int n = num_cores_.load(std::memory_order_acquire);
+    for (int i = 0; i < n; ++i) {
+      ShimCore* core = cores_[i].load(std::memory_order_relaxed);  // published by num_cores_
+      if (core->Owns(ptr)) return core;
+    }
+    return nullptr;
+  }
+  // Calls `fn(ShimCore*)` for every core, in creation order.
+  template <typename Fn>
+  void ForEachCore(Fn fn) const {
+    const int n = num_cores_.load(std::memory_order_acquire);
+    for (int i = 0; i < n; ++i) fn(cores_[i].load(std::memory_order_relaxed));
+  }
+  // The only core while core() answers without asking the driver (one core,
+  // one device; Note [core routing]), else null.
+  ShimCore* only_core() const { return only_core_.load(std::memory_order_acquire); }
+  bool single_core() const { return only_core() != nullptr; }
 
   // The hook to hand out for a real entry point returned by the driver's
   // cuGetProcAddress or by dlsym on libcuda; `real` itself if not hooked.
@@ -78,11 +125,24 @@ class Runtime {
   std::unordered_map<std::string, void*> hook_of_flavour_;  // every hook, by its exported name
   StandaloneControlPlane standalone_;
   std::string daemon_socket_;
-  Mutex create_mu_;  // held while the core is created
+  Mutex create_mu_;  // held while a core is created
   // standalone_ or the daemon link.
   ControlPlane* control_ MEMSHIM_GUARDED_BY(create_mu_) = nullptr;
-  std::atomic<ShimCore*> core_{nullptr};
-  std::atomic<bool> creation_failed_{false};
+  CUdevice daemon_device_ MEMSHIM_GUARDED_BY(create_mu_) = -1;  // the device the daemon link serves
+  ShimCore* CoreOfCurrentDevice() const;
+  // The control plane of a new core on `device` (Note [per-device budgets]
+  // in runtime.cc).
+  ControlPlane* ControlFor(CUdevice device) MEMSHIM_REQUIRES(create_mu_);
+
+  // Devices (ordinals) a process may have cores for; the simulated driver has
+  // at most 16, the daemon protocol accepts 16 GPUs per client.
+  static constexpr int kMaxDevices = 64;
+  std::atomic<ShimCore*> by_device_[kMaxDevices] = {};
+  std::atomic<ShimCore*> cores_[kMaxDevices] = {};  // creation order; [0, num_cores_) set
+  std::atomic<int> num_cores_{0};
+  // The only core, while there is one and the driver reports one device.
+  std::atomic<ShimCore*> only_core_{nullptr};
+  std::atomic<bool> creation_failed_[kMaxDevices] = {};
 };
 
 }  // namespace memvirt::shim::hooks

@@ -2,6 +2,7 @@
 // LD_PRELOAD=libmemshim.so, and compares what they compute.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -112,6 +113,61 @@ TEST(TrainingWorkloadTest, DisabledShimIsPassThrough) {
   EXPECT_EQ(Field(disabled.out, "checksum"), Field(reference.out, "checksum"));
   // Pass-through reports the simulated device's real capacity.
   EXPECT_EQ(Field(disabled.out, "reported_total"), std::to_string(kDevice));
+}
+
+// Note [one core per device] (shim_core.h): one process oversubscribes two
+// simulated devices 3x each at once, with kernels, memsets and copies on
+// both and peer copies between them. Each device gets its own core: the
+// result is the unconstrained run's, every kernel of a device reaches only
+// mappings its device may access (the sim faults the context otherwise), and
+// each device's physical chunks stay within that device's own budget (the
+// shim's exit summary, Note [exit summary] in runtime.cc).
+TEST(MultiDeviceWorkloadTest, TwoDevicesEachAtThreeTimesTheirMemoryMatchUnconstrainedRun) {
+  const std::string footprint = std::to_string(3 * kDevice);
+  std::vector<std::string> plain = SimEnv(1ull << 30);
+  plain.push_back("MEMSIM_DEVICE_COUNT=2");
+  const ProgramResult reference =
+      RunProgram({MEMSHIM_MULTI_DEVICE_WORKLOAD, kKernels, footprint}, plain);
+  ASSERT_EQ(reference.exit_code, 0) << reference.out;
+  const std::string expected = Field(reference.out, "checksum");
+  ASSERT_EQ(expected.size(), 16u);
+
+  std::vector<std::string> small = SimEnv(kDevice);
+  small.push_back("MEMSIM_DEVICE_COUNT=2");
+  const ProgramResult oom = RunProgram({MEMSHIM_MULTI_DEVICE_WORKLOAD, kKernels, footprint}, small);
+  EXPECT_EQ(oom.exit_code, 3) << oom.out;
+
+  std::vector<std::string> env = ShimEnv(kDevice);
+  env.push_back("MEMSIM_DEVICE_COUNT=2");
+  env.push_back("MEMSHIM_LOG=info");
+  const ProgramResult shim =
+      RunProgram({MEMSHIM_MULTI_DEVICE_WORKLOAD, kKernels, footprint}, env, true);
+  ASSERT_EQ(shim.exit_code, 0) << shim.out;
+  EXPECT_EQ(Field(shim.out, "checksum"), expected);
+  EXPECT_GE(std::stoull(Field(shim.out, "peak_bytes_per_device")), 3 * kDevice - (1 << 20));
+  for (int device = 0; device < 2; ++device) {
+    SCOPED_TRACE("device " + std::to_string(device));
+    // "device D: device chunks peak P of budget L, ..."
+    const std::string key = "device " + std::to_string(device) + ": device chunks peak ";
+    const size_t at = shim.out.find(key);
+    ASSERT_NE(at, std::string::npos) << shim.out;
+    unsigned peak = 0, budget = 0;
+    unsigned long long page_ins = 0;
+    ASSERT_EQ(std::sscanf(shim.out.c_str() + at + key.size(), "%u of budget %u, %llu page-ins",
+                          &peak, &budget, &page_ins),
+              3);
+    EXPECT_GT(peak, 0u);
+    EXPECT_LE(peak, budget);
+    EXPECT_LE(static_cast<uint64_t>(budget) << 21, kDevice);  // the device's own budget
+    EXPECT_GT(page_ins, 0u);  // oversubscribed: data came back from the host tier
+    // cuMemGetInfo answers for the current context's device: its own device
+    // budget + its host tier (MEMSHIM_HOST_BUDGET=1G, 512 chunks).
+    const std::string line = "device " + std::to_string(device) + " reported_total ";
+    const size_t reported_at = shim.out.find(line);
+    ASSERT_NE(reported_at, std::string::npos) << shim.out;
+    EXPECT_EQ(std::stoull(shim.out.substr(reported_at + line.size())),
+              (static_cast<uint64_t>(budget) + 512) << 21);
+  }
 }
 
 // The shim's "graph exec ... retired:" log lines (MEMSHIM_LOG=info), one per
