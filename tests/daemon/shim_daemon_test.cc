@@ -196,10 +196,10 @@ TEST_F(ShimDaemonTest, NineProcessesStartedTogetherWithAHostBudgetAllFinish) {
 // process on two simulated devices, twice each device's memory on each, under memvirtd.
 // `memctl status --json` lists the process once with both GPUs, each with its own budget and
 // its own usage; a quota on one GPU shrinks that GPU's budget and residency only; the result is
-// the unconstrained run's.
+// the unconstrained run's; a restarted daemon re-learns the process on both GPUs.
 TEST_F(ShimDaemonTest, OneProcessOnTwoDevicesIsRegisteredAndBudgetedPerGpu) {
   const std::vector<std::string> argv = {MEMSHIM_MULTI_DEVICE_WORKLOAD, MEMSHIM_TEST_KERNELS,
-                                         std::to_string(2 * kDeviceBytes), "12"};
+                                         std::to_string(2 * kDeviceBytes), "24"};
   auto plain = Subprocess::Spawn(argv, dir_.path() + "/multi.reference",
                                  {"MEMSIM_DEVICE_MEMORY=2G", "MEMSIM_DEVICE_COUNT=2"});
   ASSERT_EQ(plain->Wait(seconds(120)), std::optional<int>(0)) << plain->Stderr();
@@ -219,7 +219,7 @@ TEST_F(ShimDaemonTest, OneProcessOnTwoDevicesIsRegisteredAndBudgetedPerGpu) {
   std::string quota_gpu;  // the GPU given a quota, once both were seen in use
   std::map<std::string, double> max_resident, max_budget;
   bool quota_met = false;
-  while (p->Running()) {
+  while (p->Running() && !quota_met) {
     auto s = d.StatusJson();
     ASSERT_TRUE(s.has_value()) << d.process().Stderr();
     const auto* entry = FindProcess(*s, p->pid());
@@ -250,10 +250,22 @@ TEST_F(ShimDaemonTest, OneProcessOnTwoDevicesIsRegisteredAndBudgetedPerGpu) {
     }
     std::this_thread::sleep_for(milliseconds(20));
   }
+  // A restarted daemon re-learns the process on both GPUs from its re-registration.
+  d.Kill(SIGKILL);
+  d.Wait(seconds(5));
+  ASSERT_TRUE(d.Start()) << d.process().Stderr();
+  bool relearned = false;
+  while (p->Running() && !relearned) {
+    auto s = d.StatusJson();
+    const auto* entry = s ? FindProcess(*s, p->pid()) : nullptr;
+    relearned = entry != nullptr && entry->fields().at("gpus").list_value().values_size() == 2;
+    std::this_thread::sleep_for(milliseconds(20));
+  }
   ASSERT_EQ(p->Wait(seconds(120)), std::optional<int>(0)) << p->Stderr();
   EXPECT_EQ(WorkloadChecksum(p->Stdout()), expected) << p->Stderr();
   EXPECT_THAT(p->Stderr(), HasSubstr("registered with memvirtd"));
   EXPECT_THAT(p->Stderr(), HasSubstr("to the memvirtd registration"));
+  EXPECT_TRUE(relearned) << "the restarted daemon never listed the process on both GPUs";
   ASSERT_EQ(max_resident.size(), 2u) << "the process was never listed on two GPUs";
   for (const auto& [uuid, resident] : max_resident) {
     SCOPED_TRACE(uuid);
