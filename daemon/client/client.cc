@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <deque>
 #include <map>
+#include <set>
 #include <thread>
 
 #include "glog/logging.h"
@@ -21,7 +22,15 @@ using sync::Mutex;
 using sync::MutexLock;
 
 constexpr char kDefaultSocket[] = "/run/memvirt/memvirtd.sock";
-constexpr uint32_t kProtocolVersion = 1;
+constexpr uint32_t kProtocolVersion = 2;
+constexpr uint32_t kFirstVersionAddingGpus = 2;  // AddGpusRequest
+
+void ToProto(const GpuClaim& g, v1::GpuClaim* p) {
+  p->set_gpu_uuid(g.gpu_uuid);
+  p->set_device_memory_bytes(g.device_memory_bytes);
+  p->set_demand_bytes(g.demand_bytes);
+  p->set_min_bytes(g.min_bytes);
+}
 
 void ToProto(const GpuUsage& u, v1::GpuUsage* p) {
   p->set_gpu_uuid(u.gpu_uuid);
@@ -72,6 +81,7 @@ class ClientImpl final : public Client {
       options_.socket_path = (env != nullptr && *env != '\0') ? env : kDefaultSocket;
     }
     for (const GpuClaim& g : options_.gpus) last_usage_[g.gpu_uuid].gpu_uuid = g.gpu_uuid;
+    claims_ = std::move(options_.gpus);
     thread_ = std::thread([this] { Run(); });
   }
   ~ClientImpl() override { Close(); }
@@ -95,6 +105,26 @@ class ClientImpl final : public Client {
     auto it = budgets_.find(gpu_uuid);
     if (it == budgets_.end()) return std::nullopt;
     return it->second;
+  }
+
+  bool BudgetPending(const std::string& gpu_uuid) const override {
+    MutexLock lock(&mu_);
+    return pending_.count(gpu_uuid) != 0;
+  }
+
+  void AddGpu(GpuClaim claim) override {
+    MutexLock lock(&mu_);
+    for (const GpuClaim& c : claims_) {
+      if (c.gpu_uuid == claim.gpu_uuid) return;
+    }
+    last_usage_[claim.gpu_uuid].gpu_uuid = claim.gpu_uuid;
+    claims_.push_back(claim);
+    if (state_ != State::kConnected || daemon_version_ < kFirstVersionAddingGpus) return;
+    v1::ClientMessage m;
+    ToProto(claim, m.mutable_add_gpus()->add_gpus());
+    pending_.insert(claim.gpu_uuid);
+    adding_.push_back(claim.gpu_uuid);
+    Enqueue(std::move(m), /*droppable=*/false);
   }
 
   pid_t daemon_pid() const override {
@@ -200,14 +230,8 @@ class ClientImpl final : public Client {
     r->set_protocol_version(kProtocolVersion);
     r->set_process_name(options_.process_name);
     r->set_host_demand_bytes(options_.host_demand_bytes);
-    for (const GpuClaim& g : options_.gpus) {
-      v1::GpuClaim* c = r->add_gpus();
-      c->set_gpu_uuid(g.gpu_uuid);
-      c->set_device_memory_bytes(g.device_memory_bytes);
-      c->set_demand_bytes(g.demand_bytes);
-      c->set_min_bytes(g.min_bytes);
-    }
     MutexLock lock(&mu_);
+    for (const GpuClaim& g : claims_) ToProto(g, r->add_gpus());
     for (const auto& [uuid, u] : last_usage_) ToProto(u, r->add_usage());
     return m;
   }
@@ -239,8 +263,11 @@ class ClientImpl final : public Client {
           if (d.kind == Directive::Kind::kBudget) {
             MutexLock lock(&mu_);
             budgets_[d.gpu_uuid] = d.budget_bytes;
+            pending_.erase(d.gpu_uuid);
           }
           Deliver(d);
+        } else if (in.has_gpus_added()) {
+          OnGpusAdded(in.gpus_added());
         }
       }
       {
@@ -259,6 +286,8 @@ class ClientImpl final : public Client {
       context_ = nullptr;
       stream_over_ = false;
       outbox_.clear();
+      adding_.clear();  // the next registration claims them
+      pending_.clear();
     }
     bool stopping;
     {
@@ -278,15 +307,9 @@ class ClientImpl final : public Client {
     {
       MutexLock lock(&mu_);
       daemon_pid_ = static_cast<pid_t>(r.pid());
+      daemon_version_ = r.protocol_version();
       ++registrations_;
-      for (const v1::GpuBudget& b : r.budgets()) {
-        budgets_[b.gpu_uuid()] = b.budget_bytes();
-        Directive d;
-        d.kind = Directive::Kind::kBudget;
-        d.gpu_uuid = b.gpu_uuid();
-        d.budget_bytes = b.budget_bytes();
-        initial.push_back(d);
-      }
+      for (const v1::GpuBudget& b : r.budgets()) RecordGrant(b, &initial);
       Directive host;
       host.kind = Directive::Kind::kHostBudget;
       host.budget_bytes = r.host_budget_bytes();
@@ -295,6 +318,39 @@ class ClientImpl final : public Client {
     // Budgets first: a caller woken by WaitConnected() sees them (Note [initial budgets]).
     for (const Directive& d : initial) Deliver(d);
     SetState(State::kConnected);
+  }
+
+  // A budget the daemon announced (Registered or GpusAdded): remembered, and unless pending
+  // delivered as an id-0 kBudget directive (Note [initial budgets]).
+  void RecordGrant(const v1::GpuBudget& b, std::vector<Directive>* deliver) MEMVIRT_REQUIRES(mu_) {
+    budgets_[b.gpu_uuid()] = b.budget_bytes();
+    if (b.pending()) {
+      pending_.insert(b.gpu_uuid());
+      return;
+    }
+    pending_.erase(b.gpu_uuid());
+    Directive d;
+    d.kind = Directive::Kind::kBudget;
+    d.gpu_uuid = b.gpu_uuid();
+    d.budget_bytes = b.budget_bytes();
+    deliver->push_back(d);
+  }
+
+  // Answers the oldest AddGpusRequest (the daemon answers them in order).
+  void OnGpusAdded(const v1::GpusAdded& a) {
+    std::vector<Directive> granted;
+    {
+      MutexLock lock(&mu_);
+      if (adding_.empty()) return;  // not ours to answer
+      const std::string uuid = std::move(adding_.front());
+      adding_.pop_front();
+      if (!a.error().empty()) {
+        pending_.erase(uuid);
+        LOG(WARNING) << "memvirt: the daemon did not add GPU " << uuid << ": " << a.error();
+      }
+      for (const v1::GpuBudget& b : a.budgets()) RecordGrant(b, &granted);
+    }
+    for (const Directive& d : granted) Deliver(d);
   }
 
   void WriteLoop(Stream* stream) {
@@ -342,6 +398,10 @@ class ClientImpl final : public Client {
   std::deque<v1::ClientMessage> outbox_ MEMVIRT_GUARDED_BY(mu_);
   std::deque<Directive> polled_ MEMVIRT_GUARDED_BY(mu_);
   std::map<std::string, uint64_t> budgets_ MEMVIRT_GUARDED_BY(mu_);
+  std::vector<GpuClaim> claims_ MEMVIRT_GUARDED_BY(mu_);    // what each registration claims
+  std::set<std::string> pending_ MEMVIRT_GUARDED_BY(mu_);   // BudgetPending
+  std::deque<std::string> adding_ MEMVIRT_GUARDED_BY(mu_);  // AddGpusRequests not answered yet
+  uint32_t daemon_version_ MEMVIRT_GUARDED_BY(mu_) = 0;     // of the current registration
   std::map<std::string, GpuUsage> last_usage_ MEMVIRT_GUARDED_BY(mu_);
   pid_t daemon_pid_ MEMVIRT_GUARDED_BY(mu_) = 0;
   uint64_t registrations_ MEMVIRT_GUARDED_BY(mu_) = 0;

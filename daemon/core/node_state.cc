@@ -104,7 +104,22 @@ absl::Status NodeState::ValidateRegistration(const Registration& reg) const {
     return absl::InvalidArgumentError("register: host_demand_bytes out of range");
   }
   absl::flat_hash_set<std::string> seen;
-  for (const GpuClaim& c : reg.gpus) {
+  if (absl::Status s = ValidateClaims(reg.gpus, seen); !s.ok()) return s;
+  if (reg.usage.size() > kMaxGpusPerClient) {
+    return absl::InvalidArgumentError("register: too many usage entries");
+  }
+  for (const GpuUsage& u : reg.usage) {
+    if (!seen.contains(u.gpu_uuid)) {
+      return absl::InvalidArgumentError("register: usage for an unclaimed GPU");
+    }
+    if (absl::Status s = ValidateUsage(u); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status NodeState::ValidateClaims(const std::vector<GpuClaim>& claims,
+                                       absl::flat_hash_set<std::string>& seen) {
+  for (const GpuClaim& c : claims) {
     if (absl::Status s = ValidateGpuUuid(c.gpu_uuid); !s.ok()) return s;
     if (!seen.insert(c.gpu_uuid).second) {
       return absl::InvalidArgumentError("register: duplicate gpu_uuid " + c.gpu_uuid);
@@ -118,15 +133,6 @@ absl::Status NodeState::ValidateRegistration(const Registration& reg) const {
     if (c.demand_bytes != 0 && c.min_bytes > c.demand_bytes) {
       return absl::InvalidArgumentError("register: min_bytes exceeds demand_bytes");
     }
-  }
-  if (reg.usage.size() > kMaxGpusPerClient) {
-    return absl::InvalidArgumentError("register: too many usage entries");
-  }
-  for (const GpuUsage& u : reg.usage) {
-    if (!seen.contains(u.gpu_uuid)) {
-      return absl::InvalidArgumentError("register: usage for an unclaimed GPU");
-    }
-    if (absl::Status s = ValidateUsage(u); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
@@ -148,21 +154,7 @@ absl::StatusOr<ClientId> NodeState::Register(const PeerCredentials& peer, const 
   c.name = reg.process_name;
   c.since = clock_->Now();
   c.host_demand = reg.host_demand_bytes;
-  for (const GpuClaim& claim : claims) {
-    auto [it, inserted] = gpus_.try_emplace(claim.gpu_uuid);
-    Gpu& gpu = it->second;
-    if (inserted) {
-      gpu.device_memory_bytes = claim.device_memory_bytes;
-      LOG(INFO) << "learned GPU " << claim.gpu_uuid << " with " << claim.device_memory_bytes
-                << " bytes from pid " << peer.pid << " uid " << peer.uid;
-    }
-    ClientGpu& g = c.gpus[claim.gpu_uuid];
-    g.claim = claim;
-    g.admitted = false;  // until it holds memory or is granted a usable budget
-    g.usage.gpu_uuid = claim.gpu_uuid;
-    g.counted_since = c.since;
-    gpu.clients.push_back(c.id);
-  }
+  AttachGpus(c, claims);
   for (const GpuUsage& u : reg.usage) {
     ClientGpu& g = c.gpus[u.gpu_uuid];
     g.usage = u;
@@ -181,11 +173,7 @@ absl::StatusOr<ClientId> NodeState::Register(const PeerCredentials& peer, const 
   result.client_id = c.id;
   result.pid = peer.pid;
   result.host_budget_bytes = c.host_budget;
-  for (const GpuClaim& claim : claims) {
-    ClientGpu& g = c.gpus[claim.gpu_uuid];
-    AdmitIfUsable(g);
-    result.budgets.push_back({claim.gpu_uuid, g.admitted ? g.granted : 0, !g.admitted});
-  }
+  result.budgets = AnnounceBudgets(c, claims);
   c.sink = sink;
   sink->OnRegistered(result);
   // A re-registering client that holds more than its new budget is told to shrink.
@@ -195,6 +183,61 @@ absl::StatusOr<ClientId> NodeState::Register(const PeerCredentials& peer, const 
   LOG(INFO) << "registered client " << c.id << " pid " << peer.pid << " uid " << peer.uid << " ("
             << reg.gpus.size() << " GPU(s))";
   return c.id;
+}
+
+void NodeState::AttachGpus(Client& c, const std::vector<GpuClaim>& claims) {
+  for (const GpuClaim& claim : claims) {
+    auto [it, inserted] = gpus_.try_emplace(claim.gpu_uuid);
+    Gpu& gpu = it->second;
+    if (inserted) {
+      gpu.device_memory_bytes = claim.device_memory_bytes;
+      LOG(INFO) << "learned GPU " << claim.gpu_uuid << " with " << claim.device_memory_bytes
+                << " bytes from pid " << c.creds.pid << " uid " << c.creds.uid;
+    }
+    ClientGpu& g = c.gpus[claim.gpu_uuid];
+    g.claim = claim;
+    g.admitted = false;  // until it holds memory or is granted a usable budget
+    g.usage.gpu_uuid = claim.gpu_uuid;
+    g.counted_since = c.since;
+    gpu.clients.push_back(c.id);
+  }
+}
+
+std::vector<GpuBudget> NodeState::AnnounceBudgets(Client& c, const std::vector<GpuClaim>& claims) {
+  std::vector<GpuBudget> budgets;
+  for (const GpuClaim& claim : claims) {
+    ClientGpu& g = c.gpus[claim.gpu_uuid];
+    AdmitIfUsable(g);
+    budgets.push_back({claim.gpu_uuid, g.admitted ? g.granted : 0, !g.admitted});
+  }
+  return budgets;
+}
+
+absl::Status NodeState::AddGpus(ClientId id, const std::vector<GpuClaim>& gpus) {
+  if (gpus.empty()) return absl::InvalidArgumentError("add_gpus: at least one GPU required");
+  absl::flat_hash_set<std::string> seen;
+  if (absl::Status s = ValidateClaims(gpus, seen); !s.ok()) return s;
+  MutexLock lock(&mu_);
+  auto it = clients_.find(id);
+  if (it == clients_.end()) return absl::NotFoundError("add_gpus: client not registered");
+  Client& c = *it->second;
+  if (c.gpus.size() + gpus.size() > kMaxGpusPerClient) {
+    return absl::InvalidArgumentError("add_gpus: too many GPUs");
+  }
+  for (const GpuClaim& claim : gpus) {
+    if (c.gpus.count(claim.gpu_uuid) != 0) {
+      return absl::InvalidArgumentError("add_gpus: GPU " + claim.gpu_uuid +
+                                        " is registered already");
+    }
+  }
+  std::vector<GpuClaim> claims = gpus;
+  if (absl::Status s = AdmitClaims(c.creds, claims); !s.ok()) return s;
+  AttachGpus(c, claims);
+  for (const GpuClaim& claim : claims) Rebalance(claim.gpu_uuid, c.id);
+  if (c.sink != nullptr) c.sink->OnGpusAdded(AnnounceBudgets(c, claims));
+  LOG(INFO) << "client " << c.id << " pid " << c.creds.pid << " added " << gpus.size()
+            << " GPU(s), " << c.gpus.size() << " in all";
+  return absl::OkStatus();
 }
 
 void NodeState::Unregister(ClientId id) {

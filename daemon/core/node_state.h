@@ -67,6 +67,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -85,6 +86,8 @@ class DirectiveSink {
   // Called once, inside Register(), before any directive.
   virtual void OnRegistered(const RegisterResult& result) = 0;
   virtual void OnDirective(const Directive& directive) = 0;
+  // Called inside AddGpus(), before any directive for the added GPUs: one budget per GPU.
+  virtual void OnGpusAdded(const std::vector<GpuBudget>& /*budgets*/) {}
 };
 
 struct StaticGpu {
@@ -130,6 +133,12 @@ class NodeState {
   // input, ALREADY_EXISTS if that pid is registered already. Others may receive shrinks.
   absl::StatusOr<ClientId> Register(const PeerCredentials& peer, const Registration& reg,
                                     DirectiveSink* sink);
+  // Adds GPUs to a registered client's registration (a process that starts using another
+  // device) and calls its sink's OnGpusAdded with their budgets (pending as in Register).
+  // INVALID_ARGUMENT on malformed claims, a GPU already registered or more than
+  // kMaxGpusPerClient in all; NOT_FOUND for an unknown id; inventory refusals as Register.
+  // Nothing is added unless all are. Others on those GPUs may receive shrinks.
+  absl::Status AddGpus(ClientId id, const std::vector<GpuClaim>& gpus);
   // Forgets the client and reclaims its budgets and host accounting; the sink is never
   // called again after this returns. Unknown ids are ignored.
   void Unregister(ClientId id);
@@ -195,6 +204,15 @@ class NodeState {
   };
 
   absl::Status ValidateRegistration(const Registration& reg) const;
+  // Checks each claim and that no uuid repeats within `seen` (which collects them).
+  static absl::Status ValidateClaims(const std::vector<GpuClaim>& claims,
+                                     absl::flat_hash_set<std::string>& seen);
+  // Adds admitted `claims` to `c` (Note [GPU inventory]: learns unknown GPUs).
+  void AttachGpus(Client& c, const std::vector<GpuClaim>& claims)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The budgets to announce for `claims` of `c` (Note [admission]: 0 and pending until usable).
+  std::vector<GpuBudget> AnnounceBudgets(Client& c, const std::vector<GpuClaim>& claims)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // May `peer` declare the size of a GPU the daemon does not know (Note [GPU inventory])?
   bool MayDeclareGpuSize(const PeerCredentials& peer) const;
   // Checks every claim against the inventory and clamps claims to known sizes; OK only if

@@ -1,9 +1,11 @@
 #include "daemon/core/node_state.h"
 
 #include <atomic>
+#include <map>
 #include <random>
 #include <thread>
 
+#include "absl/strings/str_format.h"
 #include "daemon/core/mutex_lock.h"
 #include "gtest/gtest.h"
 
@@ -21,7 +23,14 @@ class RecordingSink : public DirectiveSink {
   }
   void OnDirective(const Directive& d) override {
     EXPECT_TRUE(registered) << "directive before Registered";
+    for (const std::string& uuid : adding) {
+      EXPECT_NE(d.gpu_uuid, uuid) << "directive for an added GPU before GpusAdded";
+    }
     directives.push_back(d);
+  }
+  void OnGpusAdded(const std::vector<GpuBudget>& budgets) override {
+    added.push_back(budgets);
+    adding.clear();
   }
   // Latest budget the client was told for kGpu.
   uint64_t Budget() const {
@@ -34,6 +43,8 @@ class RecordingSink : public DirectiveSink {
   bool registered = false;
   RegisterResult result;
   std::vector<Directive> directives;
+  std::vector<std::vector<GpuBudget>> added;  // one entry per OnGpusAdded
+  std::vector<std::string> adding;            // set by a test before AddGpus
 };
 
 PeerCredentials Peer(pid_t pid, uid_t uid = 1000) { return {.pid = pid, .uid = uid, .gid = uid}; }
@@ -483,6 +494,90 @@ TEST_F(NodeStateTest, RejectsMalformedRegistrations) {
   RecordingSink dup;
   EXPECT_EQ(node.Register(Peer(10), OneGpu(1000), &dup).status().code(),
             absl::StatusCode::kAlreadyExists);
+}
+
+constexpr char kGpu2[] = "GPU-00000000-0000-0000-0000-000000000002";
+
+// Issue 13, item 2: one process, several GPUs. A registered process adds a second GPU; its
+// budget there is per (process, GPU), announced in OnGpusAdded before any directive for it,
+// arbitrated with the others on that GPU only, and the status lists the process on both.
+TEST_F(NodeStateTest, ARegisteredProcessAddsAGpuWithItsOwnBudget) {
+  NodeState node(Options(), &clock_);
+  RecordingSink a, b;
+  auto ida = node.Register(Peer(10), OneGpu(1000 * kMiB), &a);
+  ASSERT_TRUE(ida.ok());
+  Registration on2;
+  on2.gpus.push_back({kGpu2, 2000 * kMiB, 0, 0});
+  auto idb = node.Register(Peer(11), on2, &b);  // B alone on GPU 2: all of it but the reserve
+  ASSERT_TRUE(idb.ok());
+  EXPECT_EQ(b.Budget(), 1900 * kMiB);
+  const size_t a_before = a.directives.size();
+
+  a.adding = {kGpu2};
+  ASSERT_TRUE(node.AddGpus(*ida, {{kGpu2, 2000 * kMiB, 0, 16 * kMiB}}).ok());
+  ASSERT_EQ(a.added.size(), 1u);
+  ASSERT_EQ(a.added[0].size(), 1u);
+  EXPECT_EQ(a.added[0][0].gpu_uuid, kGpu2);
+  // B has not acknowledged its shrink yet: A's share on GPU 2 is pending, not a sliver.
+  EXPECT_TRUE(a.added[0][0].pending);
+  EXPECT_EQ(a.added[0][0].budget_bytes, 0u);
+  EXPECT_EQ(a.directives.size(), a_before);  // nothing changed on GPU 1
+  AckLastShrink(node, *idb, b);
+  EXPECT_EQ(b.Budget(), 950 * kMiB);
+  ASSERT_EQ(a.directives.size(), a_before + 1);
+  EXPECT_EQ(a.directives.back().gpu_uuid, kGpu2);
+  EXPECT_EQ(a.directives.back().budget_bytes, 950 * kMiB);
+
+  auto status = node.GetClient(kRoot, 10);
+  ASSERT_TRUE(status.ok());
+  ASSERT_EQ(status->gpus.size(), 2u);
+  std::map<std::string, uint64_t> budget_of;
+  for (const ClientGpuSnapshot& g : status->gpus) budget_of[g.gpu_uuid] = g.budget_bytes;
+  EXPECT_EQ(budget_of[kGpu], 900 * kMiB);  // GPU 1 untouched
+  EXPECT_EQ(budget_of[kGpu2], 950 * kMiB);
+  // Usage for the added GPU is accepted and reported per GPU.
+  ASSERT_TRUE(
+      node.ReportHints(*ida, {.usage = {{.gpu_uuid = kGpu2, .resident_bytes = 7 * kMiB}}}).ok());
+  status = node.GetClient(kRoot, 10);
+  ASSERT_TRUE(status.ok());
+  for (const ClientGpuSnapshot& g : status->gpus) {
+    EXPECT_EQ(g.usage.resident_bytes, g.gpu_uuid == kGpu2 ? 7 * kMiB : 0u) << g.gpu_uuid;
+  }
+  // Leaving gives both GPUs back.
+  node.Unregister(*ida);
+  EXPECT_EQ(b.Budget(), 1900 * kMiB);
+}
+
+TEST_F(NodeStateTest, AddingGpusRejectsWhatRegisterWouldAndChangesNothing) {
+  NodeState node(Options(), &clock_);
+  RecordingSink a;
+  auto id = node.Register(Peer(10), OneGpu(1000 * kMiB), &a);
+  ASSERT_TRUE(id.ok());
+  auto code = [&](std::vector<GpuClaim> claims) { return node.AddGpus(*id, claims).code(); };
+  EXPECT_EQ(code({}), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(code({{kGpu, 1000 * kMiB, 0, 0}}), absl::StatusCode::kInvalidArgument);  // has it
+  EXPECT_EQ(code({{kGpu2, 1000 * kMiB, 0, 0}, {kGpu2, 1000 * kMiB, 0, 0}}),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(code({{kGpu2, 0, 0, 0}}), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(code({{"not a uuid", 1000 * kMiB, 0, 0}}), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(node.AddGpus(*id + 1, {{kGpu2, 1000 * kMiB, 0, 0}}).code(),
+            absl::StatusCode::kNotFound);
+  std::vector<GpuClaim> many;
+  for (int i = 0; i < static_cast<int>(kMaxGpusPerClient); ++i) {
+    many.push_back({absl::StrFormat("GPU-00000000-0000-0000-0000-%012d", 100 + i), kMiB, 0, 0});
+  }
+  EXPECT_EQ(code(many), absl::StatusCode::kInvalidArgument);  // 17 in all
+  // An untrusted uid may not declare an unknown GPU's size, here either.
+  RecordingSink u;
+  auto untrusted = node.Register(Peer(20, 2000), OneGpu(1000 * kMiB), &u);
+  ASSERT_TRUE(untrusted.ok());
+  EXPECT_EQ(node.AddGpus(*untrusted, {{kGpu2, 1000 * kMiB, 0, 0}}).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(a.added.empty());
+  EXPECT_TRUE(u.added.empty());
+  auto status = node.GetClient(kRoot, 10);
+  ASSERT_TRUE(status.ok());
+  EXPECT_EQ(status->gpus.size(), 1u);
 }
 
 TEST_F(NodeStateTest, HintsTrackAllocationsUsageAndRates) {

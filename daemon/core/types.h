@@ -20,7 +20,7 @@ namespace memvirt::daemon {
 using ClientId = uint64_t;
 
 // Protocol minor version of memvirt.v1 this daemon speaks.
-inline constexpr uint32_t kProtocolVersion = 1;
+inline constexpr uint32_t kProtocolVersion = 2;  // 2: AddGpusRequest
 
 // Who is on the other end of a connection, as the kernel says (SO_PEERCRED, SO_PEERGROUPS).
 struct PeerCredentials {

@@ -83,6 +83,11 @@ class ClientStreamReactor final
     ToProto(d, m.mutable_directive());
     Enqueue(std::move(m));
   }
+  void OnGpusAdded(const std::vector<GpuBudget>& budgets) override {
+    v1::DaemonMessage m;
+    for (const GpuBudget& b : budgets) ToProto(b, m.mutable_gpus_added()->add_budgets());
+    Enqueue(std::move(m));
+  }
 
  private:
   absl::Status Handle(const v1::ClientMessage& m) {
@@ -105,6 +110,16 @@ class ClientStreamReactor final
       case v1::ClientMessage::kAck:
         if (id_ == 0) return absl::InvalidArgumentError("ack before register");
         return node_->Acknowledge(id_, FromProto(m.ack()));
+      case v1::ClientMessage::kAddGpus: {
+        if (id_ == 0) return absl::InvalidArgumentError("add_gpus before register");
+        // A refused claim (unknown GPU, too many) leaves the registration as it was.
+        if (absl::Status s = node_->AddGpus(id_, FromProto(m.add_gpus())); !s.ok()) {
+          v1::DaemonMessage reply;
+          reply.mutable_gpus_added()->set_error(s.ToString());
+          Enqueue(std::move(reply));
+        }
+        return absl::OkStatus();
+      }
       case v1::ClientMessage::BODY_NOT_SET:
         break;
     }

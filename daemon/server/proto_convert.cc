@@ -15,17 +15,30 @@ GpuUsage FromProto(const v1::GpuUsage& p) {
           .nvme_write_bytes = p.nvme_write_bytes()};
 }
 
+namespace {
+
+std::vector<GpuClaim> ClaimsFromProto(const google::protobuf::RepeatedPtrField<v1::GpuClaim>& p) {
+  std::vector<GpuClaim> claims;
+  claims.reserve(p.size());
+  for (const v1::GpuClaim& g : p) {
+    claims.push_back({.gpu_uuid = g.gpu_uuid(),
+                      .device_memory_bytes = g.device_memory_bytes(),
+                      .demand_bytes = g.demand_bytes(),
+                      .min_bytes = g.min_bytes()});
+  }
+  return claims;
+}
+
+}  // namespace
+
+std::vector<GpuClaim> FromProto(const v1::AddGpusRequest& p) { return ClaimsFromProto(p.gpus()); }
+
 Registration FromProto(const v1::RegisterRequest& p) {
   Registration r;
   r.protocol_version = p.protocol_version();
   r.process_name = p.process_name();
   r.host_demand_bytes = p.host_demand_bytes();
-  for (const v1::GpuClaim& g : p.gpus()) {
-    r.gpus.push_back({.gpu_uuid = g.gpu_uuid(),
-                      .device_memory_bytes = g.device_memory_bytes(),
-                      .demand_bytes = g.demand_bytes(),
-                      .min_bytes = g.min_bytes()});
-  }
+  r.gpus = ClaimsFromProto(p.gpus());
   for (const v1::GpuUsage& u : p.usage()) r.usage.push_back(FromProto(u));
   return r;
 }
@@ -64,18 +77,19 @@ void ToProto(const GpuUsage& u, v1::GpuUsage* p) {
   p->set_nvme_write_bytes(u.nvme_write_bytes);
 }
 
+void ToProto(const GpuBudget& b, v1::GpuBudget* p) {
+  p->set_gpu_uuid(b.gpu_uuid);
+  p->set_budget_bytes(b.budget_bytes);
+  p->set_pending(b.pending);
+}
+
 void ToProto(const RegisterResult& r, uint32_t hint_interval_ms, v1::Registered* p) {
   p->set_client_id(r.client_id);
   p->set_pid(static_cast<uint32_t>(r.pid));
   p->set_protocol_version(kProtocolVersion);
   p->set_host_budget_bytes(r.host_budget_bytes);
   p->set_hint_interval_ms(hint_interval_ms);
-  for (const GpuBudget& b : r.budgets) {
-    v1::GpuBudget* out = p->add_budgets();
-    out->set_gpu_uuid(b.gpu_uuid);
-    out->set_budget_bytes(b.budget_bytes);
-    out->set_pending(b.pending);
-  }
+  for (const GpuBudget& b : r.budgets) ToProto(b, p->add_budgets());
 }
 
 void ToProto(const Directive& d, v1::Directive* p) {

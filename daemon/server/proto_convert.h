@@ -5,6 +5,8 @@
 #ifndef MEMVIRT_DAEMON_SERVER_PROTO_CONVERT_H_
 #define MEMVIRT_DAEMON_SERVER_PROTO_CONVERT_H_
 
+#include <vector>
+
 #include "absl/status/status.h"
 #include "daemon/core/types.h"
 #include "grpcpp/support/status.h"
@@ -13,11 +15,13 @@
 namespace memvirt::daemon {
 
 Registration FromProto(const v1::RegisterRequest& p);
+std::vector<GpuClaim> FromProto(const v1::AddGpusRequest& p);
 HintBatch FromProto(const v1::HintBatch& p);
 DirectiveAck FromProto(const v1::DirectiveAck& p);
 GpuUsage FromProto(const v1::GpuUsage& p);
 
 void ToProto(const GpuUsage& u, v1::GpuUsage* p);
+void ToProto(const GpuBudget& b, v1::GpuBudget* p);
 void ToProto(const RegisterResult& r, uint32_t hint_interval_ms, v1::Registered* p);
 void ToProto(const Directive& d, v1::Directive* p);
 void ToProto(const ClientSnapshot& c, v1::ClientStatus* p);

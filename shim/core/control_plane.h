@@ -95,6 +95,12 @@ class ControlPlane {
     std::function<uint64_t(uint64_t bytes)> demote;
   };
   virtual void OnHostTierControl(HostTierControl /*control*/) {}
+  // The control plane the core of device `ordinal` uses: each core calls the
+  // methods above on its own, InitialDeviceBudget first (Note [per-device
+  // budgets] in shim/hooks/runtime.cc). Owned by this one and valid as long
+  // as it. The default serves every device with this one (budgets that do not
+  // depend on the device).
+  virtual ControlPlane* ForDevice(int /*ordinal*/) { return this; }
 };
 
 // No daemon: budgets are the local defaults and never change.

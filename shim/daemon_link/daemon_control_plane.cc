@@ -55,22 +55,91 @@ DaemonControlPlane::DaemonControlPlane(const DaemonLinkOptions& options, ClientF
 
 DaemonControlPlane::~DaemonControlPlane() { Close(); }
 
-uint64_t DaemonControlPlane::InitialDeviceBudget(const DeviceIdentity& device,
-                                                 uint64_t local_default) {
-  if (client_ != nullptr) return local_default;  // one device per process
-  if (device.uuid.empty() || device.total_bytes == 0) {
-    MEMSHIM_LOG(kWarn, "the driver reports no device UUID; not registering with the daemon");
-    return local_default;
+// A device's core: forwards to the plane with its GPU's uuid.
+class DaemonControlPlane::DeviceView final : public ControlPlane {
+ public:
+  explicit DeviceView(DaemonControlPlane* plane) : plane_(plane) {}
+  uint64_t InitialDeviceBudget(const DeviceIdentity& device, uint64_t local_default) override {
+    uuid_ = device.uuid;
+    return plane_->InitialDeviceBudget(device, local_default);
   }
-  uuid_ = device.uuid;
-  client::Options o;
-  o.socket_path = socket_path_;
+  uint64_t InitialHostBudget(uint64_t local_default) override {
+    return plane_->InitialHostBudget(local_default);
+  }
+  void OnBudgetChange(std::function<void(uint64_t)> callback) override {
+    plane_->OnBudgetChangeOf(uuid_, std::move(callback));
+  }
+  void SetUsageSource(std::function<UsageReport()> source) override {
+    plane_->SetUsageSourceOf(uuid_, std::move(source));
+  }
+  SpillTier* spill_tier() override {
+    return plane_->IsFirstDevice(uuid_) ? plane_->spill_tier() : nullptr;
+  }
+  void OnHostTierControl(HostTierControl control) override {
+    if (plane_->IsFirstDevice(uuid_)) plane_->OnHostTierControl(std::move(control));
+  }
+
+ private:
+  DaemonControlPlane* const plane_;
+  std::string uuid_;  // set by InitialDeviceBudget, which the core calls first
+};
+
+ControlPlane* DaemonControlPlane::ForDevice(int ordinal) {
+  MutexLock lock(&mu_);
+  std::unique_ptr<DeviceView>& view = views_[ordinal];
+  if (view == nullptr) view = std::make_unique<DeviceView>(this);
+  return view.get();
+}
+
+bool DaemonControlPlane::IsFirstDevice(const std::string& uuid) const {
+  MutexLock lock(&mu_);
+  return !devices_.empty() && devices_.front() == uuid;
+}
+
+client::GpuClaim DaemonControlPlane::ClaimFor(const DeviceIdentity& device) const {
   client::GpuClaim claim;
   claim.gpu_uuid = device.uuid;
   claim.device_memory_bytes = device.total_bytes;
   claim.demand_bytes = demand_device_bytes_;
   claim.min_bytes = std::min(min_device_bytes_, device.total_bytes);
   if (claim.demand_bytes != 0) claim.min_bytes = std::min(claim.min_bytes, claim.demand_bytes);
+  return claim;
+}
+
+// Note [several devices]
+// One registration per process, one budget per GPU: the core of the first device registers the
+// process with its GPU; the core of each further device adds its GPU to the registration
+// (client::Client::AddGpu, protocol minor version 2) and waits for that GPU's budget as the
+// first one does (Note [admission]). Directives name their GPU: a BUDGET directive reaches only
+// the callback of that GPU's core, and is deferred until that core is attached. Every report
+// carries the usage of each GPU whose core is attached, and allocation hints name their GPU; an
+// allocation id is an offset in its core's reservation, so the ids of the n-th device carry n in
+// their top byte (a daemon keys live allocations by id). The host tier and the spill tier belong
+// to the first device's core (the daemon's host budget is per process); access summaries are
+// reported for the first device only (their launch indices are per core). A GPU the daemon does
+// not add (an older daemon, an unknown GPU) runs with its local budget, and is claimed again by
+// the next registration.
+uint64_t DaemonControlPlane::InitialDeviceBudget(const DeviceIdentity& device,
+                                                 uint64_t local_default) {
+  if (device.uuid.empty() || device.total_bytes == 0) {
+    MEMSHIM_LOG(kWarn, "the driver reports no device UUID; not registering with the daemon");
+    return local_default;
+  }
+  {
+    MutexLock lock(&mu_);
+    if (std::find(devices_.begin(), devices_.end(), device.uuid) != devices_.end()) {
+      return applied_budget_.count(device.uuid) != 0 ? applied_budget_[device.uuid] : local_default;
+    }
+    devices_.push_back(device.uuid);
+  }
+  const client::GpuClaim claim = ClaimFor(device);
+  return client_ == nullptr ? Register(claim, local_default) : AddDevice(claim, local_default);
+}
+
+uint64_t DaemonControlPlane::Register(const client::GpuClaim& claim, uint64_t local_default) {
+  uuid_ = claim.gpu_uuid;
+  client::Options o;
+  o.socket_path = socket_path_;
   o.gpus.push_back(claim);
   o.process_name = program_invocation_short_name;
   o.host_demand_bytes = demand_host_bytes_;
@@ -87,47 +156,76 @@ uint64_t DaemonControlPlane::InitialDeviceBudget(const DeviceIdentity& device,
                 MiB(local_default));
     return local_default;
   }
-  const std::optional<uint64_t> granted = AwaitUsableBudget(claim.min_bytes);
-  const uint64_t budget = granted.value_or(local_default);
+  const uint64_t budget = AwaitUsableBudget(uuid_, claim.min_bytes).value_or(local_default);
   {
     MutexLock lock(&mu_);
-    applied_budget_ = budget;
+    applied_budget_[uuid_] = budget;
   }
   MEMSHIM_LOG(kInfo, "registered with memvirtd at %s: %llu MiB device budget on %s",
               socket_path_.c_str(), MiB(budget), uuid_.c_str());
   return budget;
 }
 
+uint64_t DaemonControlPlane::AddDevice(const client::GpuClaim& claim, uint64_t local_default) {
+  client_->AddGpu(claim);
+  if (client_->state() != client::State::kConnected) {
+    MEMSHIM_LOG(kWarn, "memvirtd is not connected: %s runs with its local %llu MiB budget",
+                claim.gpu_uuid.c_str(), MiB(local_default));
+    return local_default;
+  }
+  const std::optional<uint64_t> granted = AwaitUsableBudget(claim.gpu_uuid, claim.min_bytes);
+  if (!granted.has_value()) {
+    MEMSHIM_LOG(kWarn,
+                "memvirtd did not add %s to this process's registration (older daemon or "
+                "refused); it runs with its local %llu MiB budget",
+                claim.gpu_uuid.c_str(), MiB(local_default));
+    return local_default;
+  }
+  {
+    MutexLock lock(&mu_);
+    applied_budget_[claim.gpu_uuid] = *granted;
+  }
+  MEMSHIM_LOG(kInfo, "added %s to the memvirtd registration: %llu MiB device budget",
+              claim.gpu_uuid.c_str(), MiB(*granted));
+  return *granted;
+}
+
 // Note [admission]
 // A newcomer's budget grows only from memory nobody holds (Note [budget ledger] in
 // daemon/core/node_state.h): while the others have not yet acknowledged their shrinks, while the
-// daemon is in its restart grace period, or while the GPU is drained, the registration's budget
-// can be 0 (or below the process's floor), and a process that started with it would fail its
-// first launch with CUDA_ERROR_OUT_OF_MEMORY. So the link waits, up to admission_wait
-// (MEMSHIM_ADMISSION_WAIT_MS), for the daemon's budget directives to raise it to at least
-// max(floor, 1 byte). When the wait runs out the process goes on with what it was granted and
-// says so.
-std::optional<uint64_t> DaemonControlPlane::AwaitUsableBudget(uint64_t floor) {
+// daemon is in its restart grace period, or while the GPU is drained, the daemon says the budget
+// is pending (budget 0) and sends the first usable one as a BUDGET directive later; a process that
+// started with 0 would fail its first launch with CUDA_ERROR_OUT_OF_MEMORY. So the link waits, up
+// to admission_wait (MEMSHIM_ADMISSION_WAIT_MS), while the GPU's budget is pending (or, from a
+// daemon that does not say pending, below max(floor, 1 byte)). When the wait runs out the process
+// goes on with what it was granted and says so.
+std::optional<uint64_t> DaemonControlPlane::AwaitUsableBudget(const std::string& uuid,
+                                                              uint64_t floor) {
   const uint64_t usable = std::max<uint64_t>(floor, 1);
   const auto start = std::chrono::steady_clock::now();
-  std::optional<uint64_t> granted = client_->Budget(uuid_);
-  if (granted.value_or(usable) >= usable) return granted;
+  auto waiting = [&](const std::optional<uint64_t>& granted) {
+    return client_->BudgetPending(uuid) || granted.value_or(usable) < usable;
+  };
+  std::optional<uint64_t> granted = client_->Budget(uuid);
+  if (!waiting(granted)) return granted;
   while (std::chrono::steady_clock::now() - start < admission_wait_ &&
          client_->state() == client::State::kConnected) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    granted = client_->Budget(uuid_);
-    if (granted.value_or(0) >= usable) {
-      MEMSHIM_LOG(kInfo, "waited %lld ms for a usable device budget",
+    granted = client_->Budget(uuid);
+    if (!waiting(granted)) {
+      MEMSHIM_LOG(kInfo, "waited %lld ms for a usable device budget on %s",
                   static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(
                                              std::chrono::steady_clock::now() - start)
-                                             .count()));
+                                             .count()),
+                  uuid.c_str());
       return granted;
     }
   }
   MEMSHIM_LOG(kWarn,
-              "memvirtd granted only %llu MiB of device memory within %lld ms (GPU drained or "
-              "fully held?); going on with it",
-              MiB(granted.value_or(0)), static_cast<long long>(admission_wait_.count()));
+              "memvirtd granted only %llu MiB of device memory on %s within %lld ms (GPU "
+              "drained or fully held?); going on with it",
+              MiB(granted.value_or(0)), uuid.c_str(),
+              static_cast<long long>(admission_wait_.count()));
   return granted;
 }
 
@@ -154,18 +252,35 @@ SpillTier* DaemonControlPlane::spill_tier() {
 }
 
 void DaemonControlPlane::OnBudgetChange(std::function<void(uint64_t)> callback) {
+  OnBudgetChangeOf(uuid_, std::move(callback));
+}
+
+void DaemonControlPlane::OnBudgetChangeOf(const std::string& uuid,
+                                          std::function<void(uint64_t)> callback) {
   const bool set = static_cast<bool>(callback);
   {
     MutexLock lock(&callback_mu_);
-    callback_ = std::move(callback);
+    if (set) {
+      callbacks_[uuid] = std::move(callback);
+    } else {
+      callbacks_.erase(uuid);
+    }
   }
   MutexLock lock(&mu_);
-  have_callback_ = set;
-  if (set) {
-    for (client::Directive& d : deferred_) directives_.push_back(std::move(d));
-    deferred_.clear();
-    cv_.NotifyAll();
+  if (!set) {
+    have_callback_.erase(uuid);
+    return;
   }
+  have_callback_.insert(uuid);
+  for (auto it = deferred_.begin(); it != deferred_.end();) {
+    if (it->gpu_uuid != uuid) {
+      ++it;
+      continue;
+    }
+    directives_.push_back(std::move(*it));
+    it = deferred_.erase(it);
+  }
+  cv_.NotifyAll();
 }
 
 void DaemonControlPlane::OnHostTierControl(HostTierControl control) {
@@ -174,8 +289,17 @@ void DaemonControlPlane::OnHostTierControl(HostTierControl control) {
 }
 
 void DaemonControlPlane::SetUsageSource(std::function<UsageReport()> source) {
+  SetUsageSourceOf(uuid_, std::move(source));
+}
+
+void DaemonControlPlane::SetUsageSourceOf(const std::string& uuid,
+                                          std::function<UsageReport()> source) {
   MutexLock lock(&source_mu_);
-  source_ = std::move(source);
+  if (source) {
+    sources_[uuid] = std::move(source);
+  } else {
+    sources_.erase(uuid);
+  }
 }
 
 void DaemonControlPlane::Close() {
@@ -218,8 +342,9 @@ void DaemonControlPlane::WorkerLoop() {
     while (!directives_.empty()) {
       client::Directive d = std::move(directives_.front());
       directives_.pop_front();
-      if (d.kind == client::Directive::Kind::kBudget && !have_callback_) {
-        deferred_.push_back(std::move(d));  // the core is not attached yet
+      if (d.kind == client::Directive::Kind::kBudget && have_callback_.count(d.gpu_uuid) == 0 &&
+          std::find(devices_.begin(), devices_.end(), d.gpu_uuid) != devices_.end()) {
+        deferred_.push_back(std::move(d));  // the GPU's core is not attached yet
         continue;
       }
       mu_.Unlock();  // Apply calls into the core
@@ -240,26 +365,32 @@ void DaemonControlPlane::Apply(const client::Directive& d) {
   UsageReport usage;
   switch (d.kind) {
     case Kind::kBudget: {
-      if (d.gpu_uuid != uuid_) {
-        client_->Ack(d.id, false, std::nullopt);
-        return;
-      }
+      bool ours = false;
       {
         MutexLock lock(&mu_);
-        // The registration's budget, already returned by InitialDeviceBudget.
-        if (d.id == 0 && applied_budget_ == d.budget_bytes) return;
-        applied_budget_ = d.budget_bytes;
+        ours = std::find(devices_.begin(), devices_.end(), d.gpu_uuid) != devices_.end();
+        // The budget already returned by InitialDeviceBudget.
+        auto applied = applied_budget_.find(d.gpu_uuid);
+        if (d.id == 0 && applied != applied_budget_.end() && applied->second == d.budget_bytes) {
+          return;
+        }
+        if (ours) applied_budget_[d.gpu_uuid] = d.budget_bytes;
+      }
+      if (!ours) {
+        client_->Ack(d.id, false, std::nullopt);  // not a GPU of this process
+        return;
       }
       const auto start = std::chrono::steady_clock::now();
       {
         MutexLock lock(&callback_mu_);
-        if (callback_) callback_(d.budget_bytes);
+        auto it = callbacks_.find(d.gpu_uuid);
+        if (it != callbacks_.end()) it->second(d.budget_bytes);
       }
       if (d.id == 0) return;  // informational (re-registration)
-      const bool known = PollUsage(&usage);
+      const bool known = PollUsage(d.gpu_uuid, &usage);
       const bool complied = known && usage.device_resident_bytes <= d.budget_bytes;
-      MEMSHIM_LOG(kInfo, "device budget %llu MiB applied in %lld us (%llu MiB resident)",
-                  MiB(d.budget_bytes),
+      MEMSHIM_LOG(kInfo, "device budget %llu MiB on %s applied in %lld us (%llu MiB resident)",
+                  MiB(d.budget_bytes), d.gpu_uuid.c_str(),
                   static_cast<long long>(std::chrono::duration_cast<std::chrono::microseconds>(
                                              std::chrono::steady_clock::now() - start)
                                              .count()),
@@ -268,7 +399,8 @@ void DaemonControlPlane::Apply(const client::Directive& d) {
         MEMSHIM_LOG(kWarn, "cannot shrink to the %llu MiB budget yet (%llu MiB resident)",
                     MiB(d.budget_bytes), MiB(usage.device_resident_bytes));
       }
-      client_->Ack(d.id, complied, known ? std::optional(ToGpuUsage(usage)) : std::nullopt);
+      client_->Ack(d.id, complied,
+                   known ? std::optional(ToGpuUsage(d.gpu_uuid, usage)) : std::nullopt);
       return;
     }
     case Kind::kHostBudget: {
@@ -279,10 +411,10 @@ void DaemonControlPlane::Apply(const client::Directive& d) {
         MutexLock lock(&callback_mu_);
         if (host_control_.set_budget) host_control_.set_budget(d.budget_bytes);
       }
-      const bool known = PollUsage(&usage);
+      const bool known = PollUsage(uuid_, &usage);
       const bool complied =
           known && (d.budget_bytes == 0 || usage.host_resident_bytes <= d.budget_bytes);
-      client_->Ack(d.id, complied, known ? std::optional(ToGpuUsage(usage)) : std::nullopt);
+      client_->Ack(d.id, complied, known ? std::optional(ToGpuUsage(uuid_, usage)) : std::nullopt);
       return;
     }
     case Kind::kDemote: {
@@ -291,10 +423,11 @@ void DaemonControlPlane::Apply(const client::Directive& d) {
         MutexLock lock(&callback_mu_);
         if (host_control_.demote) moved = host_control_.demote(d.bytes);
       }
-      const bool known = PollUsage(&usage);
+      const bool known = PollUsage(uuid_, &usage);
       MEMSHIM_LOG(kInfo, "demoted %llu MiB of the host tier to NVMe (asked %llu MiB)", MiB(moved),
                   MiB(d.bytes));
-      client_->Ack(d.id, moved >= d.bytes, known ? std::optional(ToGpuUsage(usage)) : std::nullopt);
+      client_->Ack(d.id, moved >= d.bytes,
+                   known ? std::optional(ToGpuUsage(uuid_, usage)) : std::nullopt);
       return;
     }
     case Kind::kEvict:
@@ -306,17 +439,19 @@ void DaemonControlPlane::Apply(const client::Directive& d) {
   }
 }
 
-bool DaemonControlPlane::PollUsage(UsageReport* usage) {
+bool DaemonControlPlane::PollUsage(const std::string& uuid, UsageReport* usage) {
   {
     MutexLock lock(&source_mu_);
-    if (!source_) return false;
-    *usage = source_();
+    auto it = sources_.find(uuid);
+    if (it == sources_.end()) return false;
+    *usage = it->second();
   }
+  const uint64_t tag = TagOf(uuid);
   for (const AllocEvent& e : usage->alloc_events) {
     if (pending_events_.size() >= kMaxAllocHintsPerBatch) break;
-    pending_events_.push_back(e);
+    pending_events_.push_back({uuid, {e.alloc_id | tag, e.bytes, e.freed}});
   }
-  MergeAccesses(*usage);
+  if (uuid == uuid_) MergeAccesses(*usage);
   if (usage->dropped_alloc_events != last_dropped_) {
     MEMSHIM_LOG(kDebug, "%llu allocation hints dropped so far",
                 static_cast<unsigned long long>(usage->dropped_alloc_events));
@@ -346,9 +481,15 @@ void DaemonControlPlane::MergeAccesses(const UsageReport& usage) {
   }
 }
 
-client::GpuUsage DaemonControlPlane::ToGpuUsage(const UsageReport& u) const {
+uint64_t DaemonControlPlane::TagOf(const std::string& uuid) const {
+  MutexLock lock(&mu_);
+  const auto it = std::find(devices_.begin(), devices_.end(), uuid);
+  return static_cast<uint64_t>(it - devices_.begin()) << 56;
+}
+
+client::GpuUsage DaemonControlPlane::ToGpuUsage(const std::string& uuid, const UsageReport& u) {
   client::GpuUsage g;
-  g.gpu_uuid = uuid_;
+  g.gpu_uuid = uuid;
   g.resident_bytes = u.device_resident_bytes;
   g.host_bytes = u.host_resident_bytes;
   g.paged_in_bytes = u.page_in_bytes;
@@ -360,15 +501,25 @@ client::GpuUsage DaemonControlPlane::ToGpuUsage(const UsageReport& u) const {
 }
 
 void DaemonControlPlane::SendReport() {
-  UsageReport usage;
-  if (client_ == nullptr || !PollUsage(&usage)) return;
+  if (client_ == nullptr) return;
+  std::vector<std::string> devices;
+  {
+    MutexLock lock(&mu_);
+    devices = devices_;
+  }
+  std::vector<client::GpuUsage> usages;
+  for (const std::string& uuid : devices) {
+    UsageReport usage;
+    if (PollUsage(uuid, &usage)) usages.push_back(ToGpuUsage(uuid, usage));
+  }
+  if (usages.empty()) return;
   client::HintBatch batch;
   batch.iteration = ++iteration_;
   batch.allocs.reserve(pending_events_.size());
-  for (const AllocEvent& e : pending_events_) {
+  for (const auto& [uuid, e] : pending_events_) {
     client::AllocHint h;
     h.alloc_id = e.alloc_id;
-    h.gpu_uuid = uuid_;
+    h.gpu_uuid = uuid;
     h.bytes = e.bytes;
     h.freed = e.freed;
     batch.allocs.push_back(std::move(h));
@@ -383,7 +534,7 @@ void DaemonControlPlane::SendReport() {
             });
   pending_accesses_.clear();
   batch_start_launch_.reset();
-  batch.usage.push_back(ToGpuUsage(usage));
+  batch.usage = std::move(usages);
   client_->SendHints(std::move(batch));
 }
 

@@ -1,9 +1,12 @@
 // DaemonControlPlane: the shim's ControlPlane over the memvirt client library.
 //
-// Registers the process's device with memvirtd, returns the granted budgets,
-// applies budget directives through the core's callback and acknowledges
-// them, and reports usage and allocation hints every report interval (one
-// batch per interval, never one message per CUDA call). While the daemon is
+// Registers the process's devices with memvirtd (the first device's core
+// registers the process, each further device's core adds its GPU to the
+// registration: Note [several devices] in daemon_control_plane.cc), returns
+// the granted budgets, applies budget directives through the callback of the
+// core of the directive's GPU and acknowledges them, and reports usage per GPU
+// and allocation hints every report interval (one batch per interval, never
+// one message per CUDA call). While the daemon is
 // absent or gone the process keeps the budget it last had (standalone) and
 // the client reconnects in the background; a restarted daemon re-learns the
 // process from its registration and the next report.
@@ -22,8 +25,10 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -67,24 +72,41 @@ class DaemonControlPlane final : public ControlPlane {
   SpillTier* spill_tier() override;
   // HOST_BUDGET directives call set_budget, DEMOTE directives demote.
   void OnHostTierControl(HostTierControl control) override;
+  // One view per ordinal: the device's core registers its GPU and its
+  // callbacks through it (Note [several devices]).
+  ControlPlane* ForDevice(int ordinal) override;
+
+  // What a view forwards: the callbacks of the core of GPU `uuid`.
+  void OnBudgetChangeOf(const std::string& uuid, std::function<void(uint64_t)> callback);
+  void SetUsageSourceOf(const std::string& uuid, std::function<UsageReport()> source);
+  // Whether `uuid` is the GPU of the first registered device: the one that
+  // owns the host tier and the spill tier (Note [several devices]).
+  bool IsFirstDevice(const std::string& uuid) const;
 
   // Stops the worker and closes the client. Idempotent.
   void Close();
 
  private:
   // Note [admission]: the registration's budget, or a later one that is usable.
-  std::optional<uint64_t> AwaitUsableBudget(uint64_t floor);
+  std::optional<uint64_t> AwaitUsableBudget(const std::string& uuid, uint64_t floor);
+  client::GpuClaim ClaimFor(const DeviceIdentity& device) const;
+  // Registers the process with its first device. Returns the budget.
+  uint64_t Register(const client::GpuClaim& claim, uint64_t local_default);
+  // Adds a further device's GPU to the registration. Returns the budget.
+  uint64_t AddDevice(const client::GpuClaim& claim, uint64_t local_default);
   void OnDirective(const client::Directive& d);
   void OnState(client::State s);
   void WorkerLoop();
   void Apply(const client::Directive& d);
-  // Calls the usage source (if any); queues its allocation events for the
-  // next report. Returns false if no source is registered.
-  bool PollUsage(UsageReport* usage);
+  // Calls the usage source of `uuid` (if any); queues its allocation events
+  // for the next report. Returns false if no source is registered.
+  bool PollUsage(const std::string& uuid, UsageReport* usage);
   void SendReport();
   // Adds a poll's access summaries to the batch being gathered.
   void MergeAccesses(const UsageReport& usage);
-  client::GpuUsage ToGpuUsage(const UsageReport& u) const;
+  static client::GpuUsage ToGpuUsage(const std::string& uuid, const UsageReport& u);
+  // Note [several devices]: allocation ids of the n-th device carry n in their top byte.
+  uint64_t TagOf(const std::string& uuid) const;
 
   const std::string socket_path_;
   const std::chrono::milliseconds connect_timeout_;
@@ -97,9 +119,15 @@ class DaemonControlPlane final : public ControlPlane {
   const std::chrono::milliseconds admission_wait_;
   const ClientFactory factory_;
 
+  class DeviceView;
+
   std::unique_ptr<client::Client> client_;  // set once by InitialDeviceBudget
-  std::string uuid_;                        // set once by InitialDeviceBudget
-  std::unique_ptr<TierChannel> tier_;       // set once by spill_tier(); lives until destruction
+  std::string uuid_;                        // the first device's; set once by InitialDeviceBudget
+  // GPUs registered (or added), in order; written only by InitialDeviceBudget,
+  // which the shim calls under its core-creation lock.
+  std::vector<std::string> devices_ MEMSHIM_GUARDED_BY(mu_);
+  std::map<int, std::unique_ptr<DeviceView>> views_ MEMSHIM_GUARDED_BY(mu_);
+  std::unique_ptr<TierChannel> tier_;  // set once by spill_tier(); lives until destruction
 
   std::thread worker_;  // started by InitialDeviceBudget, joined by Close
 
@@ -107,22 +135,22 @@ class DaemonControlPlane final : public ControlPlane {
   CondVar cv_;  // directives_ or stop_ changed
   bool stop_ MEMSHIM_GUARDED_BY(mu_) = false;
   std::deque<client::Directive> directives_ MEMSHIM_GUARDED_BY(mu_);
-  // Budget directives awaiting a callback.
+  // Budget directives awaiting their GPU's callback.
   std::deque<client::Directive> deferred_ MEMSHIM_GUARDED_BY(mu_);
   std::optional<uint64_t> host_budget_ MEMSHIM_GUARDED_BY(mu_);  // from the daemon, if it said
-  bool have_callback_ MEMSHIM_GUARDED_BY(mu_) = false;
-  // Last given to the core (or returned initially).
-  std::optional<uint64_t> applied_budget_ MEMSHIM_GUARDED_BY(mu_);
+  std::set<std::string> have_callback_ MEMSHIM_GUARDED_BY(mu_);  // GPUs whose core is attached
+  // Last given to each GPU's core (or returned initially).
+  std::map<std::string, uint64_t> applied_budget_ MEMSHIM_GUARDED_BY(mu_);
 
   Mutex callback_mu_;  // held while the budget or host-tier callbacks run
-  std::function<void(uint64_t)> callback_ MEMSHIM_GUARDED_BY(callback_mu_);
+  std::map<std::string, std::function<void(uint64_t)>> callbacks_ MEMSHIM_GUARDED_BY(callback_mu_);
   HostTierControl host_control_ MEMSHIM_GUARDED_BY(callback_mu_);
-  Mutex source_mu_;  // held while the usage source runs
-  std::function<UsageReport()> source_ MEMSHIM_GUARDED_BY(source_mu_);
+  Mutex source_mu_;  // held while a usage source runs
+  std::map<std::string, std::function<UsageReport()>> sources_ MEMSHIM_GUARDED_BY(source_mu_);
 
   // Worker thread only.
   uint64_t iteration_ = 0;
-  std::vector<AllocEvent> pending_events_;
+  std::vector<std::pair<std::string, AllocEvent>> pending_events_;  // GPU, tagged event
   // Access summaries of the batch being gathered, by alloc_id; launch indices
   // relative to batch_start_launch_.
   std::unordered_map<uint64_t, client::AccessSummary> pending_accesses_;

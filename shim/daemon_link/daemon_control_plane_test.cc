@@ -6,6 +6,7 @@
 #include <chrono>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
 namespace memvirt::shim {
@@ -34,9 +35,39 @@ class FakeClient final : public client::Client {
     options_.on_directive(d);
     return true;
   }
-  std::optional<uint64_t> Budget(const std::string&) const override {
+  std::optional<uint64_t> Budget(const std::string& uuid) const override {
     if (!reachable_) return std::nullopt;
-    return granted_.load();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (uuid != options_.gpus[0].gpu_uuid && added_budget.count(uuid) == 0) return std::nullopt;
+    return uuid == options_.gpus[0].gpu_uuid ? granted_.load() : added_budget.at(uuid);
+  }
+  bool BudgetPending(const std::string& uuid) const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return pending.count(uuid) != 0;
+  }
+  // A daemon of minor version 2 adds the GPU with `add_grant` (pending if 0); an older one
+  // (add_supported false) never answers.
+  void AddGpu(client::GpuClaim claim) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    added.push_back(claim);
+    if (!add_supported) return;
+    if (add_grant == 0) {
+      pending.insert(claim.gpu_uuid);
+    } else {
+      added_budget[claim.gpu_uuid] = add_grant;
+    }
+  }
+  // The daemon's first usable BUDGET directive for a pending GPU.
+  void Grant(const std::string& uuid, uint64_t bytes) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      pending.erase(uuid);
+      added_budget[uuid] = bytes;
+    }
+    Push({.id = 0,
+          .kind = client::Directive::Kind::kBudget,
+          .gpu_uuid = uuid,
+          .budget_bytes = bytes});
   }
   pid_t daemon_pid() const override { return 0; }
   uint64_t registrations() const override { return reachable_ ? 1 : 0; }
@@ -62,8 +93,13 @@ class FakeClient final : public client::Client {
   client::Options options_;
   const bool reachable_;
   std::atomic<uint64_t> granted_;  // what Budget() says: the latest budget the daemon sent
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::vector<client::HintBatch> batches;
+  std::vector<client::GpuClaim> added;
+  std::map<std::string, uint64_t> added_budget;
+  std::set<std::string> pending;
+  bool add_supported = true;
+  uint64_t add_grant = 48 * kMiB;
   std::map<uint64_t, std::pair<bool, uint64_t>> acks;
   std::atomic<bool> closed{false};
 };
@@ -414,6 +450,109 @@ TEST(DaemonControlPlaneTest, RemovedCallbacksAreNotCalledAfterwards) {
   h.fake->Push(demote);
   ASSERT_TRUE(WaitForAck(h.fake, 21));
   EXPECT_EQ(polls.load(), after);
+}
+
+}  // namespace
+}  // namespace memvirt::shim
+
+namespace memvirt::shim {
+namespace {
+
+constexpr char kUuid2[] = "GPU-00000000-1111-2222-3333-555555555555";
+
+// Issue 13, item 2: one process, several devices. Each device's core registers its GPU through
+// its own view; a budget directive for GPU 1 reaches only device 1's core, and reports carry the
+// usage of each GPU with allocation hints naming their GPU.
+TEST(DaemonControlPlaneDevicesTest, EachDeviceHasItsOwnBudgetUsageAndDirectives) {
+  Harness h(/*reachable=*/true);
+  ControlPlane* dev0 = h.plane->ForDevice(0);
+  ControlPlane* dev1 = h.plane->ForDevice(1);
+  ASSERT_NE(dev0, dev1);
+  EXPECT_EQ(h.plane->ForDevice(1), dev1);
+  EXPECT_EQ(dev0->InitialDeviceBudget({kUuid, 1024 * kMiB}, 900 * kMiB), 64 * kMiB);
+  EXPECT_EQ(dev1->InitialDeviceBudget({kUuid2, 2048 * kMiB}, 1800 * kMiB), 48 * kMiB);
+  {
+    std::lock_guard<std::mutex> lock(h.fake->mu_);
+    ASSERT_EQ(h.fake->added.size(), 1u);  // one registration, the second GPU added to it
+    EXPECT_EQ(h.fake->added[0].gpu_uuid, kUuid2);
+    EXPECT_EQ(h.fake->added[0].device_memory_bytes, 2048 * kMiB);
+  }
+  std::atomic<uint64_t> applied0{0}, applied1{0};
+  auto source = [](uint64_t resident) {
+    return [resident] {
+      UsageReport u;
+      u.device_resident_bytes = resident;
+      u.alloc_events = {{.alloc_id = 4096, .bytes = resident}};
+      return u;
+    };
+  };
+  dev0->SetUsageSource(source(10 * kMiB));
+  dev1->SetUsageSource(source(20 * kMiB));
+  dev0->OnBudgetChange([&](uint64_t bytes) { applied0 = bytes; });
+  dev1->OnBudgetChange([&](uint64_t bytes) { applied1 = bytes; });
+  // Only the host and spill tiers of the first device are the daemon's.
+  EXPECT_EQ(dev1->spill_tier(), nullptr);
+
+  h.fake->Push(BudgetDirective(31, 32 * kMiB, kUuid2));
+  ASSERT_TRUE(WaitForAck(h.fake, 31));
+  EXPECT_EQ(applied1.load(), 32 * kMiB);
+  EXPECT_EQ(applied0.load(), 0u);  // device 0's core never heard of it
+  {
+    std::lock_guard<std::mutex> lock(h.fake->mu_);
+    EXPECT_TRUE(h.fake->acks[31].first);
+    EXPECT_EQ(h.fake->acks[31].second, 20 * kMiB);  // device 1's usage
+  }
+  h.fake->Push(BudgetDirective(32, 8 * kMiB, kUuid));
+  ASSERT_TRUE(WaitForAck(h.fake, 32));
+  EXPECT_EQ(applied0.load(), 8 * kMiB);
+  EXPECT_EQ(applied1.load(), 32 * kMiB);
+  {
+    std::lock_guard<std::mutex> lock(h.fake->mu_);
+    EXPECT_FALSE(h.fake->acks[32].first);  // 10 MiB resident on device 0
+  }
+
+  client::HintBatch batch;
+  ASSERT_TRUE(WaitFor([&] {
+    std::lock_guard<std::mutex> lock(h.fake->mu_);
+    for (const client::HintBatch& b : h.fake->batches) {
+      if (b.allocs.size() == 2) batch = b;
+    }
+    return batch.allocs.size() == 2;
+  }));
+  std::map<std::string, uint64_t> resident;
+  for (const client::GpuUsage& u : batch.usage) resident[u.gpu_uuid] = u.resident_bytes;
+  EXPECT_EQ(resident[kUuid], 10 * kMiB);
+  EXPECT_EQ(resident[kUuid2], 20 * kMiB);
+  std::map<std::string, uint64_t> alloc_id;
+  for (const client::AllocHint& a : batch.allocs) alloc_id[a.gpu_uuid] = a.alloc_id;
+  EXPECT_EQ(alloc_id[kUuid], 4096u);
+  EXPECT_EQ(alloc_id[kUuid2], 4096u | (1ull << 56));  // distinct ids per process
+}
+
+TEST(DaemonControlPlaneDevicesTest, APendingGpuWaitsForItsFirstUsableBudget) {
+  Harness h(/*reachable=*/true);
+  ASSERT_EQ(h.plane->ForDevice(0)->InitialDeviceBudget({kUuid, 1024 * kMiB}, 900 * kMiB),
+            64 * kMiB);
+  h.fake->add_grant = 0;  // the daemon says pending
+  std::thread daemon([&] {
+    std::this_thread::sleep_for(100ms);  // the others acknowledge their shrinks meanwhile
+    h.fake->Grant(kUuid2, 24 * kMiB);
+  });
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(h.plane->ForDevice(1)->InitialDeviceBudget({kUuid2, 2048 * kMiB}, 1800 * kMiB),
+            24 * kMiB);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 100ms);
+  daemon.join();
+}
+
+TEST(DaemonControlPlaneDevicesTest, AGpuTheDaemonDoesNotAddRunsWithItsLocalBudget) {
+  Harness h(/*reachable=*/true);
+  h.plane->ForDevice(0)->InitialDeviceBudget({kUuid, 1024 * kMiB}, 900 * kMiB);
+  h.fake->add_supported = false;  // an older daemon
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(h.plane->ForDevice(1)->InitialDeviceBudget({kUuid2, 2048 * kMiB}, 1800 * kMiB),
+            1800 * kMiB);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);  // no admission wait
 }
 
 }  // namespace

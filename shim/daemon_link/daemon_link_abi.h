@@ -24,7 +24,7 @@
 
 namespace memvirt::shim {
 
-inline constexpr uint32_t kDaemonLinkAbiVersion = 2;
+inline constexpr uint32_t kDaemonLinkAbiVersion = 3;  // 3: ControlPlane::ForDevice
 inline constexpr char kDaemonLinkEntryPoint[] = "memshim_daemon_link_create";
 inline constexpr char kDaemonLinkLibrary[] = "libmemshim_daemon.so";
 

@@ -66,6 +66,7 @@ class RegisteredPlane final : public ControlPlane {
   }
   SpillTier* spill_tier() override { return plane_.spill_tier(); }
   void OnHostTierControl(HostTierControl c) override { plane_.OnHostTierControl(std::move(c)); }
+  ControlPlane* ForDevice(int ordinal) override { return plane_.ForDevice(ordinal); }
 
  private:
   DaemonControlPlane plane_;

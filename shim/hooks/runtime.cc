@@ -138,23 +138,20 @@ ShimCore* Runtime::CoreOfCurrentDevice() const {
 }
 
 // Note [per-device budgets]
-//   Every core asks its control plane for its device's budget. The daemon
-//   link registers the process once, for the device of the first core; the
-//   cores of further devices run with their local budgets
-//   (MEMSHIM_DEVICE_BUDGET or 90% of that device's free memory) and the
-//   standalone control plane, which is logged once per device.
+//   Every core asks its control plane for its device's budget. With a daemon,
+//   each device's core gets its own view of the one daemon link
+//   (ControlPlane::ForDevice): the first registers the process with its GPU,
+//   each further one adds its GPU to that registration, and budget directives
+//   reach the core of the GPU they name (Note [several devices] in
+//   shim/daemon_link/daemon_control_plane.cc). Standalone, every core runs
+//   with its local budget (MEMSHIM_DEVICE_BUDGET or 90% of that device's free
+//   memory).
 ControlPlane* Runtime::ControlFor(CUdevice device) {
   if (control_ == nullptr) {  // once: the daemon link, if there is a daemon
     control_ = LoadDaemonControlPlane(config_, daemon_socket_.c_str());
     if (control_ == nullptr) control_ = &standalone_;
-    if (control_ != &standalone_) daemon_device_ = device;
   }
-  if (control_ == &standalone_ || device == daemon_device_) return control_;
-  MEMSHIM_LOG(kWarn,
-              "device %d: the daemon link serves device %d only; this device runs with its local "
-              "budget",
-              device, daemon_device_);
-  return &standalone_;
+  return control_->ForDevice(device);
 }
 
 ShimCore* Runtime::CoreForAlloc() {

@@ -128,7 +128,6 @@ class Runtime {
   Mutex create_mu_;  // held while a core is created
   // standalone_ or the daemon link.
   ControlPlane* control_ MEMSHIM_GUARDED_BY(create_mu_) = nullptr;
-  CUdevice daemon_device_ MEMSHIM_GUARDED_BY(create_mu_) = -1;  // the device the daemon link serves
   ShimCore* CoreOfCurrentDevice() const;
   // The control plane of a new core on `device` (Note [per-device budgets]
   // in runtime.cc).

@@ -178,24 +178,24 @@ TEST_F(ProtocolTest, RandomFieldValuesNeverCrashTheDaemon) {
         return ~0ull - rng() % 3;
     }
   };
+  auto random_claim = [&](v1::GpuClaim* c) {
+    c->set_gpu_uuid(rng() % 2 ? kGpu : random_string());
+    c->set_device_memory_bytes(random_u64());
+    c->set_demand_bytes(random_u64());
+    c->set_min_bytes(random_u64());
+  };
   for (int round = 0; round < 60; ++round) {
     std::vector<v1::ClientMessage> msgs;
     const int n = 1 + rng() % 4;
     for (int i = 0; i < n; ++i) {
       v1::ClientMessage m;
-      switch (rng() % 3) {
+      switch (rng() % 4) {
         case 0: {
           auto* r = m.mutable_register_();
           r->set_protocol_version(static_cast<uint32_t>(rng()));
           r->set_process_name(random_string());
           r->set_host_demand_bytes(random_u64());
-          for (int g = rng() % 3; g > 0; --g) {
-            auto* c = r->add_gpus();
-            c->set_gpu_uuid(rng() % 2 ? kGpu : random_string());
-            c->set_device_memory_bytes(random_u64());
-            c->set_demand_bytes(random_u64());
-            c->set_min_bytes(random_u64());
-          }
+          for (int g = rng() % 3; g > 0; --g) random_claim(r->add_gpus());
           break;
         }
         case 1: {
@@ -212,6 +212,11 @@ TEST_F(ProtocolTest, RandomFieldValuesNeverCrashTheDaemon) {
           u->set_gpu_uuid(rng() % 2 ? kGpu : random_string());
           u->set_resident_bytes(random_u64());
           u->set_paged_in_bytes(random_u64());
+          break;
+        }
+        case 2: {  // protocol minor version 2; refused claims leave the stream open
+          auto* a = m.mutable_add_gpus();
+          for (int g = rng() % 20; g > 0; --g) random_claim(a->add_gpus());
           break;
         }
         default:

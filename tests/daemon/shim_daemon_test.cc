@@ -192,6 +192,91 @@ TEST_F(ShimDaemonTest, NineProcessesStartedTogetherWithAHostBudgetAllFinish) {
   }
 }
 
+// Issue 13, item 2 (Note [several devices] in shim/daemon_link/daemon_control_plane.cc): one
+// process on two simulated devices, twice each device's memory on each, under memvirtd.
+// `memctl status --json` lists the process once with both GPUs, each with its own budget and
+// its own usage; a quota on one GPU shrinks that GPU's budget and residency only; the result is
+// the unconstrained run's; a restarted daemon re-learns the process on both GPUs.
+TEST_F(ShimDaemonTest, OneProcessOnTwoDevicesIsRegisteredAndBudgetedPerGpu) {
+  const std::vector<std::string> argv = {MEMSHIM_MULTI_DEVICE_WORKLOAD, MEMSHIM_TEST_KERNELS,
+                                         std::to_string(2 * kDeviceBytes), "24"};
+  auto plain = Subprocess::Spawn(argv, dir_.path() + "/multi.reference",
+                                 {"MEMSIM_DEVICE_MEMORY=2G", "MEMSIM_DEVICE_COUNT=2"});
+  ASSERT_EQ(plain->Wait(seconds(120)), std::optional<int>(0)) << plain->Stderr();
+  const std::string expected = WorkloadChecksum(plain->Stdout());
+  ASSERT_FALSE(expected.empty()) << plain->Stdout();
+
+  Daemon d(dir_.path(), DaemonFlags());
+  ASSERT_TRUE(d.Start()) << d.process().Stderr();
+  auto p = Subprocess::Spawn(
+      argv, dir_.path() + "/multi.shim",
+      {"LD_PRELOAD=" MEMSHIM_LIBRARY, "MEMSIM_DEVICE_COUNT=2",
+       "MEMSIM_DEVICE_MEMORY=" + std::to_string(kDeviceBytes),
+       "MEMSHIM_DAEMON_SOCKET=" + d.socket(), "MEMSHIM_LOG=info", "MEMSHIM_REPORT_INTERVAL_MS=50",
+       "MEMSHIM_MIN_DEVICE_BUDGET=8M", "ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0"});
+  constexpr uint64_t kQuota = 32 * kMiB;
+  constexpr uint64_t kAlone = kDeviceBytes - kReserveBytes;
+  std::string quota_gpu;  // the GPU given a quota, once both were seen in use
+  std::map<std::string, double> max_resident, max_budget;
+  bool quota_met = false;
+  while (p->Running() && !quota_met) {
+    auto s = d.StatusJson();
+    ASSERT_TRUE(s.has_value()) << d.process().Stderr();
+    const auto* entry = FindProcess(*s, p->pid());
+    if (entry != nullptr) {
+      EXPECT_EQ(Processes(*s).values_size(), 1) << "one registration per process";
+      const auto& gpus = entry->fields().at("gpus").list_value();
+      std::map<std::string, std::pair<double, double>> seen;  // uuid -> (budget, resident)
+      for (const auto& v : gpus.values()) {
+        const auto& g = v.struct_value();
+        const std::string uuid = g.fields().at("uuid").string_value();
+        seen[uuid] = {Field(g, "budget_bytes"), Field(g, "resident_bytes")};
+        max_resident[uuid] = std::max(max_resident[uuid], Field(g, "resident_bytes"));
+        max_budget[uuid] = std::max(max_budget[uuid], Field(g, "budget_bytes"));
+      }
+      if (quota_gpu.empty() && seen.size() == 2 && seen.begin()->second.second > 0 &&
+          seen.rbegin()->second.second > 0) {
+        quota_gpu = seen.rbegin()->first;
+        ASSERT_EQ(d.Memctl({"set-quota", std::to_string(p->pid()), quota_gpu, "32M"}).exit_code, 0);
+      } else if (!quota_gpu.empty() && seen.size() == 2) {
+        for (const auto& [uuid, br] : seen) {
+          if (uuid == quota_gpu) {
+            quota_met = quota_met || (br.first == double(kQuota) && br.second <= double(kQuota));
+          } else {
+            EXPECT_EQ(br.first, double(kAlone)) << "the other GPU's budget changed";
+          }
+        }
+      }
+    }
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  // A restarted daemon re-learns the process on both GPUs from its re-registration.
+  d.Kill(SIGKILL);
+  d.Wait(seconds(5));
+  ASSERT_TRUE(d.Start()) << d.process().Stderr();
+  bool relearned = false;
+  while (p->Running() && !relearned) {
+    auto s = d.StatusJson();
+    const auto* entry = s ? FindProcess(*s, p->pid()) : nullptr;
+    relearned = entry != nullptr && entry->fields().at("gpus").list_value().values_size() == 2;
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  ASSERT_EQ(p->Wait(seconds(120)), std::optional<int>(0)) << p->Stderr();
+  EXPECT_EQ(WorkloadChecksum(p->Stdout()), expected) << p->Stderr();
+  EXPECT_THAT(p->Stderr(), HasSubstr("registered with memvirtd"));
+  EXPECT_THAT(p->Stderr(), HasSubstr("to the memvirtd registration"));
+  EXPECT_TRUE(relearned) << "the restarted daemon never listed the process on both GPUs";
+  ASSERT_EQ(max_resident.size(), 2u) << "the process was never listed on two GPUs";
+  for (const auto& [uuid, resident] : max_resident) {
+    SCOPED_TRACE(uuid);
+    EXPECT_GT(resident, 0.0);  // usage reported per GPU
+    EXPECT_LE(resident, double(kAlone));
+    EXPECT_EQ(max_budget[uuid], double(kAlone));  // each GPU's budget from the daemon
+  }
+  ASSERT_FALSE(quota_gpu.empty()) << "both GPUs were never in use at once";
+  EXPECT_TRUE(quota_met) << "the quota on " << quota_gpu << " was never met while running";
+}
+
 TEST_F(ShimDaemonTest, ShimProcessesSurviveADaemonKillAndReRegisterWithTheRestartedDaemon) {
   Daemon d(dir_.path(), DaemonFlags());
   ASSERT_TRUE(d.Start()) << d.process().Stderr();

@@ -17,6 +17,13 @@
 // on_directive as kBudget directives with id 0, which need no acknowledgement. A directive
 // with id != 0 must be acknowledged with Ack() once acted on (for a shrink: once the process
 // is within the new budget), within its deadline.
+//
+// Note [several GPUs]
+// A process that starts using another GPU adds it with AddGpu(): every later (re-)registration
+// claims it, and while registered with a daemon of protocol minor version 2 or later it is added
+// to the current registration at once (AddGpusRequest). Its budget arrives as for the
+// registration's GPUs: an id-0 kBudget directive, or, while the daemon says pending, none until
+// the first usable BUDGET directive. An older daemon learns the GPU at the next registration only.
 #ifndef MEMVIRT_CLIENT_H_
 #define MEMVIRT_CLIENT_H_
 
@@ -112,8 +119,15 @@ class Client {
   virtual State state() const = 0;
   // Blocks until kConnected or the timeout; returns whether connected.
   virtual bool WaitConnected(std::chrono::milliseconds timeout) = 0;
-  // Budget last granted on `gpu_uuid` (nullopt before the first registration).
+  // Budget last granted on `gpu_uuid` (nullopt before the first registration that claims it,
+  // or if the daemon refused it; 0 while pending).
   virtual std::optional<uint64_t> Budget(const std::string& gpu_uuid) const = 0;
+  // True while a budget on `gpu_uuid` is expected but not granted yet: the daemon said pending
+  // (Note [admission] in daemon/core/node_state.h), or an AddGpu is not answered yet.
+  virtual bool BudgetPending(const std::string& /*gpu_uuid*/) const { return false; }
+  // Adds a GPU to this process's registration (Note [several GPUs]). A uuid already claimed is
+  // ignored.
+  virtual void AddGpu(GpuClaim /*claim*/) {}
   // The pid the daemon sees for this process (0 before the first registration).
   virtual pid_t daemon_pid() const = 0;
   // Number of successful registrations so far (re-registrations included).
