@@ -265,9 +265,9 @@ class ShimCore {
   // ---- Pinning for export (Note [pinned blocks], shim_core_pin.cc) ---------
   // The device chunks holding a pinned block, in address order.
   struct PinnedBlock {
-    CUdeviceptr chunk_base = 0;                        // address of the block's first chunk
-    uint64_t offset = 0;                               // the block's start within that chunk
-    uint64_t bytes = 0;                                // the block's size as allocated
+    CUdeviceptr chunk_base = 0;  // address of the block's first chunk
+    uint64_t offset = 0;         // the block's start within that chunk
+    uint64_t bytes = 0;          // the block's size as allocated
     std::vector<CUmemGenericAllocationHandle> chunks;  // their physical handles
   };
   // Makes the live block that starts at `ptr` device-resident (the host
