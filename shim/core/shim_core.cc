@@ -14,8 +14,7 @@ namespace {
 
 constexpr uint64_t kGiB = 1ull << 30;
 constexpr uint64_t kDefaultVaCap = 512 * kGiB;
-constexpr uint32_t kMaxEvictBatch = 16;
-constexpr uint32_t kEvictAhead = 8;
+constexpr uint32_t kDemotionBatch = 16;  // host chunks stored per spill-tier wait
 constexpr size_t kMaxPendingFrees = 256;
 constexpr size_t kMaxAllocEvents = 16384;  // between two usage polls
 
@@ -129,6 +128,7 @@ CUresult ShimCore::Create(const Driver* driver, const CoreOptions& options, Cont
     // the device budget (Note [host tier preconditions] in physical_pool.h).
     (void)core->pool_->Init(device_chunks, host_chunks);
     core->device_budget_chunks_ = device_chunks;
+    core->lookahead_min_chunks_ = options.lookahead_min_chunks;
     // The spill tier holds demoted host chunks: without a host tier it is unused.
     core->InitSpill(core->pool_->host_tier_available() ? spill : nullptr);
     has_spill = core->spill_ != nullptr;
@@ -882,23 +882,23 @@ void ShimCore::PickedVictims::Restore(ChunkTable* table) const {
   for (size_t i = 0; i < chunks.size(); ++i) (*table)[chunks[i]].stamp = stamps[i];
 }
 
-void ShimCore::StartLookahead(uint32_t want) {
-  if (!inflight_.empty()) return;
+void ShimCore::StartLookahead(uint32_t count) {
+  if (count == 0 || !inflight_.empty()) return;
   PickedVictims picked;
   require_idle_ = true;
-  PickVictims(want, &picked);
+  PickVictims(count, &picked);
   picked.Restore(&table_);
   if (!picked.chunks.empty()) StartPageOut(picked.chunks, /*may_wait=*/false);
 }
 
-bool ShimCore::EvictSome(uint32_t want) {
+bool ShimCore::EvictSome(uint32_t want, uint32_t lookahead) {
   if (ReclaimDead(/*device=*/true, /*host=*/false)) return true;
-  want = std::clamp<uint32_t>(want, 1, kMaxEvictBatch);
+  want = std::clamp<uint32_t>(want, 1, kSustainedBatchMax);
   // Note [pipelined page-out]: the batch started last time has been copying
   // while the caller worked; finish it (usually without waiting) and start
   // the next one.
   if (!inflight_.empty() && FinishPageOut() > 0) {
-    StartLookahead(want);
+    StartLookahead(lookahead);
     return true;
   }
   PickedVictims picked;
@@ -923,7 +923,7 @@ bool ShimCore::EvictSome(uint32_t want) {
   picked.Restore(&table_);
   if (picked.chunks.empty()) return false;
   if (EvictBatch(picked.chunks) == 0) return false;
-  StartLookahead(want);
+  StartLookahead(lookahead);
   return true;
 }
 
@@ -939,20 +939,22 @@ CUresult ShimCore::AcquireHost(uint32_t* slot) {
     ProcessDeferred();
     if (pool_->AcquireHost(slot) == CUDA_SUCCESS) return CUDA_SUCCESS;
   }
-  if (DemoteHostChunks(kMaxEvictBatch) && pool_->AcquireHost(slot) == CUDA_SUCCESS) {
+  if (DemoteHostChunks(kDemotionBatch) && pool_->AcquireHost(slot) == CUDA_SUCCESS) {
     return CUDA_SUCCESS;
   }
   return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 CUresult ShimCore::AcquireDevice(uint32_t* index, bool may_evict) {
-  // Under pressure, evict several chunks per host wait (see Note [eviction]).
-  uint32_t pressure = kEvictAhead;
+  // Batches sized to the budget (Note [eviction batches]).
+  bool sustained = false;
   for (;;) {
     if (pool_->AcquireDevice(index) == CUDA_SUCCESS) return CUDA_SUCCESS;
     if (!may_evict) return CUDA_ERROR_OUT_OF_MEMORY;
-    if (!EvictSome(pressure)) return CUDA_ERROR_OUT_OF_MEMORY;
-    pressure = kMaxEvictBatch;  // sustained pressure: larger batches
+    const EvictionSizing size =
+        SizeEviction(pool_->device_limit(), sustained, lookahead_min_chunks_);
+    if (!EvictSome(size.batch, size.lookahead)) return CUDA_ERROR_OUT_OF_MEMORY;
+    sustained = true;
   }
 }
 
@@ -1329,7 +1331,8 @@ void ShimCore::EnforceDeviceLimit() {
   pool_->SetDeviceLimit(limit);
   ++stamp_;  // nothing is protected
   while (pool_->device_in_use() > pool_->device_limit()) {
-    if (!EvictSome(pool_->device_in_use() - pool_->device_limit())) {
+    // The excess is known: nothing speculative.
+    if (!EvictSome(pool_->device_in_use() - pool_->device_limit(), /*lookahead=*/0)) {
       MEMSHIM_LOG(kWarn, "cannot shrink below %u device chunks yet", pool_->device_in_use());
       break;
     }

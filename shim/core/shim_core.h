@@ -85,10 +85,13 @@
 //   and that the current operation does not touch. Evictions are done in
 //   batches: the device-to-host copies are enqueued together and the host
 //   waits once before the mappings change (a mapping change is not stream
-//   ordered). Freed chunks are reclaimed first, without a copy. A few more
-//   victims than the current operation needs are evicted per wait (8, then 16
-//   under sustained pressure) so that the wait and the copy setup are
-//   amortized; LRU order makes those the chunks least likely to be needed.
+//   ordered). Freed chunks are reclaimed first, without a copy. On a large
+//   budget a few more victims than the current operation needs are evicted
+//   per wait (up to 8, then 16 under sustained pressure) so that the wait and
+//   the copy setup are amortized; the policy's order makes those the chunks
+//   least likely to be needed. The batch scales with the budget and never
+//   speculates with more than 1/16 of it (Note [eviction batches] in
+//   eviction_sizing.h): a small budget evicts one chunk per miss.
 //
 // Note [access summaries]
 //   Once the control plane polls usage (TakeUsage), every decoded launch and
@@ -100,7 +103,8 @@
 //   (slab) allocations share chunks and are not summarized.
 //
 // Note [pipelined page-out]
-//   After an eviction batch the next one is started at once (its victims'
+//   From a budget of 512 chunks (Note [eviction batches]), after an eviction
+//   batch the next one is started at once (its victims'
 //   device-to-host copies are enqueued, no wait) and finished at the next
 //   eviction, when its copies have usually completed: the copy stream always
 //   has work queued and the host rarely waits for a copy it just enqueued.
@@ -146,6 +150,7 @@
 #include "shim/core/block_allocator.h"
 #include "shim/core/chunk_table.h"
 #include "shim/core/control_plane.h"
+#include "shim/core/eviction_sizing.h"
 #include "shim/core/physical_pool.h"
 #include "shim/core/pointer_attributes.h"
 #include "shim/core/residency_policy.h"
@@ -162,6 +167,9 @@ struct CoreOptions {
   uint64_t va_bytes = 0;       // 0: 1.25 x (device + host budget), at least 1 GiB
   uint32_t event_batch = 32;
   uint32_t event_pace = 512;  // Note [event pacing] in stream_tracker.h; 0 = off
+  // The smallest device budget (chunks) with a look-ahead page-out (Note
+  // [eviction batches]); below 512 the bound on speculation does not hold.
+  uint32_t lookahead_min_chunks = kLookaheadMinChunks;
   std::string policy = "lifetime";
 };
 
@@ -458,14 +466,17 @@ class ShimCore {
   // sequence `need`; commits or undoes fills_ accordingly.
   [[nodiscard]] CUresult OrderFills(uint64_t need, uint32_t stream, bool host_wait)
       MEMSHIM_REQUIRES(mu_);
-  bool EvictSome(uint32_t want) MEMSHIM_REQUIRES(mu_);
+  // Frees at least one device chunk, evicting up to `want` victims in one
+  // batch, then starts the page-out of `lookahead` more (Note [pipelined
+  // page-out]); false if nothing could be freed.
+  bool EvictSome(uint32_t want, uint32_t lookahead) MEMSHIM_REQUIRES(mu_);
   bool require_idle_ MEMSHIM_GUARDED_BY(mu_) = true;
   bool ReclaimDead(bool device, bool host) MEMSHIM_REQUIRES(mu_);
   uint32_t EvictBatch(const std::vector<uint32_t>& victims) MEMSHIM_REQUIRES(mu_);
   uint32_t StartPageOut(const std::vector<uint32_t>& victims, bool may_wait) MEMSHIM_REQUIRES(mu_);
   uint32_t FinishPageOut() MEMSHIM_REQUIRES(mu_);
   void CancelPageOut(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
-  void StartLookahead(uint32_t want) MEMSHIM_REQUIRES(mu_);
+  void StartLookahead(uint32_t count) MEMSHIM_REQUIRES(mu_);
   // Victims being chosen for one eviction: each is marked with the current
   // stamp while it is chosen (so PickVictim skips it); Restore() gives every
   // one its previous stamp back, which keeps the recency that demotion ranks
@@ -568,6 +579,7 @@ class ShimCore {
   std::unique_ptr<ResidencyPolicy> policy_ MEMSHIM_GUARDED_BY(mu_);
   uint32_t copy_index_ MEMSHIM_GUARDED_BY(mu_) = 0;
   uint32_t device_budget_chunks_ MEMSHIM_GUARDED_BY(mu_) = 0;
+  uint32_t lookahead_min_chunks_ MEMSHIM_GUARDED_BY(mu_) = kLookaheadMinChunks;
   uint64_t app_pinned_bytes_ MEMSHIM_GUARDED_BY(mu_) = 0;
   std::unordered_map<CUmemGenericAllocationHandle, uint64_t> app_handles_ MEMSHIM_GUARDED_BY(mu_);
   // Pin counts of pinned chunks (ChunkEntry::pinned), Note [pinned blocks].

@@ -611,9 +611,11 @@ TEST_F(ShimCoreTest, FreeDefersReuseWhileWorkUsesTheBlock) {
 }
 
 TEST_F(ShimCoreTest, ChunkTouchedWhileItsPageOutIsInFlightKeepsItsData) {
-  // 16 device chunks, LRU: the eviction for block 16 pages out blocks 0..7
-  // and starts the page-out of 8..15 without waiting (Note [pipelined
-  // page-out]). Rewriting 8..15 then must cancel those page-outs.
+  // 16 device chunks with the look-ahead page-out on (Note [eviction
+  // batches]: one-chunk batches at this budget), LRU: the eviction for block
+  // 16 pages out block 0 and starts the page-out of block 1 without waiting
+  // (Note [pipelined page-out]). Rewriting 1..15 then must cancel it.
+  lookahead_min_chunks_ = 16;
   Make(&fake_.driver(), 32 * kMiB, 96 * kMiB, "lru");
   CUstream s = fake_.CreateStream();
   constexpr int kBlocks = 24;
@@ -624,7 +626,7 @@ TEST_F(ShimCoreTest, ChunkTouchedWhileItsPageOutIsInFlightKeepsItsData) {
     seed[i] = 100 + i;
   }
   for (int i = 0; i <= 16; ++i) ASSERT_EQ(Write(s, b[i], 2 * kMiB, seed[i]), CUDA_SUCCESS);
-  for (int i = 8; i < 16; ++i) {
+  for (int i = 1; i < 16; ++i) {
     seed[i] = 300 + i;
     ASSERT_EQ(Write(s, b[i], 2 * kMiB, seed[i]), CUDA_SUCCESS);
   }
@@ -638,6 +640,65 @@ TEST_F(ShimCoreTest, ChunkTouchedWhileItsPageOutIsInFlightKeepsItsData) {
     }
   }
   EXPECT_GT(core_->stats().evictions, 0u);
+  EXPECT_EQ(fake_.faults(), 0u);
+}
+
+TEST(EvictionSizingTest, SpeculationStaysWithinASixteenthOfTheBudget) {
+  for (uint32_t budget = 0; budget <= 8192; ++budget) {
+    for (bool sustained : {false, true}) {
+      const EvictionSizing size = SizeEviction(budget, sustained);
+      ASSERT_GE(size.batch, 1u) << budget;
+      // Beyond the one chunk a miss needs: the rest of the batch and the
+      // look-ahead page-outs.
+      EXPECT_LE(size.batch - 1 + size.lookahead, budget / kSpeculationShare)
+          << "budget " << budget << (sustained ? ", sustained" : "");
+      if (budget < 2 * kSpeculationShare) {
+        EXPECT_EQ(size.batch, 1u) << budget;
+      }
+      EXPECT_EQ(size.lookahead > 0, budget >= kLookaheadMinChunks) << budget;
+    }
+  }
+  // Large budgets keep the amortizing batches.
+  EXPECT_EQ(SizeEviction(256, false).batch, kFirstBatchMax);
+  EXPECT_EQ(SizeEviction(256, true).batch, kSustainedBatchMax);
+  EXPECT_EQ(SizeEviction(4096, true).lookahead, kSustainedBatchMax);
+}
+
+TEST_F(ShimCoreTest, SmallBudgetMissWritesBackOnlyTheChunkItNeeds) {
+  // 8 device chunks, below the smallest budget with speculative victims
+  // (Note [eviction batches]): every miss on the full device evicts exactly
+  // one chunk and starts no look-ahead page-out, so the only copies are that
+  // page-out and the miss's own page-in.
+  Make(&fake_.driver(), 16 * kMiB, 96 * kMiB, "lru");
+  CUstream s = fake_.CreateStream();
+  constexpr int kBlocks = 20;
+  std::vector<CUdeviceptr> blocks(kBlocks);
+  for (int i = 0; i < kBlocks; ++i) {
+    ASSERT_EQ(core_->Alloc(&blocks[i], 2 * kMiB), CUDA_SUCCESS);
+    ASSERT_EQ(Write(s, blocks[i], 2 * kMiB, 500 + i), CUDA_SUCCESS);
+  }
+  uint64_t misses = 0;
+  for (int round = 0; round < 2; ++round) {
+    for (int i = 0; i < kBlocks; ++i) {
+      const bool miss = core_->TEST_ResidenceOf(blocks[i]) != Residence::kDevice;
+      const CoreStats before = core_->stats();
+      const uint64_t copies_before = fake_.copies();
+      uint64_t sum = 0;
+      ASSERT_EQ(Read(s, blocks[i], 2 * kMiB, &sum), CUDA_SUCCESS);
+      EXPECT_EQ(sum, PatternChecksum(2 * kMiB, 500 + i)) << "block " << i;
+      const CoreStats after = core_->stats();
+      const uint64_t evicted = after.evictions - before.evictions;
+      const uint64_t filled = after.page_ins - before.page_ins;
+      EXPECT_EQ(evicted, miss ? 1u : 0u) << "round " << round << " block " << i;
+      EXPECT_EQ(fake_.copies() - copies_before, evicted + filled)
+          << "a page-out beyond the one needed, round " << round << " block " << i;
+      misses += miss;
+    }
+  }
+  const CoreStats st = core_->stats();
+  EXPECT_EQ(misses, 2u * kBlocks);  // cyclic reads through LRU order: every read misses
+  EXPECT_EQ(st.cancelled_page_outs, 0u);
+  EXPECT_LE(st.device_chunks_peak, 8u);
   EXPECT_EQ(fake_.faults(), 0u);
 }
 

@@ -50,6 +50,7 @@ class ShimCoreTest : public ::testing::Test {
     options.va_bytes = 256 * kMiB;
     options.event_batch = 4;
     options.event_pace = 0;  // a batched event every 4 operations, independent of timing
+    options.lookahead_min_chunks = lookahead_min_chunks_;
     ASSERT_EQ(ShimCore::Create(driver, options, control != nullptr ? control : &control_, &core_),
               CUDA_SUCCESS);
   }
@@ -109,6 +110,9 @@ class ShimCoreTest : public ::testing::Test {
   std::unique_ptr<testing::FaultInjector> faults_;  // MakeWithFaults()
   std::unique_ptr<ShimCore> core_;
   std::vector<CUfunction> functions_;
+  // CoreOptions::lookahead_min_chunks of the next Make(): tests of the
+  // look-ahead page-out lower it to their small budgets.
+  uint32_t lookahead_min_chunks_ = kLookaheadMinChunks;
 };
 
 }  // namespace memvirt::shim
