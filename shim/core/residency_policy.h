@@ -30,7 +30,6 @@ class ResidencyPolicy {
   virtual void OnResident(uint32_t chunk) = 0;
   virtual void OnEvicted(uint32_t chunk) = 0;
   virtual void OnBudgetChange(uint64_t device_bytes) = 0;
-  virtual void OnIterationMark() {}
 
   // A resident chunk for which eligible(context, chunk) is true, or false.
   virtual bool PickVictim(Eligible eligible, void* context, uint32_t* victim) = 0;
