@@ -39,15 +39,6 @@ struct AllocEvent {
   bool freed = false;
 };
 
-// How the launches of one report interval used one large allocation
-// (Note [access summaries] in shim_core.h).
-struct BlockAccess {
-  uint64_t alloc_id = 0;      // As in AllocEvent.
-  uint32_t accesses = 0;      // Launches in the interval that touched it.
-  uint32_t first_launch = 0;  // Index, within the interval, of the first and
-  uint32_t last_launch = 0;   // last launch that touched it.
-};
-
 struct UsageReport {
   uint64_t device_resident_bytes = 0;    // Device chunks backing the reservation.
   uint64_t device_budget_bytes = 0;      // Budget in force now.
@@ -59,10 +50,8 @@ struct UsageReport {
   uint64_t nvme_write_bytes = 0;         // Cumulative host -> spill tier.
   uint64_t nvme_read_bytes = 0;          // Cumulative spill tier -> host/device.
   uint64_t launches = 0;                 // Cumulative intercepted launches.
-  uint64_t interval_start_launch = 0;    // `launches` when this report's interval began.
   uint64_t dropped_alloc_events = 0;     // Cumulative events lost to the bounded log.
   std::vector<AllocEvent> alloc_events;  // Since the previous report, oldest first.
-  std::vector<BlockAccess> accesses;     // Since the previous report, by first launch.
 };
 
 class ControlPlane {

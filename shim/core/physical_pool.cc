@@ -150,7 +150,6 @@ void PhysicalPool::ReleaseDevice(uint32_t index) {
     // Over budget (the budget shrank): give the memory back to the driver.
     driver_->cuMemRelease(device_[index]);
     device_[index] = 0;
-    ++device_destroyed_;
     return;
   }
   device_free_.push_back(index);
@@ -163,7 +162,6 @@ void PhysicalPool::SetDeviceLimit(uint32_t chunks) {
     device_free_.pop_back();
     driver_->cuMemRelease(device_[index]);
     device_[index] = 0;
-    ++device_destroyed_;
   }
 }
 

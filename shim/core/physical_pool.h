@@ -84,7 +84,6 @@ class PhysicalPool {
   uint32_t device_peak() const { return device_peak_; }
   uint32_t host_limit() const { return host_limit_; }
   uint32_t host_in_use() const { return host_in_use_; }
-  uint64_t device_created() const { return device_.size() - device_destroyed_; }
 
  private:
   const Driver* driver_;
@@ -97,7 +96,6 @@ class PhysicalPool {
   uint32_t device_in_use_ = 0;
   uint32_t device_peak_ = 0;
   uint32_t host_in_use_ = 0;
-  uint64_t device_destroyed_ = 0;
   std::vector<CUmemGenericAllocationHandle> device_;  // 0 = released
   std::vector<uint32_t> device_free_;
   std::vector<CUmemGenericAllocationHandle> host_;

@@ -88,10 +88,6 @@ class PolicyLibraryAdapter : public ResidencyPolicy {
     FlushAccesses();
     policy_->OnBudgetChange(device_bytes);
   }
-  void OnIterationMark() override {
-    FlushAccesses();
-    policy_->OnIterationMark();
-  }
 
   bool PickVictim(Eligible eligible, void* context, uint32_t* victim) override {
     FlushAccesses();

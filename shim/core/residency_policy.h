@@ -1,7 +1,8 @@
 // The shim's view of a paging policy: which resident chunk to evict, which
-// chunks to bring in ahead of use. ShimCore talks only to this interface; the
-// implementations are a built-in LRU (lru_policy.h) and an adapter over the
-// memvirt_policy library (policy_library_adapter.h).
+// chunks to bring in ahead of use. ShimCore talks only to this interface; its
+// implementation is an adapter over the memvirt_policy library
+// (policy_library_adapter.h), so memvirt-sim runs the same policy code as the
+// shim.
 //
 // Thread safety: not thread-safe; ShimCore calls it under its mutex.
 // Chunk ids are chunk-table indices.
@@ -30,7 +31,6 @@ class ResidencyPolicy {
   virtual void OnResident(uint32_t chunk) = 0;
   virtual void OnEvicted(uint32_t chunk) = 0;
   virtual void OnBudgetChange(uint64_t device_bytes) = 0;
-  virtual void OnIterationMark() {}
 
   // A resident chunk for which eligible(context, chunk) is true, or false.
   virtual bool PickVictim(Eligible eligible, void* context, uint32_t* victim) = 0;
@@ -47,8 +47,8 @@ class ResidencyPolicy {
   virtual bool MayPrefetch() const { return true; }
 };
 
-// "lifetime" (the default), "lru" or "library-lru". Uses the memvirt_policy library when the
-// shim was built with it, the built-in LRU otherwise (and for unknown names).
+// "lifetime" (the default) or "lru" ("library-lru" is an alias of "lru"), both from the
+// memvirt_policy library; an unknown name gets "lru".
 std::unique_ptr<ResidencyPolicy> MakeResidencyPolicy(const std::string& name, uint32_t num_chunks);
 
 }  // namespace memvirt::shim

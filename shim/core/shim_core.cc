@@ -1238,7 +1238,6 @@ CUresult ShimCore::BeforeLaunch(CUfunction function, void** params, void** extra
   if (HiddenReach(layout, params, /*extra_buffer=*/params == nullptr && extra != nullptr)) {
     return FencedLocked(index, capturing, ticket);
   }
-  if (usage_polled_) RecordAccesses();
   return MakeResident(index, /*host_wait=*/false, capturing, ticket);
 }
 
@@ -1420,21 +1419,6 @@ void ShimCore::LogAllocEvent(uint64_t offset, uint64_t bytes, bool freed) {
   alloc_events_.push_back({offset, bytes, freed});
 }
 
-void ShimCore::RecordAccesses() {
-  const auto launch = static_cast<uint32_t>(stats_.launches - 1 - interval_first_launch_);
-  for (uint32_t c : touched_) {
-    const ChunkEntry& e = table_[c];
-    if (e.kind != ChunkKind::kLarge || e.owner_first != c) continue;
-    AccessSlot& slot = access_slots_[c];
-    if (slot.epoch != access_epoch_) {
-      slot = {access_epoch_, 0, launch, launch};
-      accessed_blocks_.push_back(c);
-    }
-    ++slot.accesses;
-    slot.last_launch = launch;
-  }
-}
-
 UsageReport ShimCore::TakeUsage() {
   MutexLock lock(&mu_);
   UsageReport u;
@@ -1450,17 +1434,6 @@ UsageReport ShimCore::TakeUsage() {
   u.launches = stats_.launches;
   u.dropped_alloc_events = dropped_alloc_events_;
   u.alloc_events.swap(alloc_events_);
-  u.accesses.reserve(accessed_blocks_.size());
-  for (uint32_t c : accessed_blocks_) {
-    const AccessSlot& slot = access_slots_[c];
-    u.accesses.push_back({static_cast<uint64_t>(c) << kChunkShift, slot.accesses, slot.first_launch,
-                          slot.last_launch});
-  }
-  accessed_blocks_.clear();
-  ++access_epoch_;
-  u.interval_start_launch = interval_first_launch_;
-  interval_first_launch_ = stats_.launches;
-  if (!usage_polled_) access_slots_.resize(table_.size());
   usage_polled_ = true;
   return u;
 }

@@ -93,15 +93,6 @@
 //   speculates with more than 1/16 of it (Note [eviction batches] in
 //   eviction_sizing.h): a small budget evicts one chunk per miss.
 //
-// Note [access summaries]
-//   Once the control plane polls usage (TakeUsage), every decoded launch and
-//   graph launch records, for each large block it touches, an access count
-//   and its first and last launch index within the current report interval
-//   (the interval is the daemon's "iteration"). A dense per-chunk slot array
-//   keyed by an interval epoch makes that one pass over the operation's
-//   touched chunks with no hashing; standalone it costs one branch. Small
-//   (slab) allocations share chunks and are not summarized.
-//
 // Note [pipelined page-out]
 //   From a budget of 512 chunks (Note [eviction batches]), after an eviction
 //   batch the next one is started at once (its victims'
@@ -526,7 +517,6 @@ class ShimCore {
   void EnforceDeviceLimit() MEMSHIM_REQUIRES(mu_);
   static bool EligibleThunk(void* self, uint32_t chunk);
   void LogAllocEvent(uint64_t offset, uint64_t bytes, bool freed) MEMSHIM_REQUIRES(mu_);
-  void RecordAccesses() MEMSHIM_REQUIRES(mu_);
 
   // Spill tier (Note [spill tier], shim_core_spill.cc).
   struct StagingSlot {
@@ -644,17 +634,6 @@ class ShimCore {
   bool usage_polled_ MEMSHIM_GUARDED_BY(mu_) = false;
   std::vector<AllocEvent> alloc_events_ MEMSHIM_GUARDED_BY(mu_);
   uint64_t dropped_alloc_events_ MEMSHIM_GUARDED_BY(mu_) = 0;
-  // Note [access summaries]: slot per chunk (used at a block's first chunk).
-  struct AccessSlot {
-    uint32_t epoch = 0;
-    uint32_t accesses = 0;
-    uint32_t first_launch = 0;
-    uint32_t last_launch = 0;
-  };
-  std::vector<AccessSlot> access_slots_ MEMSHIM_GUARDED_BY(mu_);
-  std::vector<uint32_t> accessed_blocks_ MEMSHIM_GUARDED_BY(mu_);
-  uint32_t access_epoch_ MEMSHIM_GUARDED_BY(mu_) = 1;
-  uint64_t interval_first_launch_ MEMSHIM_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace memvirt::shim

@@ -233,7 +233,6 @@ CUresult ShimCore::ReferencesLocked(const uint64_t* words, size_t num_words, con
   touched_.clear();
   ScanBytes(words, num_words * sizeof(uint64_t));  // each word as a launch argument
   for (size_t i = 0; i < num_ranges; ++i) TouchRange(ranges[i]);
-  if (usage_polled_) RecordAccesses();
   return MakeResident(stream, /*host_wait=*/false, capturing, ticket);
 }
 

@@ -143,7 +143,6 @@ CUresult ShimCore::FencedLocked(uint32_t stream, bool capturing, Ticket* ticket)
     return OpaqueLocked(stream, capturing, ticket);  // something it may reach has nothing mapped
   }
   FinishPageOut();
-  if (usage_polled_) RecordAccesses();
   const CUresult r = MakeResident(stream, /*host_wait=*/false, capturing, ticket);
   if (r != CUDA_SUCCESS || capturing) return r;
   FinishPageOut();  // page-outs MakeResident started for room

@@ -44,38 +44,6 @@ TEST_F(ShimCoreTest, UsageReportCarriesAllocationEventsOnlyOnceObserved) {
   EXPECT_TRUE(core_->TakeUsage().alloc_events.empty());  // drained
 }
 
-TEST_F(ShimCoreTest, UsageReportSummarizesLaunchAccessesPerInterval) {
-  CUdeviceptr a, b, small;
-  ASSERT_EQ(core_->Alloc(&a, 4 * kMiB), CUDA_SUCCESS);
-  ASSERT_EQ(core_->Alloc(&b, 2 * kMiB), CUDA_SUCCESS);
-  ASSERT_EQ(core_->Alloc(&small, 256), CUDA_SUCCESS);
-  CUstream s = fake_.CreateStream();
-  ASSERT_EQ(Write(s, a, 4 * kMiB, 1), CUDA_SUCCESS);  // before the first poll: not counted
-  core_->TakeUsage();
-  ASSERT_EQ(Write(s, a, 4 * kMiB, 2), CUDA_SUCCESS);              // launch 0
-  ASSERT_EQ(Launch(s, {a, b, small}, 256, [] {}), CUDA_SUCCESS);  // launch 1
-  ASSERT_EQ(Write(s, b, 2 * kMiB, 3), CUDA_SUCCESS);              // launch 2
-  UsageReport u = core_->TakeUsage();
-  EXPECT_EQ(u.launches - u.interval_start_launch, 3u);
-  ASSERT_EQ(u.accesses.size(), 2u);  // the slab allocation is not summarized
-  EXPECT_EQ(u.accesses[0].alloc_id, a - core_->base());
-  EXPECT_EQ(u.accesses[0].accesses, 2u);
-  EXPECT_EQ(u.accesses[0].first_launch, 0u);
-  EXPECT_EQ(u.accesses[0].last_launch, 1u);
-  EXPECT_EQ(u.accesses[1].alloc_id, b - core_->base());
-  EXPECT_EQ(u.accesses[1].accesses, 2u);
-  EXPECT_EQ(u.accesses[1].first_launch, 1u);
-  EXPECT_EQ(u.accesses[1].last_launch, 2u);
-  // A new interval starts counting afresh.
-  ASSERT_EQ(Write(s, b, 2 * kMiB, 4), CUDA_SUCCESS);
-  u = core_->TakeUsage();
-  ASSERT_EQ(u.accesses.size(), 1u);
-  EXPECT_EQ(u.accesses[0].alloc_id, b - core_->base());
-  EXPECT_EQ(u.accesses[0].accesses, 1u);
-  EXPECT_EQ(u.accesses[0].first_launch, 0u);
-  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
-}
-
 TEST_F(ShimCoreTest, AddressRangeAndPointerAttributes) {
   CUdeviceptr big, small;
   ASSERT_EQ(core_->Alloc(&big, 5 * kMiB), CUDA_SUCCESS);

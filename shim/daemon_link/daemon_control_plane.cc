@@ -11,8 +11,7 @@
 namespace memvirt::shim {
 namespace {
 
-constexpr size_t kMaxAllocHintsPerBatch = 65536;   // memvirt.proto: HintBatch.allocs
-constexpr size_t kMaxAccessHintsPerBatch = 65536;  // memvirt.proto: HintBatch.accesses
+constexpr size_t kMaxAllocHintsPerBatch = 65536;  // memvirt.proto: HintBatch.allocs
 
 unsigned long long MiB(uint64_t bytes) { return static_cast<unsigned long long>(bytes >> 20); }
 
@@ -451,34 +450,12 @@ bool DaemonControlPlane::PollUsage(const std::string& uuid, UsageReport* usage) 
     if (pending_events_.size() >= kMaxAllocHintsPerBatch) break;
     pending_events_.push_back({uuid, {e.alloc_id | tag, e.bytes, e.freed}});
   }
-  if (uuid == uuid_) MergeAccesses(*usage);
   if (usage->dropped_alloc_events != last_dropped_) {
     MEMSHIM_LOG(kDebug, "%llu allocation hints dropped so far",
                 static_cast<unsigned long long>(usage->dropped_alloc_events));
     last_dropped_ = usage->dropped_alloc_events;
   }
   return true;
-}
-
-void DaemonControlPlane::MergeAccesses(const UsageReport& usage) {
-  if (!batch_start_launch_.has_value()) batch_start_launch_ = usage.interval_start_launch;
-  const uint64_t shift = usage.interval_start_launch - *batch_start_launch_;
-  for (const BlockAccess& a : usage.accesses) {
-    const auto first = static_cast<uint32_t>(a.first_launch + shift);
-    const auto last = static_cast<uint32_t>(a.last_launch + shift);
-    auto [it, added] = pending_accesses_.try_emplace(a.alloc_id);
-    client::AccessSummary& s = it->second;
-    if (added) {
-      if (pending_accesses_.size() > kMaxAccessHintsPerBatch) {
-        pending_accesses_.erase(it);
-        continue;
-      }
-      s.alloc_id = a.alloc_id;
-      s.first_launch = first;
-    }
-    s.accesses += a.accesses;
-    s.last_launch = std::max(s.last_launch, last);
-  }
 }
 
 uint64_t DaemonControlPlane::TagOf(const std::string& uuid) const {
@@ -525,15 +502,6 @@ void DaemonControlPlane::SendReport() {
     batch.allocs.push_back(std::move(h));
   }
   pending_events_.clear();
-  batch.accesses.reserve(pending_accesses_.size());
-  for (auto& [id, a] : pending_accesses_) batch.accesses.push_back(a);
-  std::sort(batch.accesses.begin(), batch.accesses.end(),
-            [](const client::AccessSummary& x, const client::AccessSummary& y) {
-              return x.first_launch != y.first_launch ? x.first_launch < y.first_launch
-                                                      : x.alloc_id < y.alloc_id;
-            });
-  pending_accesses_.clear();
-  batch_start_launch_.reset();
   batch.usage = std::move(usages);
   client_->SendHints(std::move(batch));
 }

@@ -31,7 +31,6 @@
 #include <set>
 #include <string>
 #include <thread>
-#include <unordered_map>
 #include <vector>
 
 #include "memvirt/client.h"
@@ -102,8 +101,6 @@ class DaemonControlPlane final : public ControlPlane {
   // for the next report. Returns false if no source is registered.
   bool PollUsage(const std::string& uuid, UsageReport* usage);
   void SendReport();
-  // Adds a poll's access summaries to the batch being gathered.
-  void MergeAccesses(const UsageReport& usage);
   static client::GpuUsage ToGpuUsage(const std::string& uuid, const UsageReport& u);
   // Note [several devices]: allocation ids of the n-th device carry n in their top byte.
   uint64_t TagOf(const std::string& uuid) const;
@@ -151,10 +148,6 @@ class DaemonControlPlane final : public ControlPlane {
   // Worker thread only.
   uint64_t iteration_ = 0;
   std::vector<std::pair<std::string, AllocEvent>> pending_events_;  // GPU, tagged event
-  // Access summaries of the batch being gathered, by alloc_id; launch indices
-  // relative to batch_start_launch_.
-  std::unordered_map<uint64_t, client::AccessSummary> pending_accesses_;
-  std::optional<uint64_t> batch_start_launch_;
   uint64_t last_dropped_ = 0;
 };
 

@@ -378,59 +378,6 @@ TEST(DaemonControlPlaneTest, ReportsUsageAndAllocationHintsInBatches) {
   EXPECT_EQ(first.allocs[2].bytes, 5 * kMiB);
 }
 
-TEST(DaemonControlPlaneTest, AccessSummariesOfSeveralPollsMergeIntoOneBatch) {
-  // Two acknowledgements poll usage well before the first report is due.
-  Harness h(/*reachable=*/true, 64 * kMiB, 16 * kMiB, /*report_interval_ms=*/500);
-  h.plane->InitialDeviceBudget({kUuid, 1024 * kMiB}, 900 * kMiB);
-  h.plane->OnBudgetChange([](uint64_t) {});
-  std::mutex mu;
-  std::vector<UsageReport> script;  // served in order, then empty reports
-  {
-    UsageReport p1;  // the first ack's poll: launches 100..109
-    p1.interval_start_launch = 100;
-    p1.launches = 110;
-    p1.accesses = {{1 << 21, 3, 2, 9}, {4 << 21, 1, 5, 5}};
-    UsageReport p2;  // the second ack's poll: launches 110..119
-    p2.interval_start_launch = 110;
-    p2.launches = 120;
-    p2.accesses = {{1 << 21, 2, 0, 4}};
-    script = {p1, p2};
-  }
-  h.plane->SetUsageSource([&] {
-    std::lock_guard<std::mutex> lock(mu);
-    if (script.empty()) return UsageReport{};
-    UsageReport u = script.front();
-    script.erase(script.begin());
-    return u;
-  });
-  h.fake->Push(BudgetDirective(31, 64 * kMiB));
-  h.fake->Push(BudgetDirective(32, 64 * kMiB));
-  ASSERT_TRUE(WaitForAck(h.fake, 32));
-  EXPECT_EQ(h.fake->BatchCount(), 0u);  // both polls belong to the first batch
-  ASSERT_TRUE(WaitFor([&] {
-    std::lock_guard<std::mutex> lock(h.fake->mu_);
-    for (const client::HintBatch& b : h.fake->batches) {
-      if (!b.accesses.empty()) return true;
-    }
-    return false;
-  }));
-  h.plane->Close();
-  std::lock_guard<std::mutex> lock(h.fake->mu_);
-  const client::HintBatch* batch = nullptr;
-  for (const client::HintBatch& b : h.fake->batches) {
-    if (!b.accesses.empty()) batch = &b;
-  }
-  ASSERT_NE(batch, nullptr);
-  ASSERT_EQ(batch->accesses.size(), 2u);
-  // Sorted by first launch; launch indices relative to the batch's first poll.
-  EXPECT_EQ(batch->accesses[0].alloc_id, 1u << 21);
-  EXPECT_EQ(batch->accesses[0].accesses, 5u);
-  EXPECT_EQ(batch->accesses[0].first_launch, 2u);
-  EXPECT_EQ(batch->accesses[0].last_launch, 14u);
-  EXPECT_EQ(batch->accesses[1].alloc_id, 4u << 21);
-  EXPECT_EQ(batch->accesses[1].first_launch, 5u);
-}
-
 TEST(DaemonControlPlaneTest, RemovedCallbacksAreNotCalledAfterwards) {
   Harness h(/*reachable=*/true);
   h.plane->InitialDeviceBudget({kUuid, 1024 * kMiB}, 900 * kMiB);
