@@ -1,9 +1,11 @@
 #include "daemon/server/client_stream_service.h"
 
 #include <deque>
+#include <optional>
 
 #include "absl/synchronization/mutex.h"
 #include "daemon/core/mutex_lock.h"
+#include "daemon/server/client_message.h"
 #include "daemon/server/proto_convert.h"
 #include "glog/logging.h"
 
@@ -91,39 +93,17 @@ class ClientStreamReactor final
 
  private:
   absl::Status Handle(const v1::ClientMessage& m) {
-    switch (m.body_case()) {
-      case v1::ClientMessage::kRegister: {
-        if (id_ != 0) return absl::InvalidArgumentError("register: already registered");
-        absl::StatusOr<ClientId> id = node_->Register(*peer_, FromProto(m.register_()), this);
-        if (!id.ok()) return id.status();
-        id_ = *id;
-        if (pids_ != nullptr) {  // Note [pidfd] in daemon/server/pid_watcher.h
-          if (absl::Status s = pids_->Watch(id_, peer_->pid); !s.ok()) {
-            LOG(WARNING) << "pid " << peer_->pid << ": exit detection by socket only: " << s;
-          }
-        }
-        return absl::OkStatus();
+    const bool was_registered = id_ != 0;
+    std::optional<v1::DaemonMessage> reply;
+    absl::Status s = ApplyClientMessage(*node_, *peer_, this, m, id_, reply);
+    if (reply.has_value()) Enqueue(std::move(*reply));
+    if (s.ok() && !was_registered && id_ != 0 && pids_ != nullptr) {
+      // Note [pidfd] in daemon/server/pid_watcher.h
+      if (absl::Status w = pids_->Watch(id_, peer_->pid); !w.ok()) {
+        LOG(WARNING) << "pid " << peer_->pid << ": exit detection by socket only: " << w;
       }
-      case v1::ClientMessage::kHints:
-        if (id_ == 0) return absl::InvalidArgumentError("hints before register");
-        return node_->ReportHints(id_, FromProto(m.hints()));
-      case v1::ClientMessage::kAck:
-        if (id_ == 0) return absl::InvalidArgumentError("ack before register");
-        return node_->Acknowledge(id_, FromProto(m.ack()));
-      case v1::ClientMessage::kAddGpus: {
-        if (id_ == 0) return absl::InvalidArgumentError("add_gpus before register");
-        // A refused claim (unknown GPU, too many) leaves the registration as it was.
-        if (absl::Status s = node_->AddGpus(id_, FromProto(m.add_gpus())); !s.ok()) {
-          v1::DaemonMessage reply;
-          reply.mutable_gpus_added()->set_error(s.ToString());
-          Enqueue(std::move(reply));
-        }
-        return absl::OkStatus();
-      }
-      case v1::ClientMessage::BODY_NOT_SET:
-        break;
     }
-    return absl::InvalidArgumentError("empty client message");
+    return s;
   }
 
   void Enqueue(v1::DaemonMessage m) {

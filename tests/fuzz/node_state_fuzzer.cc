@@ -10,12 +10,13 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "daemon/core/clock.h"
 #include "daemon/core/node_state.h"
-#include "daemon/server/proto_convert.h"
+#include "daemon/server/client_message.h"
 #include "glog/logging.h"
 #include "google/protobuf/stubs/logging.h"
 #include "memvirt/v1/memvirt.pb.h"
@@ -40,26 +41,10 @@ class Stream : public DirectiveSink {
   std::vector<Directive> directives;
 };
 
-// As ClientStreamService::Handle (daemon/server/client_stream_service.cc).
+// As ClientStreamService's reactor: the same ApplyClientMessage, a reply counted as sent.
 absl::Status Handle(NodeState& node, Stream& s, const memvirt::v1::ClientMessage& m) {
-  switch (m.body_case()) {
-    case memvirt::v1::ClientMessage::kRegister: {
-      if (s.id != 0) return absl::InvalidArgumentError("register: already registered");
-      absl::StatusOr<ClientId> id = node.Register(s.peer, FromProto(m.register_()), &s);
-      if (!id.ok()) return id.status();
-      s.id = *id;
-      return absl::OkStatus();
-    }
-    case memvirt::v1::ClientMessage::kHints:
-      if (s.id == 0) return absl::InvalidArgumentError("hints before register");
-      return node.ReportHints(s.id, FromProto(m.hints()));
-    case memvirt::v1::ClientMessage::kAck:
-      if (s.id == 0) return absl::InvalidArgumentError("ack before register");
-      return node.Acknowledge(s.id, FromProto(m.ack()));
-    case memvirt::v1::ClientMessage::BODY_NOT_SET:
-      break;
-  }
-  return absl::InvalidArgumentError("empty client message");
+  std::optional<memvirt::v1::DaemonMessage> reply;
+  return ApplyClientMessage(node, s.peer, &s, m, s.id, reply);
 }
 
 void End(NodeState& node, Stream& s) {

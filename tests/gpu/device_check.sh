@@ -13,6 +13,9 @@
 #   oversub_shim   the same under the shim with a device budget of a third of its footprint
 #   torch_ref      the PyTorch training loop, unconstrained (skipped without PyTorch)
 #   torch_shim     the same under the shim at half its peak: losses equal bit for bit
+#   native_ref     PyTorch's own kernels (elementwise, cuBLAS, a CUDA graph) over 8 GiB,
+#                  unconstrained (GPU only: the simulated driver cannot run PyTorch's kernels)
+#   native_shim    the same under the shim with a third of that: checksums equal bit for bit
 #   oversub_graph  the workload as CUDA graph launches under the shim
 # Exit status: 0 when no stage failed (skipped stages do not fail the run).
 set -u -o pipefail
@@ -42,6 +45,7 @@ else
   HOST_BUDGET=$((32 << 30))
 fi
 BUDGET=$((FOOTPRINT / 3))
+NATIVE_FOOTPRINT=$((8 << 30))
 SHIM_ENV=(LD_PRELOAD="$SHIM" MEMSHIM_HOST_BUDGET=$HOST_BUDGET
           MEMSHIM_DAEMON_SOCKET=/nonexistent/memvirtd.sock)
 
@@ -93,7 +97,7 @@ shim_was_active() {
   grep -q "virtual device memory:" "$OUT/$1.log" || { echo "note: the shim was not active"; return 1; }
 }
 export -f checksum_of shim_was_active
-export OUT HERE SHIM PY SIM FOOTPRINT SMOKE_FOOTPRINT BUDGET HOST_BUDGET UNCONSTRAINED
+export OUT HERE SHIM PY SIM NATIVE_FOOTPRINT FOOTPRINT SMOKE_FOOTPRINT BUDGET HOST_BUDGET UNCONSTRAINED
 export SHIM_ENV_STR="${SHIM_ENV[*]}"
 
 env_stage() {
@@ -164,6 +168,30 @@ print("note: losses %s, step-time ratio %.3f, budget %d MiB" % (
 sys.exit(0 if same else 1)
 PYEOF
 }
+native_available() {
+  ((SIM)) && { echo "note: PyTorch's kernels need a GPU"; return 1; }
+  torch_available
+}
+native_ref_stage() {
+  native_available || exit 77
+  "$PY" "$HERE/torch_native.py" --footprint-mib $((NATIVE_FOOTPRINT >> 20)) || return 1
+  echo "note: footprint $((NATIVE_FOOTPRINT >> 20)) MiB"
+}
+native_shim_stage() {
+  native_available || exit 77
+  env $SHIM_ENV_STR MEMSHIM_LOG=info MEMSHIM_DEVICE_BUDGET=$((NATIVE_FOOTPRINT / 3)) \
+    "$PY" "$HERE/torch_native.py" --footprint-mib $((NATIVE_FOOTPRINT >> 20)) || return 1
+  shim_was_active native_shim || return 1
+  local kind want got ok=0
+  for kind in eager graph; do
+    want=$(sed -n "s/^checksum_$kind //p" "$OUT/native_ref.log" | tail -1)
+    got=$(sed -n "s/^checksum_$kind //p" "$OUT/native_shim.log" | tail -1)
+    echo "$kind: $got, reference $want"
+    [[ -n $want && $got == "$want" ]] || ok=1
+  done
+  echo "note: budget $((NATIVE_FOOTPRINT / 3 >> 20)) MiB, checksums $( ((ok)) && echo DIFFER || echo equal)"
+  return $ok
+}
 oversub_graph_stage() {
   env $SHIM_ENV_STR MEMSHIM_LOG=info MEMSHIM_DEVICE_BUDGET=$BUDGET \
     "$HERE/bin/oversub_workload" "$FOOTPRINT" 3 graph || return 1
@@ -174,16 +202,19 @@ oversub_graph_stage() {
   [[ -n $want && $got == "$want" ]]
 }
 export -f env_stage probe_stage smoke_stage oversub_ref_stage oversub_shim_stage \
-  torch_available torch_ref_stage torch_shim_stage oversub_graph_stage
+  torch_available torch_ref_stage torch_shim_stage oversub_graph_stage native_available \
+  native_ref_stage native_shim_stage
 
 stage env 30 env_stage
 stage driver_probe 60 probe_stage
 stage shim_smoke 60 smoke_stage
 stage oversub_ref 90 oversub_ref_stage
-stage oversub_shim 150 oversub_shim_stage
+stage oversub_shim 120 oversub_shim_stage
 stage torch_ref 90 torch_ref_stage
-stage torch_shim 150 torch_shim_stage
-stage oversub_graph 120 oversub_graph_stage
+stage torch_shim 120 torch_shim_stage
+stage native_ref 90 native_ref_stage
+stage native_shim 120 native_shim_stage
+stage oversub_graph 90 oversub_graph_stage
 
 failed=0
 for s in "${STATUS[@]}"; do [[ $s == pass || $s == skipped ]] || failed=1; done
