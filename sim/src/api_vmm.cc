@@ -25,7 +25,9 @@ bool HostLocation(CUmemLocationType t) {
 // cuMemCreate: HOST_NUMA_CURRENT is valid only for managed-memory calls (cuMemAdvise,
 // cuMemPrefetchAsync); HOST allocations are not IPC capable (requestedHandleTypes 0); HOST_NUMA
 // needs CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED (MEMSIM_HOST_NUMA).
-CUresult ValidateProp(const CUmemAllocationProp* prop) {
+// `for_create` false: the granularity query, which a driver 580 answers for HOST whatever the
+// requested handle types (tests/gpu/reference/).
+CUresult ValidateProp(const CUmemAllocationProp* prop, bool for_create = true) {
   if (prop == nullptr || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED) {
     return CUDA_ERROR_INVALID_VALUE;
   }
@@ -33,8 +35,9 @@ CUresult ValidateProp(const CUmemAllocationProp* prop) {
     case CU_MEM_LOCATION_TYPE_DEVICE:
       return D().device(prop->location.id) != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
     case CU_MEM_LOCATION_TYPE_HOST:
-      return prop->requestedHandleTypes == CU_MEM_HANDLE_TYPE_NONE ? CUDA_SUCCESS
-                                                                   : CUDA_ERROR_INVALID_VALUE;
+      return !for_create || prop->requestedHandleTypes == CU_MEM_HANDLE_TYPE_NONE
+                 ? CUDA_SUCCESS
+                 : CUDA_ERROR_INVALID_VALUE;
     case CU_MEM_LOCATION_TYPE_HOST_NUMA:
       if (prop->location.id != 0) return CUDA_ERROR_INVALID_VALUE;  // one NUMA node: 0
       return D().device(0)->host_numa_vmm() ? CUDA_SUCCESS : CUDA_ERROR_NOT_SUPPORTED;
@@ -89,7 +92,7 @@ CUresult CUDAAPI cuMemGetAllocationGranularity(size_t* granularity, const CUmemA
                                  option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED)) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  if (CUresult r = ValidateProp(prop)) return r;
+  if (CUresult r = ValidateProp(prop, /*for_create=*/false)) return r;
   *granularity = memsim::kGranularity;
   return CUDA_SUCCESS;
 }

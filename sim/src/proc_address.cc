@@ -44,19 +44,22 @@ void ReportMiss(const char* symbol, int cuda_version, cuuint64_t flags, bool nam
 CUresult LookupProcAddress(const char* symbol, int cuda_version, cuuint64_t flags, void** pfn,
                            CUdriverProcAddressQueryResult* status) {
   const bool want_per_thread = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
-  const ProcEntry* best = nullptr;
   bool name_known = false;
-  for (int pass = 0; pass < 2 && best == nullptr; ++pass) {
-    // Pass 0 looks for the requested stream flavour; pass 1 falls back to the other one for
-    // symbols that have no per-thread flavour.
-    const bool per_thread = pass == 0 ? want_per_thread : false;
-    if (pass == 1 && !want_per_thread) break;
-    for (const ProcEntry& e : kProcTable) {
-      if (std::strcmp(e.name, symbol) != 0) continue;
-      name_known = true;
-      if (e.per_thread != per_thread || e.version > cuda_version) continue;
-      if (best == nullptr || e.version > best->version) best = &e;
-    }
+  bool has_per_thread = false;
+  for (const ProcEntry& e : kProcTable) {
+    if (std::strcmp(e.name, symbol) != 0) continue;
+    name_known = true;
+    has_per_thread = has_per_thread || e.per_thread;
+  }
+  // Note [per-thread flavours]: a name with per-thread flavours answers the per-thread flag
+  // only from the version of its first one (7000): below it, VERSION_NOT_SUFFICIENT, as a
+  // driver 580 answers; a name without them answers with its plain flavour.
+  const bool per_thread = want_per_thread && has_per_thread;
+  const ProcEntry* best = nullptr;
+  for (const ProcEntry& e : kProcTable) {
+    if (std::strcmp(e.name, symbol) != 0) continue;
+    if (e.per_thread != per_thread || e.version > cuda_version) continue;
+    if (best == nullptr || e.version > best->version) best = &e;
   }
   if (best == nullptr) {
     ReportMiss(symbol, cuda_version, flags, name_known);
@@ -65,7 +68,7 @@ CUresult LookupProcAddress(const char* symbol, int cuda_version, cuuint64_t flag
       *status = name_known ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
                            : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
     }
-    return CUDA_ERROR_NOT_FOUND;
+    return CUDA_SUCCESS;  // documented: success with a null pointer, the status says why
   }
   *pfn = best->fn;
   if (status != nullptr) *status = CU_GET_PROC_ADDRESS_SUCCESS;

@@ -4,7 +4,7 @@
 // they were built for; the answer is the newest flavour introduced at or before that version
 // (cuMemAlloc at 3020 or later is cuMemAlloc_v2). With
 // CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM the per-thread default-stream flavour (_ptds/_ptsz)
-// is preferred where one exists.
+// is the answer for names that have one (Note [per-thread flavours] in proc_address.cc).
 //
 // Thread safety: the table is constant.
 #ifndef MEMSIM_SRC_PROC_ADDRESS_H_
@@ -14,8 +14,9 @@
 
 namespace memsim {
 
-// Returns CUDA_SUCCESS and *pfn, or CUDA_ERROR_NOT_FOUND with *status telling whether the
-// symbol is unknown or only newer than `cuda_version`.
+// Returns CUDA_SUCCESS and *pfn; *pfn is null when there is no flavour, and *status tells
+// whether the symbol is unknown or only newer than `cuda_version` (as documented for
+// cuGetProcAddress and answered by a driver 580: tests/gpu/reference/).
 CUresult LookupProcAddress(const char* symbol, int cuda_version, cuuint64_t flags, void** pfn,
                            CUdriverProcAddressQueryResult* status);
 

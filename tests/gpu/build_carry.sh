@@ -5,6 +5,8 @@
 # Layout of OUT_DIR:
 #   device_check.sh gpt_train.py        the runner and the PyTorch training loop
 #   torch_native.py                     PyTorch's own kernels over 8 GiB (GPU only)
+#   compare_probe.py reference/         a real driver's recorded answers, which --sim holds the
+#                                       simulated driver to
 #   lib/libmemshim.so                   the shim (no daemon link: the GPU machine has no gRPC)
 #   bin/oversub_workload bin/driver_probe   nvcc programs, sm_90 cubins plus compute_90 PTX
 #   lib/libgpt_kernels.so               the training loop's kernels (nvcc, called by gpt_train.py)
@@ -38,7 +40,8 @@ cp -L "$BUILD_DIR/lib/sim/libcuda.so.1" "$OUT_DIR/sim/"
 cp "$BUILD_DIR/tests/bin/gpu_check_kernels.so" "$BUILD_DIR/tests/bin/gpt_kernels_host.so" \
   "$OUT_DIR/sim/"
 cp "$ROOT/tests/gpu/device_check.sh" "$ROOT/tests/gpu/gpt_train.py" \
-  "$ROOT/tests/gpu/torch_native.py" "$OUT_DIR/"
+  "$ROOT/tests/gpu/torch_native.py" "$ROOT/tests/gpu/compare_probe.py" "$OUT_DIR/"
+cp -r "$ROOT/tests/gpu/reference" "$OUT_DIR/"
 chmod +x "$OUT_DIR/device_check.sh"
 
 nvcc_build() {  # nvcc_build OUTPUT SOURCE [flags...]

@@ -7,7 +7,8 @@
 # finishes; a global deadline (DEADLINE_S, default 540 s) bounds the whole run, and each stage
 # gets min(its own limit, what is left). Stages, most informative first:
 #   env            machine, driver, PyTorch, locked-memory limit, NUMA
-#   driver_probe   the driver's answers the shim depends on, without the shim (driver_probe.json)
+#   driver_probe   the driver's answers the shim depends on, without the shim (driver_probe.json);
+#                  with --sim, compared with a real driver's recorded answers (reference/)
 #   shim_smoke     a small run under the shim at MEMSHIM_LOG=debug: the shim must be active
 #   oversub_ref    the oversubscribed workload, unconstrained: the reference checksum
 #   oversub_shim   the same under the shim with a device budget of a third of its footprint
@@ -118,6 +119,14 @@ probe_stage() {
   rc=$?
   cat "$OUT/driver_probe.json"
   echo "note: $(grep -E '"(driver_version|attr_host_numa_vmm_supported|host_numa_kernel_result_ok|map_us|capture_global_event_query_other_thread)"' "$OUT/driver_probe.json" | tr -d ' \n')"
+  # On the simulated driver: every answer a real driver recorded must be the sim's too.
+  if ((SIM)); then
+    local ref
+    for ref in "$HERE"/reference/*.json; do
+      echo "compared with $ref:"
+      "$PY" "$HERE/compare_probe.py" "$ref" "$OUT/driver_probe.json" || rc=1
+    done
+  fi
   return $rc
 }
 smoke_stage() {

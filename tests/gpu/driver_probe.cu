@@ -9,7 +9,13 @@
 //     and 13000, with and without the per-thread flag;
 //   - parameter info asked of a CUfunction and of a CUkernel through both calls;
 //   - cuMemMap / cuMemSetAccess / cuMemUnmap latency for 2 MiB chunks;
-//   - cuEventQuery from another thread while a stream is captured in global mode.
+//   - cuEventQuery from another thread while a stream is captured in global mode, and in
+//     relaxed mode alone;
+//   - edge answers: cuMemCreate on HOST with and without handle types, cuGetProcAddress for an
+//     unknown name and for a version newer than the driver;
+//   - costs the shim's paging is made of: cuMemSetAccess over runs of chunks, one cuMemUnmap
+//     over several mappings, copy bandwidth between device memory and host-NUMA mappings (the
+//     host tier) or pinned host memory, one way and both ways at once.
 // Usage: driver_probe            (exit 0 when every probe ran; answers are facts, not checks)
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -20,6 +26,7 @@
 #include <cstdlib>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 // Kernels at namespace scope, so that their mangled names are stable (host implementations
@@ -296,6 +303,173 @@ void ProbeCaptureQuery(CUcontext ctx) {
   cuStreamDestroy(s);
 }
 
+// Whether a relaxed-mode query alone (what the shim issues) leaves a global capture valid.
+void ProbeRelaxedQueryOnly(CUcontext ctx) {
+  CUstream s;
+  CUevent e;
+  if (!Must("relaxed_stream", cuStreamCreate(&s, CU_STREAM_NON_BLOCKING)) ||
+      !Must("relaxed_event", cuEventCreate(&e, CU_EVENT_DISABLE_TIMING))) {
+    return;
+  }
+  cuEventRecord(e, nullptr);
+  cuCtxSynchronize();
+  Must("relaxed_begin", cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  CUresult relaxed = CUDA_SUCCESS;
+  std::thread other([&] {
+    cuCtxSetCurrent(ctx);
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    cuThreadExchangeStreamCaptureMode(&mode);
+    relaxed = cuEventQuery(e);
+    cuThreadExchangeStreamCaptureMode(&mode);
+  });
+  other.join();
+  CUgraph graph = nullptr;
+  CUresult end = cuStreamEndCapture(s, &graph);
+  FieldStr("capture_relaxed_only_query", Name(relaxed));
+  FieldStr("capture_end_after_relaxed_only", Name(end));
+  if (graph != nullptr) cuGraphDestroy(graph);
+  cuEventDestroy(e);
+  cuStreamDestroy(s);
+}
+
+void ProbeEdgeAnswers() {
+  for (bool with_fd : {true, false}) {
+    CUmemAllocationProp prop = Prop(CU_MEM_LOCATION_TYPE_HOST, 0);
+    if (!with_fd) prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
+    CUmemGenericAllocationHandle h;
+    CUresult r = cuMemCreate(&h, 2 << 20, &prop, 0);
+    FieldStr(with_fd ? "create_host_with_fd" : "create_host", Name(r));
+    if (r == CUDA_SUCCESS) cuMemRelease(h);
+  }
+  int driver = 0;
+  cuDriverGetVersion(&driver);
+  for (const auto& q : {std::pair<const char*, int>{"proc_address_unknown", 0},
+                        std::pair<const char*, int>{"proc_address_newer_than_driver", 1}}) {
+    void* fn = reinterpret_cast<void*>(1);
+    CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SUCCESS;
+    CUresult r = q.second ? cuGetProcAddress("cuInit", &fn, driver + 10, 0, &status)
+                          : cuGetProcAddress("cuDoesNotExist", &fn, driver, 0, &status);
+    FieldStr(q.first, Name(r) + " status=" + std::to_string(status) +
+                          (fn == nullptr ? " null" : " set"));
+  }
+}
+
+double Micros(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double, std::micro>(b - a).count();
+}
+
+// cuMemSetAccess over runs of 1, 8 and 32 mapped chunks, and one cuMemUnmap over 8 mappings.
+void ProbeRangeCosts(CUdevice dev) {
+  const size_t chunk = 2 << 20;
+  const int count = 32;
+  CUmemAllocationProp prop = Prop(CU_MEM_LOCATION_TYPE_DEVICE, dev);
+  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
+  CUdeviceptr va = 0;
+  if (!Must("range_reserve", cuMemAddressReserve(&va, chunk * count, 0, 0, 0))) return;
+  std::vector<CUmemGenericAllocationHandle> handles(count);
+  for (auto& h : handles) {
+    if (!Must("range_create", cuMemCreate(&h, chunk, &prop, 0))) return;
+  }
+  CUmemAccessDesc access = {};
+  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  access.location.id = dev;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  auto map_all = [&] {
+    for (int i = 0; i < count; ++i) cuMemMap(va + i * chunk, chunk, 0, handles[i], 0);
+  };
+  auto unmap_all = [&] {
+    for (int i = 0; i < count; ++i) cuMemUnmap(va + i * chunk, chunk);
+  };
+  using Clock = std::chrono::steady_clock;
+  for (int run : {1, 8, 32}) {
+    map_all();
+    auto t0 = Clock::now();
+    for (int i = 0; i < count; i += run) cuMemSetAccess(va + i * chunk, chunk * run, &access, 1);
+    auto t1 = Clock::now();
+    Field("set_access_run" + std::to_string(run) + "_us",
+          std::to_string(Micros(t0, t1) / (count / run)));
+    unmap_all();
+  }
+  map_all();
+  cuMemSetAccess(va, chunk * count, &access, 1);
+  auto t0 = Clock::now();
+  CUresult r = cuMemUnmap(va, chunk * 8);
+  auto t1 = Clock::now();
+  FieldStr("unmap_spanning_8_mappings", Name(r));
+  if (r == CUDA_SUCCESS) Field("unmap_spanning_8_us", std::to_string(Micros(t0, t1)));
+  for (int i = r == CUDA_SUCCESS ? 8 : 0; i < count; ++i) cuMemUnmap(va + i * chunk, chunk);
+  for (auto h : handles) cuMemRelease(h);
+  cuMemAddressFree(va, chunk * count);
+}
+
+// GB/s of `copies` 64 MiB copies enqueued by `enqueue(i)`, timed from the host.
+template <typename F>
+double Bandwidth(F enqueue, int copies, size_t bytes) {
+  cuCtxSynchronize();
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < copies; ++i) enqueue(i);
+  cuCtxSynchronize();
+  auto t1 = std::chrono::steady_clock::now();
+  return copies * bytes / (Micros(t0, t1) * 1e3);
+}
+
+// Copy bandwidth between device memory and host memory two ways: a host-NUMA VMM mapping
+// copied device-to-device (the shim's host tier), and pinned host memory (cuMemHostAlloc).
+void ProbeCopyBandwidth(CUdevice dev) {
+  const size_t bytes = 64 << 20;
+  const int copies = 16;
+  CUdeviceptr device = 0, mirror = 0;
+  if (!Must("bw_device", cuMemAlloc(&device, bytes))) return;
+  CUmemAllocationProp prop = Prop(CU_MEM_LOCATION_TYPE_HOST_NUMA, 0);
+  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
+  CUmemGenericAllocationHandle h;
+  if (!Must("bw_create", cuMemCreate(&h, bytes, &prop, 0))) return;
+  CUmemAccessDesc access = {};
+  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  access.location.id = dev;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  if (!Must("bw_reserve", cuMemAddressReserve(&mirror, bytes, 0, 0, 0)) ||
+      !Must("bw_map", cuMemMap(mirror, bytes, 0, h, 0)) ||
+      !Must("bw_access", cuMemSetAccess(mirror, bytes, &access, 1))) {
+    return;
+  }
+  void* pinned = nullptr;
+  if (!Must("bw_pinned", cuMemHostAlloc(&pinned, bytes, 0))) return;
+  CUstream up, down;
+  cuStreamCreate(&up, CU_STREAM_NON_BLOCKING);
+  cuStreamCreate(&down, CU_STREAM_NON_BLOCKING);
+  const size_t half = bytes / 2;
+  Field("copy_hostnuma_to_device_gbps", std::to_string(Bandwidth(
+      [&](int) { cuMemcpyDtoDAsync(device, mirror, bytes, up); }, copies, bytes)));
+  Field("copy_device_to_hostnuma_gbps", std::to_string(Bandwidth(
+      [&](int) { cuMemcpyDtoDAsync(mirror, device, bytes, down); }, copies, bytes)));
+  Field("copy_hostnuma_both_ways_gbps", std::to_string(Bandwidth(
+      [&](int) {
+        cuMemcpyDtoDAsync(device, mirror, half, up);
+        cuMemcpyDtoDAsync(mirror + half, device + half, half, down);
+      }, copies, bytes)));
+  Field("copy_pinned_htod_gbps", std::to_string(Bandwidth(
+      [&](int) { cuMemcpyHtoDAsync(device, pinned, bytes, up); }, copies, bytes)));
+  Field("copy_pinned_dtoh_gbps", std::to_string(Bandwidth(
+      [&](int) { cuMemcpyDtoHAsync(pinned, device, bytes, down); }, copies, bytes)));
+  Field("copy_pinned_both_ways_gbps", std::to_string(Bandwidth(
+      [&](int) {
+        cuMemcpyHtoDAsync(device, pinned, half, up);
+        cuMemcpyDtoHAsync(static_cast<char*>(pinned) + half, device + half, half, down);
+      }, copies, bytes)));
+  // 2 MiB copies, the shim's chunk: what one page-in costs in copy time.
+  Field("copy_hostnuma_to_device_2mib_gbps", std::to_string(Bandwidth(
+      [&](int i) { cuMemcpyDtoDAsync(device + (i % 32) * (2 << 20), mirror + (i % 32) * (2 << 20),
+                                     2 << 20, up); }, 256, 2 << 20)));
+  cuStreamDestroy(up);
+  cuStreamDestroy(down);
+  cuMemFreeHost(pinned);
+  cuMemUnmap(mirror, bytes);
+  cuMemAddressFree(mirror, bytes);
+  cuMemRelease(h);
+  cuMemFree(device);
+}
+
 }  // namespace
 
 int main() {
@@ -318,6 +492,10 @@ int main() {
   ProbeParamInfo();
   ProbeMapLatency(dev);
   ProbeCaptureQuery(ctx);
+  ProbeRelaxedQueryOnly(ctx);
+  ProbeEdgeAnswers();
+  ProbeRangeCosts(dev);
+  ProbeCopyBandwidth(dev);
   Field("errors", g_errors);
   std::printf("%s\n}\n", g_json.c_str());
   return g_errors == 0 ? 0 : 1;
