@@ -22,7 +22,7 @@
 //     (cuMemImportFromShareableHandle), maps them in a reservation of its
 //     own, grants its device access and returns the block's address in it.
 //     The connection stays open as long as the import.
-//   * Close: the importer unmaps (cuMemUnmap waits for its work) and closes
+//   * Close: the importer waits for its work, unmaps and closes
 //     the connection; when the exporter sees the last connection of a
 //     record end (a crashed importer's too), it unpins the block, which
 //     pages as any other from then on. A later open pins it again.

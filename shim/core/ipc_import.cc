@@ -6,6 +6,7 @@
 
 #include "shim/core/config.h"
 #include "shim/core/log.h"
+#include "shim/core/relaxed_capture_mode.h"
 
 namespace memvirt::shim {
 
@@ -134,9 +135,16 @@ CUresult IpcImporter::Close(CUdeviceptr ptr, bool* handled) {
     if (import.ptr != ptr) continue;
     *handled = true;
     if (--import.refs > 0) return CUDA_SUCCESS;
-    // One unmap per chunk mapping (a driver unmaps whole mappings only); it
-    // waits for work that may still use them.
+    // Note [unmap is immediate] (sim/src/api_vmm.cc): a driver's cuMemUnmap
+    // does not wait, and work still using the range would fault; the
+    // context's work is waited for first (relaxed: a capture elsewhere stays
+    // valid). Then one unmap per chunk mapping (a driver unmaps whole
+    // mappings only).
     CUresult result = CUDA_SUCCESS;
+    if (driver_->cuCtxSynchronize != nullptr) {
+      RelaxedCaptureMode relaxed(driver_);
+      result = driver_->cuCtxSynchronize();  // a faulted context runs nothing more: unmap still
+    }
     for (uint64_t off = 0; off < import.reserved_bytes; off += kChunkBytes) {
       const CUresult r = driver_->cuMemUnmap(import.reservation + off, kChunkBytes);
       if (r != CUDA_SUCCESS) result = r;

@@ -35,12 +35,13 @@
 //   remap), the launch is opaque instead (BackAllOwned maps everything first).
 //   Not recognized: pointer arrays written on the device (by a kernel or a
 //   device-to-device copy) or by copies larger than kAddressScanBytes,
-//   and addresses hidden in a structure that also holds a plain one. Those
-//   kernels still never fault (every block is backed, Note [backed from
-//   allocation], and the sim's and the driver's cuMemUnmap wait for work
-//   enqueued before it), but a write through such an address to a chunk
-//   whose page-out copy runs concurrently can be lost (docs/shim.md, "Known
-//   limits").
+//   and addresses hidden in a structure that also holds a plain one. Every
+//   block is backed when such a kernel starts (Note [backed from
+//   allocation]), but a chunk it reaches may be evicted while it runs, and a
+//   driver's cuMemUnmap does not wait for it (Note [unmap is immediate] in
+//   sim/src/api_vmm.cc): it can fault, and a write through such an address
+//   to a chunk whose page-out copy runs concurrently can be lost
+//   (docs/shim.md, "Known limits").
 #include <cstring>
 
 #include "shim/core/log.h"

@@ -68,6 +68,7 @@ namespace memvirt::shim {
   X(cuMemImportFromShareableHandle, false)    \
   X(cuDeviceGetCount, false)                  \
   X(cuDeviceCanAccessPeer, false)             \
+  X(cuCtxSynchronize, false)                  \
   X(cuStreamSynchronize, true)
 
 struct Driver {

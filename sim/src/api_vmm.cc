@@ -54,13 +54,13 @@ void ChargeMapCost() {
   if (us > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::micro>(us));
 }
 
-// Note [unmap synchronizes]: cuMemUnmap exhibits synchronous behaviour (\note_sync in its
-// documentation): device work enqueued before it, which may still use the range, completes
-// before the memory goes away. The sim waits for every context, since kernels of any device
-// may have been granted access to the range.
-void SynchronizeAllContexts() {
-  for (const auto& ctx : D().contexts.Snapshot()) ctx->Synchronize();
-}
+// Note [unmap is immediate]: cuMemUnmap's documentation marks it "synchronous" (\note_sync),
+// which is about the host call, not a promise to wait for device work: a driver 580 on an H200
+// unmaps at once while a kernel using the range runs, and that kernel then fails with
+// CUDA_ERROR_ILLEGAL_ADDRESS (tests/gpu/reference/, unmap_in_use). The sim does the same: the
+// range goes away when the call returns, and queued or running kernels and copies that touch it
+// fault (sticky CUDA_ERROR_ILLEGAL_ADDRESS, Note [sticky errors]). Whoever unmaps must first
+// wait for the work that uses the range.
 
 int ProtFromFlags(CUmemAccess_flags flags) {
   switch (flags) {
@@ -163,10 +163,10 @@ CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size) {
   if (CUresult r = RequireInit()) return r;
   Device* dev = D().DeviceForAddress(ptr);
   if (dev == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  // A host function waiting for all work, its own included, would never return; the
-  // documentation allows CUDA_ERROR_NOT_PERMITTED for CUDA calls from host functions.
+  // The documentation allows CUDA_ERROR_NOT_PERMITTED for CUDA calls from host functions; the
+  // sim answers so, the strict choice.
   if (memsim::OnStreamWorker()) return CUDA_ERROR_NOT_PERMITTED;
-  SynchronizeAllContexts();
+  // Note [unmap is immediate]: no wait for device work.
   std::vector<std::shared_ptr<Physical>> dropped;
   CUresult r = dev->va().Unmap(ptr, size, &dropped);  // `dropped` is released after the lock
   if (r == CUDA_SUCCESS) ChargeMapCost();

@@ -85,6 +85,9 @@ CUresult CUDAAPI cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVer
   const cuuint64_t known =
       CU_GET_PROC_ADDRESS_LEGACY_STREAM | CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
   if ((flags & ~known) != 0) return CUDA_ERROR_INVALID_VALUE;
+  // Documented, and so answered by a driver 580: a version newer than the driver's is invalid
+  // (the outputs are left alone).
+  if (cudaVersion > CUDA_VERSION) return CUDA_ERROR_INVALID_VALUE;
   return memsim::LookupProcAddress(symbol, cudaVersion, flags, pfn, status);
 }
 

@@ -2,9 +2,11 @@
 // and tests/gpu/driver_probe.cu) for the simulated driver, loaded through MEMSIM_KERNELS; names
 // are the kernels' mangled names. Each runs once per launch and covers the whole index range,
 // as the grid-stride loops on a GPU do.
+#include <chrono>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <thread>
 
 #include "memsim/kernel.h"
 
@@ -85,6 +87,19 @@ MEMSIM_HOST_KERNEL(_Z10ProbeTouchPjmj) {
   const size_t n = Arg<size_t>(params, 1);
   const unsigned add = Arg<unsigned>(params, 2);
   for (size_t i = 0; i < n; ++i) p[i] += add;
+}
+
+// ProbeSpin(unsigned long long ns): a kernel that runs for `ns` nanoseconds.
+MEMSIM_HOST_KERNEL(_Z9ProbeSpiny) {
+  std::this_thread::sleep_for(std::chrono::nanoseconds(Arg<unsigned long long>(params, 0)));
+}
+
+// ProbeSpinTouch(volatile unsigned* p, unsigned long long ns): writes p[0] for `ns` ns.
+MEMSIM_HOST_KERNEL(_Z14ProbeSpinTouchPVjy) {
+  volatile unsigned* p = Arg<volatile unsigned*>(params, 0);
+  const auto end = std::chrono::steady_clock::now() +
+                   std::chrono::nanoseconds(Arg<unsigned long long>(params, 1));
+  while (std::chrono::steady_clock::now() < end) p[0] = p[0] + 1;
 }
 
 // ProbeParams(int, float4, char, double2, short): only its parameter layout is probed.

@@ -17,6 +17,7 @@
 #   native_ref     PyTorch's own kernels (elementwise, cuBLAS, a CUDA graph) over 8 GiB,
 #                  unconstrained (GPU only: the simulated driver cannot run PyTorch's kernels)
 #   native_shim    the same under the shim with a third of that: checksums equal bit for bit
+#   native_expandable  the same with PyTorch's expandable segments (its own cuMemCreate/cuMemMap)
 #   oversub_graph  the workload as CUDA graph launches under the shim
 # Exit status: 0 when no stage failed (skipped stages do not fail the run).
 set -u -o pipefail
@@ -80,7 +81,7 @@ stage() {
   fi
   ((limit > left)) && limit=$left
   t0=$(date +%s)
-  timeout -k 5 "$limit" bash -c "$fn" >"$OUT/$name.log" 2>&1
+  STAGE_NAME=$name timeout -k 5 "$limit" bash -c "$fn" >"$OUT/$name.log" 2>&1
   rc=$?
   echo "$rc" >"$OUT/$name.rc"
   note="$(sed -n 's/^note: //p' "$OUT/$name.log" | tail -1)"
@@ -186,19 +187,23 @@ native_ref_stage() {
   "$PY" "$HERE/torch_native.py" --footprint-mib $((NATIVE_FOOTPRINT >> 20)) || return 1
   echo "note: footprint $((NATIVE_FOOTPRINT >> 20)) MiB"
 }
+# native_shim_stage [ALLOC_CONF]: torch_native.py under the shim at a third of its footprint,
+# with PYTORCH_CUDA_ALLOC_CONF=ALLOC_CONF if given; checksums against native_ref's.
 native_shim_stage() {
   native_available || exit 77
+  local log=$OUT/${STAGE_NAME}.log
   env $SHIM_ENV_STR MEMSHIM_LOG=info MEMSHIM_DEVICE_BUDGET=$((NATIVE_FOOTPRINT / 3)) \
+    ${1:+PYTORCH_CUDA_ALLOC_CONF=$1} \
     "$PY" "$HERE/torch_native.py" --footprint-mib $((NATIVE_FOOTPRINT >> 20)) || return 1
-  shim_was_active native_shim || return 1
+  shim_was_active "$STAGE_NAME" || return 1
   local kind want got ok=0
   for kind in eager graph; do
     want=$(sed -n "s/^checksum_$kind //p" "$OUT/native_ref.log" | tail -1)
-    got=$(sed -n "s/^checksum_$kind //p" "$OUT/native_shim.log" | tail -1)
+    got=$(sed -n "s/^checksum_$kind //p" "$log" | tail -1)
     echo "$kind: $got, reference $want"
     [[ -n $want && $got == "$want" ]] || ok=1
   done
-  echo "note: budget $((NATIVE_FOOTPRINT / 3 >> 20)) MiB, checksums $( ((ok)) && echo DIFFER || echo equal)"
+  echo "note: ${1:-native allocator}, budget $((NATIVE_FOOTPRINT / 3 >> 20)) MiB, checksums $( ((ok)) && echo DIFFER || echo equal)"
   return $ok
 }
 oversub_graph_stage() {
@@ -223,6 +228,7 @@ stage torch_ref 90 torch_ref_stage
 stage torch_shim 120 torch_shim_stage
 stage native_ref 90 native_ref_stage
 stage native_shim 120 native_shim_stage
+stage native_expandable 120 "native_shim_stage expandable_segments:True"
 stage oversub_graph 90 oversub_graph_stage
 
 failed=0

@@ -13,6 +13,8 @@
 //     relaxed mode alone;
 //   - edge answers: cuMemCreate on HOST with and without handle types, cuGetProcAddress for an
 //     unknown name and for a version newer than the driver;
+//   - whether cuMemMap, cuMemSetAccess and cuMemUnmap wait for a running kernel, and what
+//     cuMemUnmap does to a kernel using the range;
 //   - costs the shim's paging is made of: cuMemSetAccess over runs of chunks, one cuMemUnmap
 //     over several mappings, copy bandwidth between device memory and host-NUMA mappings (the
 //     host tier) or pinned host memory, one way and both ways at once.
@@ -35,6 +37,25 @@ __global__ void ProbeTouch(unsigned* p, size_t n, unsigned add) {
   for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
     p[i] += add;
   }
+}
+
+// Runs for `ns` nanoseconds of the GPU's global timer.
+__global__ void ProbeSpin(unsigned long long ns) {
+  unsigned long long start, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  } while (now - start < ns);
+}
+
+// Writes p[0] for `ns` nanoseconds of the GPU's global timer.
+__global__ void ProbeSpinTouch(volatile unsigned* p, unsigned long long ns) {
+  unsigned long long start, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do {
+    p[0] += 1;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  } while (now - start < ns);
 }
 
 __global__ void ProbeParams(int a, float4 b, char c, double2 d, short e) {
@@ -402,6 +423,94 @@ void ProbeRangeCosts(CUdevice dev) {
   cuMemAddressFree(va, chunk * count);
 }
 
+// Whether cuMemMap, cuMemSetAccess and cuMemUnmap of a chunk no kernel uses wait for a kernel
+// that is running (Note [unmap is immediate] in sim/src/api_vmm.cc): each is timed while a
+// 50 ms kernel runs on another stream.
+void ProbeVmmDuringKernel(CUdevice dev) {
+  const size_t chunk = 2 << 20;
+  const unsigned long long spin_ns = 50'000'000;
+  CUmemAllocationProp prop = Prop(CU_MEM_LOCATION_TYPE_DEVICE, dev);
+  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
+  CUdeviceptr va = 0;
+  CUmemGenericAllocationHandle h;
+  CUstream s;
+  if (!Must("busy_reserve", cuMemAddressReserve(&va, chunk, 0, 0, 0)) ||
+      !Must("busy_create", cuMemCreate(&h, chunk, &prop, 0)) ||
+      !Must("busy_stream", cuStreamCreate(&s, CU_STREAM_NON_BLOCKING))) {
+    return;
+  }
+  CUmemAccessDesc access = {};
+  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  access.location.id = dev;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  using Clock = std::chrono::steady_clock;
+  const char* names[] = {"map", "set_access", "unmap"};
+  for (int op = 0; op < 3; ++op) {
+    if (op >= 1) cuMemMap(va, chunk, 0, h, 0);
+    if (op == 2) cuMemSetAccess(va, chunk, &access, 1);
+    cuCtxSynchronize();
+    ProbeSpin<<<1, 1, 0, reinterpret_cast<cudaStream_t>(s)>>>(spin_ns);
+    auto t0 = Clock::now();
+    CUresult r = op == 0   ? cuMemMap(va, chunk, 0, h, 0)
+                 : op == 1 ? cuMemSetAccess(va, chunk, &access, 1)
+                           : cuMemUnmap(va, chunk);
+    auto t1 = Clock::now();
+    const CUresult running = cuStreamQuery(s);
+    const double us = Micros(t0, t1);
+    Must(std::string("busy_") + names[op], r);
+    Field(std::string(names[op]) + "_during_kernel_us", std::to_string(us));
+    // Returned while the kernel still ran (not ready), or took most of its 50 ms.
+    FieldStr(std::string(names[op]) + "_during_kernel",
+             running == CUDA_ERROR_NOT_READY ? "returned while the kernel ran"
+             : us > spin_ns / 2000.0         ? "waited for the kernel"
+                                             : "kernel ended first");
+    if (op == 0) cuMemUnmap(va, chunk);
+    if (op == 1) {
+      cuCtxSynchronize();
+      cuMemUnmap(va, chunk);
+    }
+    cuCtxSynchronize();
+  }
+  cuStreamDestroy(s);
+  cuMemRelease(h);
+  cuMemAddressFree(va, chunk);
+}
+
+// What cuMemUnmap does to a kernel that is using the range: waits for it, lets it finish on
+// memory kept alive, or takes the memory away (the kernel faults). Runs last: a fault makes
+// the context unusable.
+void ProbeUnmapInUse(CUdevice dev) {
+  const size_t chunk = 2 << 20;
+  CUmemAllocationProp prop = Prop(CU_MEM_LOCATION_TYPE_DEVICE, dev);
+  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
+  CUdeviceptr va = 0;
+  CUmemGenericAllocationHandle h;
+  CUstream s;
+  CUmemAccessDesc access = {};
+  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  access.location.id = dev;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  if (!Must("inuse_reserve", cuMemAddressReserve(&va, chunk, 0, 0, 0)) ||
+      !Must("inuse_create", cuMemCreate(&h, chunk, &prop, 0)) ||
+      !Must("inuse_map", cuMemMap(va, chunk, 0, h, 0)) ||
+      !Must("inuse_access", cuMemSetAccess(va, chunk, &access, 1)) ||
+      !Must("inuse_stream", cuStreamCreate(&s, CU_STREAM_NON_BLOCKING))) {
+    return;
+  }
+  cuCtxSynchronize();
+  ProbeSpinTouch<<<1, 1, 0, reinterpret_cast<cudaStream_t>(s)>>>(
+      reinterpret_cast<unsigned*>(va), 50'000'000ull);
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));  // the kernel is running
+  auto t0 = std::chrono::steady_clock::now();
+  CUresult unmap = cuMemUnmap(va, chunk);
+  auto t1 = std::chrono::steady_clock::now();
+  CUresult kernel = cuStreamSynchronize(s);
+  FieldStr("unmap_in_use", Name(unmap));
+  Field("unmap_in_use_us", std::to_string(Micros(t0, t1)));
+  FieldStr("unmap_in_use_kernel", Name(kernel));
+  FieldStr("unmap_in_use_waited", Micros(t0, t1) > 20'000 ? "true" : "false");
+}
+
 // GB/s of `copies` 64 MiB copies enqueued by `enqueue(i)`, timed from the host.
 template <typename F>
 double Bandwidth(F enqueue, int copies, size_t bytes) {
@@ -495,7 +604,9 @@ int main() {
   ProbeRelaxedQueryOnly(ctx);
   ProbeEdgeAnswers();
   ProbeRangeCosts(dev);
+  ProbeVmmDuringKernel(dev);
   ProbeCopyBandwidth(dev);
+  ProbeUnmapInUse(dev);  // last: may leave the context faulted
   Field("errors", g_errors);
   std::printf("%s\n}\n", g_json.c_str());
   return g_errors == 0 ? 0 : 1;

@@ -67,6 +67,9 @@ TEST(SimProcAddress, UnknownAndTooNewSymbolsAreReportedDistinctly) {
   EXPECT_EQ(st, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
   void* pfn;
   EXPECT_EQ(cuGetProcAddress("cuInit", &pfn, 13000, 0x100, nullptr), CUDA_ERROR_INVALID_VALUE);
+  int driver = 0;
+  ASSERT_CU(cuDriverGetVersion(&driver));
+  EXPECT_EQ(cuGetProcAddress("cuInit", &pfn, driver + 10, 0, nullptr), CUDA_ERROR_INVALID_VALUE);
 }
 
 TEST(SimProcAddress, ReturnedEntryPointsWork) {
