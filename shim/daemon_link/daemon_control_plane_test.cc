@@ -437,8 +437,7 @@ TEST(DaemonControlPlaneDevicesTest, EachDeviceHasItsOwnBudgetUsageAndDirectives)
   dev1->SetUsageSource(source(20 * kMiB));
   dev0->OnBudgetChange([&](uint64_t bytes) { applied0 = bytes; });
   dev1->OnBudgetChange([&](uint64_t bytes) { applied1 = bytes; });
-  // Only the host and spill tiers of the first device are the daemon's.
-  EXPECT_EQ(dev1->spill_tier(), nullptr);
+  EXPECT_EQ(dev1->spill_tier(), nullptr);  // the fake daemon has no NVMe tier
 
   h.fake->Push(BudgetDirective(31, 32 * kMiB, kUuid2));
   ASSERT_TRUE(WaitForAck(h.fake, 31));
@@ -474,6 +473,71 @@ TEST(DaemonControlPlaneDevicesTest, EachDeviceHasItsOwnBudgetUsageAndDirectives)
   for (const client::AllocHint& a : batch.allocs) alloc_id[a.gpu_uuid] = a.alloc_id;
   EXPECT_EQ(alloc_id[kUuid], 4096u);
   EXPECT_EQ(alloc_id[kUuid2], 4096u | (1ull << 56));  // distinct ids per process
+}
+
+// Note [several devices]: the host budget is the process's, so its directives reach every
+// device's core: HOST_BUDGET each core, DEMOTE the cores in order until the bytes are moved; an
+// acknowledgement judges the host bytes of all the GPUs together.
+TEST(DaemonControlPlaneDevicesTest, HostTierDirectivesReachEveryDevicesCore) {
+  Harness h(/*reachable=*/true);
+  ControlPlane* dev0 = h.plane->ForDevice(0);
+  ControlPlane* dev1 = h.plane->ForDevice(1);
+  dev0->InitialDeviceBudget({kUuid, 1024 * kMiB}, 900 * kMiB);
+  dev1->InitialDeviceBudget({kUuid2, 2048 * kMiB}, 1800 * kMiB);
+  std::atomic<uint64_t> host0{0}, host1{0};  // each core's host-tier bytes
+  std::atomic<uint64_t> budget0{0}, budget1{0}, demote0{0}, demote1{0};
+  auto source = [](std::atomic<uint64_t>* host) {
+    return [host] {
+      UsageReport u;
+      u.host_resident_bytes = host->load();
+      return u;
+    };
+  };
+  dev0->SetUsageSource(source(&host0));
+  dev1->SetUsageSource(source(&host1));
+  dev0->OnHostTierControl({[&](uint64_t bytes) { budget0 = bytes; },
+                           [&](uint64_t bytes) {
+                             demote0 = bytes;
+                             return 2 * kMiB;  // could move only one chunk
+                           }});
+  dev1->OnHostTierControl({[&](uint64_t bytes) { budget1 = bytes; },
+                           [&](uint64_t bytes) {
+                             demote1 = bytes;
+                             return bytes;
+                           }});
+  host0 = 40 * kMiB;
+  host1 = 40 * kMiB;
+  client::Directive host;
+  host.id = 41;
+  host.kind = client::Directive::Kind::kHostBudget;
+  host.budget_bytes = 64 * kMiB;
+  h.fake->Push(host);
+  ASSERT_TRUE(WaitForAck(h.fake, 41));
+  EXPECT_EQ(budget0.load(), 64 * kMiB);
+  EXPECT_EQ(budget1.load(), 64 * kMiB);
+  {
+    std::lock_guard<std::mutex> lock(h.fake->mu_);
+    EXPECT_FALSE(h.fake->acks[41].first);  // 80 MiB on the two GPUs together
+  }
+  host1 = 20 * kMiB;
+  host.id = 42;
+  h.fake->Push(host);
+  ASSERT_TRUE(WaitForAck(h.fake, 42));
+  {
+    std::lock_guard<std::mutex> lock(h.fake->mu_);
+    EXPECT_TRUE(h.fake->acks[42].first);  // 60 MiB together
+  }
+
+  client::Directive demote;
+  demote.id = 43;
+  demote.kind = client::Directive::Kind::kDemote;
+  demote.bytes = 8 * kMiB;
+  h.fake->Push(demote);
+  ASSERT_TRUE(WaitForAck(h.fake, 43));
+  EXPECT_EQ(demote0.load(), 8 * kMiB);
+  EXPECT_EQ(demote1.load(), 6 * kMiB);  // the rest, from the second core
+  std::lock_guard<std::mutex> lock(h.fake->mu_);
+  EXPECT_TRUE(h.fake->acks[43].first);
 }
 
 TEST(DaemonControlPlaneDevicesTest, APendingGpuWaitsForItsFirstUsableBudget) {
