@@ -54,7 +54,7 @@ TEST(PhysicalPoolTest, ALowerSharedLimitIsOverForEveryPoolUntilTheyMoveOut) {
   a.SetHostLimit(3);  // the daemon's HOST_BUDGET, applied through one core
   EXPECT_EQ(ledger.over_limit(), 3u);
   EXPECT_EQ(a.host_over_limit(), 3u);
-  EXPECT_EQ(b.host_over_limit(), 2u);  // at most its own
+  EXPECT_EQ(b.host_over_limit(), 2u);      // at most its own
   for (uint32_t s : sb) b.ReleaseHost(s);  // b moves its chunks out first
   EXPECT_EQ(a.host_over_limit(), 1u);
   EXPECT_EQ(b.host_over_limit(), 0u);

@@ -224,8 +224,10 @@ TEST_F(SimLaunchTest, AsyncCopyQueuedBeforeUnmapReadsTheMappedMemory) {
   ASSERT_CU(Launch(wait_flag(), s, reinterpret_cast<CUdeviceptr>(flag)));
   std::vector<uint32_t> host(1024);
   ASSERT_CU(cuMemcpyDtoHAsync(host.data(), va, 4096, s));
-  std::thread release([flag] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // Released once this thread is blocked in cuMemUnmap (Note [waiting for a blocked thread]).
+  const pid_t unmapper = ThisThreadId();
+  std::thread release([flag, unmapper] {
+    EXPECT_TRUE(WaitUntilSleeping(unmapper));
     __atomic_store_n(flag, 1, __ATOMIC_RELEASE);
   });
   ASSERT_CU(cuMemUnmap(va, chunk));  // returns once the kernel and the copy ran
