@@ -36,6 +36,7 @@ class FakeClient final : public client::Client {
     return true;
   }
   std::optional<uint64_t> Budget(const std::string& uuid) const override {
+    budget_polls.fetch_add(1);
     if (!reachable_) return std::nullopt;
     std::lock_guard<std::mutex> lock(mu_);
     if (uuid != options_.gpus[0].gpu_uuid && added_budget.count(uuid) == 0) return std::nullopt;
@@ -93,6 +94,7 @@ class FakeClient final : public client::Client {
   client::Options options_;
   const bool reachable_;
   std::atomic<uint64_t> granted_;  // what Budget() says: the latest budget the daemon sent
+  mutable std::atomic<uint64_t> budget_polls{0};  // Budget() calls so far
   mutable std::mutex mu_;
   std::vector<client::HintBatch> batches;
   std::vector<client::GpuClaim> added;
@@ -150,15 +152,16 @@ TEST(DaemonControlPlaneAdmissionTest, WaitsForAUsableBudgetBeforeStarting) {
   std::thread daemon([&] {
     FakeClient* fake;
     while ((fake = h.created.load(std::memory_order_acquire)) == nullptr) {
-      std::this_thread::sleep_for(1ms);
+      std::this_thread::yield();
     }
-    std::this_thread::sleep_for(100ms);  // the others acknowledge their shrinks meanwhile
+    // The link has seen the unusable grant and keeps asking: it waits (the others acknowledge
+    // their shrinks meanwhile).
+    while (fake->budget_polls.load() < 3) std::this_thread::yield();
     fake->granted_ = 32 * kMiB;
     fake->Push(BudgetDirective(7, 32 * kMiB));
   });
-  const auto start = std::chrono::steady_clock::now();
+  // The later, usable budget: the link waited for it.
   EXPECT_EQ(h.plane->InitialDeviceBudget(dev, 1 * kMiB), 32 * kMiB);
-  EXPECT_GE(std::chrono::steady_clock::now() - start, 100ms);
   daemon.join();
 }
 
@@ -545,14 +548,16 @@ TEST(DaemonControlPlaneDevicesTest, APendingGpuWaitsForItsFirstUsableBudget) {
   ASSERT_EQ(h.plane->ForDevice(0)->InitialDeviceBudget({kUuid, 1024 * kMiB}, 900 * kMiB),
             64 * kMiB);
   h.fake->add_grant = 0;  // the daemon says pending
+  const uint64_t polls_before = h.fake->budget_polls.load();
   std::thread daemon([&] {
-    std::this_thread::sleep_for(100ms);  // the others acknowledge their shrinks meanwhile
+    // The link asks while the GPU is pending: it waits (the others acknowledge their shrinks
+    // meanwhile).
+    while (h.fake->budget_polls.load() < polls_before + 3) std::this_thread::yield();
     h.fake->Grant(kUuid2, 24 * kMiB);
   });
-  const auto start = std::chrono::steady_clock::now();
+  // The grant that came later: the link waited for it.
   EXPECT_EQ(h.plane->ForDevice(1)->InitialDeviceBudget({kUuid2, 2048 * kMiB}, 1800 * kMiB),
             24 * kMiB);
-  EXPECT_GE(std::chrono::steady_clock::now() - start, 100ms);
   daemon.join();
 }
 

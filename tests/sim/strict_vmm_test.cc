@@ -113,17 +113,23 @@ TEST_F(SimStrictVmmTest, UnmapWaitsForWorkEnqueuedBeforeIt) {
   ASSERT_NO_FATAL_FAILURE(MapForDeviceZero(Pattern(1024, 7)));
   CUstream s;
   ASSERT_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-  std::atomic<bool> slow_work_done{false};
+  // The earlier work finishes only once this thread is blocked in cuMemUnmap (Note [waiting
+  // for a blocked thread]); an unmap that did not wait would find it unfinished.
+  struct SlowWork {
+    pid_t unmapper;
+    std::atomic<bool> done{false};
+  } slow_work{ThisThreadId()};
   ASSERT_CU(cuLaunchHostFunc(
       s,
-      [](void* done) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(200));
-        static_cast<std::atomic<bool>*>(done)->store(true);
+      [](void* p) {
+        auto* w = static_cast<SlowWork*>(p);
+        WaitUntilSleeping(w->unmapper);
+        w->done.store(true);
       },
-      &slow_work_done));
+      &slow_work));
   ASSERT_CU(Launch(write_u32(), s, va_, 11u));  // uses the range after the slow work
   ASSERT_CU(cuMemUnmap(va_, kChunk));
-  EXPECT_TRUE(slow_work_done.load());
+  EXPECT_TRUE(slow_work.done.load());
   EXPECT_CU(cuStreamSynchronize(s));  // the kernel ran while the range was mapped
   EXPECT_CU(cuStreamDestroy(s));
   ASSERT_CU(cuMemAddressFree(va_, kChunk));
