@@ -12,6 +12,7 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "memvirt/common/mutex.h"
+#include "memvirt/protocol/convert.h"
 #include "memvirt/v1/memvirt.grpc.pb.h"
 
 namespace memvirt::client {
@@ -22,49 +23,10 @@ using sync::Mutex;
 using sync::MutexLock;
 
 constexpr char kDefaultSocket[] = "/run/memvirt/memvirtd.sock";
-constexpr uint32_t kProtocolVersion = 2;
-constexpr uint32_t kFirstVersionAddingGpus = 2;  // AddGpusRequest
-
-void ToProto(const GpuClaim& g, v1::GpuClaim* p) {
-  p->set_gpu_uuid(g.gpu_uuid);
-  p->set_device_memory_bytes(g.device_memory_bytes);
-  p->set_demand_bytes(g.demand_bytes);
-  p->set_min_bytes(g.min_bytes);
-}
-
-void ToProto(const GpuUsage& u, v1::GpuUsage* p) {
-  p->set_gpu_uuid(u.gpu_uuid);
-  p->set_resident_bytes(u.resident_bytes);
-  p->set_host_bytes(u.host_bytes);
-  p->set_nvme_bytes(u.nvme_bytes);
-  p->set_paged_in_bytes(u.paged_in_bytes);
-  p->set_paged_out_bytes(u.paged_out_bytes);
-  p->set_nvme_read_bytes(u.nvme_read_bytes);
-  p->set_nvme_write_bytes(u.nvme_write_bytes);
-}
-
-Directive FromProto(const v1::Directive& p) {
-  Directive d;
-  d.id = p.directive_id();
-  switch (p.kind()) {
-    case v1::Directive::EVICT:
-      d.kind = Directive::Kind::kEvict;
-      break;
-    case v1::Directive::DEMOTE:
-      d.kind = Directive::Kind::kDemote;
-      break;
-    case v1::Directive::HOST_BUDGET:
-      d.kind = Directive::Kind::kHostBudget;
-      break;
-    default:
-      d.kind = Directive::Kind::kBudget;
-  }
-  d.gpu_uuid = p.gpu_uuid();
-  d.budget_bytes = p.budget_bytes();
-  d.bytes = p.bytes();
-  d.deadline = std::chrono::milliseconds(p.deadline_ms());
-  return d;
-}
+using protocol::FromProto;
+using protocol::kFirstVersionAddingGpus;
+using protocol::kProtocolVersion;
+using protocol::ToProto;
 
 using Stream = grpc::ClientReaderWriter<v1::ClientMessage, v1::DaemonMessage>;
 
@@ -121,7 +83,7 @@ class ClientImpl final : public Client {
     claims_.push_back(claim);
     if (state_ != State::kConnected || daemon_version_ < kFirstVersionAddingGpus) return;
     v1::ClientMessage m;
-    ToProto(claim, m.mutable_add_gpus()->add_gpus());
+    ToProto(std::vector<GpuClaim>{claim}, m.mutable_add_gpus());
     pending_.insert(claim.gpu_uuid);
     adding_.push_back(claim.gpu_uuid);
     Enqueue(std::move(m), /*droppable=*/false);
@@ -139,23 +101,7 @@ class ClientImpl final : public Client {
 
   void SendHints(HintBatch batch) override {
     v1::ClientMessage m;
-    v1::HintBatch* h = m.mutable_hints();
-    h->set_iteration(batch.iteration);
-    for (const AllocHint& a : batch.allocs) {
-      v1::AllocHint* p = h->add_allocs();
-      p->set_alloc_id(a.alloc_id);
-      p->set_gpu_uuid(a.gpu_uuid);
-      p->set_bytes(a.bytes);
-      p->set_freed(a.freed);
-    }
-    for (const AccessSummary& a : batch.accesses) {
-      v1::AccessSummary* p = h->add_accesses();
-      p->set_alloc_id(a.alloc_id);
-      p->set_accesses(a.accesses);
-      p->set_first_launch(a.first_launch);
-      p->set_last_launch(a.last_launch);
-    }
-    for (const GpuUsage& u : batch.usage) ToProto(u, h->add_usage());
+    ToProto(batch, m.mutable_hints());
     MutexLock lock(&mu_);
     for (const GpuUsage& u : batch.usage) RememberUsage(u);
     if (state_ != State::kConnected) return;
@@ -165,9 +111,7 @@ class ClientImpl final : public Client {
   void Ack(uint64_t directive_id, bool complied, std::optional<GpuUsage> usage) override {
     if (directive_id == 0) return;  // Informational (Note [initial budgets]).
     v1::ClientMessage m;
-    m.mutable_ack()->set_directive_id(directive_id);
-    m.mutable_ack()->set_complied(complied);
-    if (usage.has_value()) ToProto(*usage, m.mutable_ack()->mutable_usage());
+    ToProto(protocol::DirectiveAck{directive_id, complied, usage}, m.mutable_ack());
     MutexLock lock(&mu_);
     if (usage.has_value()) RememberUsage(*usage);
     if (state_ != State::kConnected) return;
@@ -225,14 +169,17 @@ class ClientImpl final : public Client {
   }
 
   v1::ClientMessage RegisterMessage() {
+    protocol::Registration r;
+    r.protocol_version = kProtocolVersion;
+    r.process_name = options_.process_name;
+    r.host_demand_bytes = options_.host_demand_bytes;
+    {
+      MutexLock lock(&mu_);
+      r.gpus = claims_;
+      for (const auto& [uuid, u] : last_usage_) r.usage.push_back(u);
+    }
     v1::ClientMessage m;
-    v1::RegisterRequest* r = m.mutable_register_();
-    r->set_protocol_version(kProtocolVersion);
-    r->set_process_name(options_.process_name);
-    r->set_host_demand_bytes(options_.host_demand_bytes);
-    MutexLock lock(&mu_);
-    for (const GpuClaim& g : claims_) ToProto(g, r->add_gpus());
-    for (const auto& [uuid, u] : last_usage_) ToProto(u, r->add_usage());
+    ToProto(r, m.mutable_register_());
     return m;
   }
 
@@ -255,7 +202,7 @@ class ClientImpl final : public Client {
     v1::DaemonMessage in;
     if (stream->Write(RegisterMessage()) && stream->Read(&in) && in.has_registered()) {
       registered = true;
-      OnRegistered(in.registered());
+      OnRegistered(FromProto(in.registered()));
       std::thread writer([&] { WriteLoop(stream.get()); });
       while (stream->Read(&in)) {
         if (in.has_directive()) {
@@ -267,7 +214,7 @@ class ClientImpl final : public Client {
           }
           Deliver(d);
         } else if (in.has_gpus_added()) {
-          OnGpusAdded(in.gpus_added());
+          OnGpusAdded(FromProto(in.gpus_added()));
         }
       }
       {
@@ -302,17 +249,17 @@ class ClientImpl final : public Client {
     return registered;
   }
 
-  void OnRegistered(const v1::Registered& r) {
+  void OnRegistered(const protocol::Registered& r) {
     std::vector<Directive> initial;
     {
       MutexLock lock(&mu_);
-      daemon_pid_ = static_cast<pid_t>(r.pid());
-      daemon_version_ = r.protocol_version();
+      daemon_pid_ = static_cast<pid_t>(r.pid);
+      daemon_version_ = r.protocol_version;
       ++registrations_;
-      for (const v1::GpuBudget& b : r.budgets()) RecordGrant(b, &initial);
+      for (const protocol::GpuBudget& b : r.budgets) RecordGrant(b, &initial);
       Directive host;
       host.kind = Directive::Kind::kHostBudget;
-      host.budget_bytes = r.host_budget_bytes();
+      host.budget_bytes = r.host_budget_bytes;
       initial.push_back(host);
     }
     // Budgets first: a caller woken by WaitConnected() sees them (Note [initial budgets]).
@@ -322,33 +269,34 @@ class ClientImpl final : public Client {
 
   // A budget the daemon announced (Registered or GpusAdded): remembered, and unless pending
   // delivered as an id-0 kBudget directive (Note [initial budgets]).
-  void RecordGrant(const v1::GpuBudget& b, std::vector<Directive>* deliver) MEMVIRT_REQUIRES(mu_) {
-    budgets_[b.gpu_uuid()] = b.budget_bytes();
-    if (b.pending()) {
-      pending_.insert(b.gpu_uuid());
+  void RecordGrant(const protocol::GpuBudget& b, std::vector<Directive>* deliver)
+      MEMVIRT_REQUIRES(mu_) {
+    budgets_[b.gpu_uuid] = b.budget_bytes;
+    if (b.pending) {
+      pending_.insert(b.gpu_uuid);
       return;
     }
-    pending_.erase(b.gpu_uuid());
+    pending_.erase(b.gpu_uuid);
     Directive d;
     d.kind = Directive::Kind::kBudget;
-    d.gpu_uuid = b.gpu_uuid();
-    d.budget_bytes = b.budget_bytes();
+    d.gpu_uuid = b.gpu_uuid;
+    d.budget_bytes = b.budget_bytes;
     deliver->push_back(d);
   }
 
   // Answers the oldest AddGpusRequest (the daemon answers them in order).
-  void OnGpusAdded(const v1::GpusAdded& a) {
+  void OnGpusAdded(const protocol::GpusAdded& a) {
     std::vector<Directive> granted;
     {
       MutexLock lock(&mu_);
       if (adding_.empty()) return;  // not ours to answer
       const std::string uuid = std::move(adding_.front());
       adding_.pop_front();
-      if (!a.error().empty()) {
+      if (!a.error.empty()) {
         pending_.erase(uuid);
-        LOG(WARNING) << "memvirt: the daemon did not add GPU " << uuid << ": " << a.error();
+        LOG(WARNING) << "memvirt: the daemon did not add GPU " << uuid << ": " << a.error;
       }
-      for (const v1::GpuBudget& b : a.budgets()) RecordGrant(b, &granted);
+      for (const protocol::GpuBudget& b : a.budgets) RecordGrant(b, &granted);
     }
     for (const Directive& d : granted) Deliver(d);
   }

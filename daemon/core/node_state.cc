@@ -406,7 +406,7 @@ void NodeState::SendBudget(Client& c, ClientGpu& g, bool shrink) {
   d.gpu_uuid = g.claim.gpu_uuid;
   d.budget_bytes = g.granted;
   if (shrink) {
-    d.deadline = options_.shrink_deadline;
+    d.deadline = absl::ToChronoMilliseconds(options_.shrink_deadline);
     const uint64_t id = next_directive_id_;  // Send() assigns this id.
     g.outstanding_shrinks[id] = g.granted;
     g.first_shrink_deadline =
@@ -453,7 +453,7 @@ void NodeState::UpdateUsage(ClientGpu& g, const GpuUsage& u) {
 }
 
 absl::Status NodeState::ReportHints(ClientId id, const HintBatch& batch) {
-  if (batch.allocs.size() > kMaxHintsPerBatch || batch.accesses.size() > kMaxHintsPerBatch) {
+  if (batch.allocs.size() > kMaxHintsPerBatch) {
     return absl::InvalidArgumentError("hints: batch too large");
   }
   if (batch.usage.size() > kMaxGpusPerClient) {
@@ -482,7 +482,6 @@ absl::Status NodeState::ReportHints(ClientId id, const HintBatch& batch) {
   c.iteration = batch.iteration;
   ++c.hint_batches;
   c.alloc_hints += batch.allocs.size();
-  c.access_hints += batch.accesses.size();
   for (const AllocHint& a : batch.allocs) {
     if (a.freed) {
       auto found = c.live_allocs.find(a.alloc_id);
@@ -510,7 +509,7 @@ void NodeState::CheckHostBudget(Client& c) {
   Directive d;
   d.kind = Directive::Kind::kDemote;
   d.bytes = host - c.host_budget;
-  d.deadline = options_.shrink_deadline;
+  d.deadline = absl::ToChronoMilliseconds(options_.shrink_deadline);
   c.demote_directive_id = next_directive_id_;  // Send() assigns this id.
   Send(c, std::move(d));
 }
@@ -596,7 +595,6 @@ ClientSnapshot NodeState::SnapshotOf(const Client& c) const {
   s.iteration = c.iteration;
   s.hint_batches = c.hint_batches;
   s.alloc_hints = c.alloc_hints;
-  s.access_hints = c.access_hints;
   s.live_allocations = c.live_allocs.size();
   s.live_allocation_bytes = c.live_alloc_bytes;
   s.directives_sent = c.directives_sent;

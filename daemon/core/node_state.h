@@ -188,7 +188,6 @@ class NodeState {
     uint64_t iteration = 0;
     uint64_t hint_batches = 0;
     uint64_t alloc_hints = 0;
-    uint64_t access_hints = 0;
     absl::flat_hash_map<uint64_t, uint64_t> live_allocs;
     uint64_t live_alloc_bytes = 0;
     uint64_t directives_sent = 0;

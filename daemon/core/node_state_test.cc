@@ -74,7 +74,7 @@ class NodeStateTest : public ::testing::Test {
   }
   void AckLastShrink(NodeState& node, ClientId id, RecordingSink& sink) {
     for (auto it = sink.directives.rbegin(); it != sink.directives.rend(); ++it) {
-      if (it->kind == Directive::Kind::kBudget && it->deadline > absl::ZeroDuration()) {
+      if (it->kind == Directive::Kind::kBudget && it->deadline > std::chrono::milliseconds(0)) {
         ASSERT_TRUE(node.Acknowledge(id, {.directive_id = it->id, .complied = true}).ok());
         return;
       }
@@ -104,7 +104,7 @@ TEST_F(NodeStateTest, NewcomerGetsShareAfterOthersShrink) {
   // A is told to shrink to half at once; B may only use what nobody holds.
   ASSERT_EQ(a.directives.size(), 1u);
   EXPECT_EQ(a.directives[0].budget_bytes, 450 * kMiB);
-  EXPECT_GT(a.directives[0].deadline, absl::ZeroDuration());
+  EXPECT_GT(a.directives[0].deadline, std::chrono::milliseconds(0));
   EXPECT_EQ(b.Budget(), 0u);
   EXPECT_LE(HeldSum(node), 900 * kMiB);
   // After A complies, B grows to its share.
@@ -156,7 +156,7 @@ TEST_F(NodeStateTest, ANewcomerWaitsForItsFloorWhileOthersHoldTheMemory) {
   AckLastShrink(node, *idb, b);
   ASSERT_EQ(c.directives.size(), 1u);
   EXPECT_EQ(c.directives[0].budget_bytes, 300 * kMiB);
-  EXPECT_EQ(c.directives[0].deadline, absl::ZeroDuration());
+  EXPECT_EQ(c.directives[0].deadline, std::chrono::milliseconds(0));
   ExpectOnlyUsableBudgets(c, 250 * kMiB);
   EXPECT_EQ(HeldSum(node), 900 * kMiB);
 }

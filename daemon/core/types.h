@@ -14,13 +14,22 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "memvirt/protocol/messages.h"
 
 namespace memvirt::daemon {
 
 using ClientId = uint64_t;
 
-// Protocol minor version of memvirt.v1 this daemon speaks.
-inline constexpr uint32_t kProtocolVersion = 2;  // 2: AddGpusRequest
+// The client protocol's values (memvirt/protocol/messages.h), shared with the client library.
+using protocol::AllocHint;
+using protocol::Directive;
+using protocol::DirectiveAck;
+using protocol::GpuBudget;
+using protocol::GpuClaim;
+using protocol::GpuUsage;
+using protocol::HintBatch;
+using protocol::kProtocolVersion;
+using protocol::Registration;
 
 // Who is on the other end of a connection, as the kernel says (SO_PEERCRED, SO_PEERGROUPS).
 struct PeerCredentials {
@@ -28,77 +37,6 @@ struct PeerCredentials {
   uid_t uid = 0;
   gid_t gid = 0;
   std::vector<gid_t> groups;  // Supplementary groups; may be empty.
-};
-
-struct GpuClaim {
-  std::string gpu_uuid;
-  uint64_t device_memory_bytes = 0;
-  uint64_t demand_bytes = 0;  // 0 = as much as possible.
-  uint64_t min_bytes = 0;
-};
-
-struct GpuUsage {
-  std::string gpu_uuid;
-  uint64_t resident_bytes = 0;
-  uint64_t host_bytes = 0;
-  uint64_t nvme_bytes = 0;
-  uint64_t paged_in_bytes = 0;  // Cumulative counters from here on.
-  uint64_t paged_out_bytes = 0;
-  uint64_t nvme_read_bytes = 0;
-  uint64_t nvme_write_bytes = 0;
-};
-
-struct Registration {
-  uint32_t protocol_version = 0;
-  std::vector<GpuClaim> gpus;
-  std::string process_name;
-  uint64_t host_demand_bytes = 0;
-  std::vector<GpuUsage> usage;  // Carried over from a previous daemon, if any.
-};
-
-struct AllocHint {
-  uint64_t alloc_id = 0;
-  std::string gpu_uuid;
-  uint64_t bytes = 0;
-  bool freed = false;
-};
-
-struct AccessSummary {
-  uint64_t alloc_id = 0;
-  uint32_t accesses = 0;
-  uint32_t first_launch = 0;
-  uint32_t last_launch = 0;
-};
-
-struct HintBatch {
-  uint64_t iteration = 0;
-  std::vector<AllocHint> allocs;
-  std::vector<AccessSummary> accesses;
-  std::vector<GpuUsage> usage;
-};
-
-struct DirectiveAck {
-  uint64_t directive_id = 0;
-  bool complied = false;
-  std::optional<GpuUsage> usage;  // Must name a registered GPU when present.
-};
-
-struct Directive {
-  enum class Kind { kBudget, kEvict, kDemote, kHostBudget };
-  uint64_t id = 0;
-  Kind kind = Kind::kBudget;
-  std::string gpu_uuid;
-  uint64_t budget_bytes = 0;
-  uint64_t bytes = 0;
-  absl::Duration deadline = absl::ZeroDuration();  // Zero: no deadline (grows).
-};
-
-struct GpuBudget {
-  std::string gpu_uuid;
-  uint64_t budget_bytes = 0;
-  // Note [admission] in daemon/core/node_state.h: no usable budget yet (budget_bytes is 0); a
-  // BUDGET directive brings it when it is usable.
-  bool pending = false;
 };
 
 struct RegisterResult {
@@ -132,7 +70,6 @@ struct ClientSnapshot {
   // Detail counters.
   uint64_t hint_batches = 0;
   uint64_t alloc_hints = 0;
-  uint64_t access_hints = 0;
   uint64_t live_allocations = 0;
   uint64_t live_allocation_bytes = 0;
   uint64_t directives_sent = 0;

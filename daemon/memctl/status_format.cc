@@ -151,7 +151,7 @@ std::string FormatClientJson(const v1::ClientDetail& d) {
   absl::StrAppend(&out, "{\"version\":", kStatusJsonVersion, ",\"process\":");
   AppendClientJson(d.status(), &out);
   absl::StrAppend(&out, ",\"hint_batches\":", d.hint_batches(),
-                  ",\"alloc_hints\":", d.alloc_hints(), ",\"access_hints\":", d.access_hints(),
+                  ",\"alloc_hints\":", d.alloc_hints(),
                   ",\"live_allocations\":", d.live_allocations(),
                   ",\"live_allocation_bytes\":", d.live_allocation_bytes(),
                   ",\"directives_sent\":", d.directives_sent(),
@@ -163,10 +163,10 @@ std::string FormatClientText(const v1::ClientDetail& d) {
   const v1::ClientStatus& c = d.status();
   std::string out = absl::StrFormat(
       "pid %u (%s) uid %u gid %u, client %u, connected %us, iteration %u\n"
-      "hints: %u batches, %u alloc, %u access; live allocations %u (%s)\n"
+      "hints: %u batches, %u alloc; live allocations %u (%s)\n"
       "directives: %u sent, %u acknowledged; host budget %s\n",
       c.pid(), c.process_name(), c.uid(), c.gid(), c.client_id(), c.connected_seconds(),
-      c.iteration(), d.hint_batches(), d.alloc_hints(), d.access_hints(), d.live_allocations(),
+      c.iteration(), d.hint_batches(), d.alloc_hints(), d.live_allocations(),
       FormatBytes(d.live_allocation_bytes()), d.directives_sent(), d.directives_acked(),
       c.host_budget_bytes() == 0 ? "unlimited" : FormatBytes(c.host_budget_bytes()));
   for (const v1::ClientGpuStatus& g : c.gpus()) {

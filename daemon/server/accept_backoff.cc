@@ -1,6 +1,7 @@
 #include "daemon/server/accept_backoff.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 
@@ -19,10 +20,17 @@ bool LogLimiter::Allow(absl::Time now, uint64_t* suppressed) {
   return true;
 }
 
+namespace {
+std::atomic<uint64_t> g_backoffs{0};
+}  // namespace
+
+uint64_t AcceptBackoff::TotalBackoffs() { return g_backoffs.load(std::memory_order_relaxed); }
+
 absl::Duration AcceptBackoff::OnError(int err, absl::Time now) {
   if (err == EAGAIN || err == EWOULDBLOCK || err == EINTR || err == ECONNABORTED || err == EPROTO) {
     return absl::ZeroDuration();
   }
+  g_backoffs.fetch_add(1, std::memory_order_relaxed);
   delay_ = delay_ == absl::ZeroDuration() ? kFirst : std::min(delay_ * 2, kMax);
   uint64_t suppressed = 0;
   if (log_.Allow(now, &suppressed)) {

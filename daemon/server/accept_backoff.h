@@ -10,7 +10,8 @@
 // errors (EAGAIN, EINTR, ECONNABORTED, EPROTO) are retried at once and never logged.
 // The error is logged at most once per LogLimiter interval, with the number of lines left out.
 //
-// Thread safety: neither class is thread-safe; each accept loop owns its own.
+// Thread safety: neither class is thread-safe; each accept loop owns its own (TotalBackoffs()
+// is thread-safe).
 #ifndef MEMVIRT_DAEMON_SERVER_ACCEPT_BACKOFF_H_
 #define MEMVIRT_DAEMON_SERVER_ACCEPT_BACKOFF_H_
 
@@ -46,6 +47,9 @@ class AcceptBackoff {
   // retry at once). Logs, rate-limited.
   absl::Duration OnError(int err, absl::Time now);
   void OnSuccess() { delay_ = absl::ZeroDuration(); }
+  // Failures that backed off, over every accept loop of the process (for
+  // memvirt_accept_backoffs_total). Thread-safe.
+  static uint64_t TotalBackoffs();
 
  private:
   const std::string what_;

@@ -62,7 +62,8 @@ DEFINE_int32(connection_idle_timeout_ms, 300000,
 DEFINE_int32(tier_max_connections, 1024, "Connections to the tier socket served at once");
 DEFINE_int32(tier_max_pending_per_uid, 16,
              "Tier connections per uid that have not completed their hello");
-DEFINE_int32(tier_max_connections_per_client, 1, "Tier connections per registered process");
+DEFINE_int32(tier_max_connections_per_client, 16,
+             "Tier connections per registered process (the shim opens one per GPU)");
 DEFINE_int32(tier_idle_timeout_ms, 300000,
              "A tier connection whose process stores nothing is closed after this long idle "
              "(0: never)");

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/server/accept_backoff.h"
 #include "glog/logging.h"
 
 namespace memvirt::daemon {
@@ -118,6 +119,9 @@ std::vector<MetricFamily> NodeCollector::Collect() const {
   f.Add("memvirt_implausible_reports_total",
         "Usage reports whose paging counters went back or grew implausibly fast (not counted).",
         kCounter, {}, static_cast<double>(t.implausible_reports));
+  f.Add("memvirt_accept_backoffs_total",
+        "accept() failures for lack of descriptors or memory, each followed by a backoff.",
+        kCounter, {}, static_cast<double>(AcceptBackoff::TotalBackoffs()));
   if (nvme_.store != nullptr) {
     const nvme::SwapStoreStats s = nvme_.store->stats();
     f.Add("memvirt_nvme_swap_capacity_bytes", "Swap space of the NVMe tier.", kGauge, {},

@@ -11,7 +11,8 @@
 //   memvirt_paged_bytes_total{direction="in|out",tier="host|nvme"}  counter (node lifetime)
 //   memvirt_directives_total, memvirt_shrinks_overdue_total,
 //   memvirt_clients_registered_total, memvirt_clients_reclaimed_total,
-//   memvirt_implausible_reports_total                            counters
+//   memvirt_implausible_reports_total,
+//   memvirt_accept_backoffs_total (Note [accept backoff])        counters
 // With the NVMe tier:
 //   memvirt_nvme_swap_capacity_bytes, memvirt_nvme_swap_used_bytes,
 //   memvirt_nvme_swap_free_bytes, memvirt_nvme_connections      gauges

@@ -4,9 +4,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <atomic>
+#include <algorithm>
 #include <chrono>
-#include <thread>
+#include <condition_variable>
+#include <mutex>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -22,32 +24,75 @@ pid_t SpawnSleeper() {
   return pid;
 }
 
-TEST(PidWatcherTest, ReportsExitOfWatchedProcess) {
-  std::atomic<uint64_t> reported{0};
-  PidWatcher w([&](uint64_t key) { reported = key; });
-  const pid_t pid = SpawnSleeper();
-  ASSERT_TRUE(w.Watch(7, pid).ok());
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  EXPECT_EQ(reported.load(), 0u) << "reported before the process exited";
-  kill(pid, SIGKILL);
-  for (int i = 0; i < 500 && reported.load() == 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+// The keys a watcher reported, in order; waits for one without a time bound that decides
+// anything.
+class Reports {
+ public:
+  PidWatcher::Callback callback() {
+    return [this](uint64_t key) {
+      std::lock_guard<std::mutex> lock(mu_);
+      keys_.push_back(key);
+      cv_.notify_all();
+    };
   }
-  EXPECT_EQ(reported.load(), 7u);
-  waitpid(pid, nullptr, 0);
+  // False only if `key` is not reported within a minute (a hang).
+  bool WaitFor(uint64_t key) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, std::chrono::minutes(1),
+                        [&] { return std::find(keys_.begin(), keys_.end(), key) != keys_.end(); });
+  }
+  std::vector<uint64_t> keys() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return keys_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<uint64_t> keys_;
+};
+
+// Exits are reported when they happen: a process killed later is reported after one killed
+// first, and a live one not at all (its pidfd is watched the same way, so it would have been
+// reported with the other's exit had it been ready).
+TEST(PidWatcherTest, ReportsExitOfWatchedProcess) {
+  Reports reports;
+  const pid_t live = SpawnSleeper();
+  const pid_t dying = SpawnSleeper();
+  {
+    PidWatcher w(reports.callback());
+    ASSERT_TRUE(w.Watch(7, live).ok());
+    ASSERT_TRUE(w.Watch(8, dying).ok());
+    kill(dying, SIGKILL);
+    ASSERT_TRUE(reports.WaitFor(8));
+    waitpid(dying, nullptr, 0);
+    EXPECT_EQ(reports.keys(), std::vector<uint64_t>{8}) << "reported before the process exited";
+    kill(live, SIGKILL);
+    ASSERT_TRUE(reports.WaitFor(7));
+  }  // joins the watcher's thread: no report after this
+  EXPECT_EQ(reports.keys(), (std::vector<uint64_t>{8, 7}));
+  waitpid(live, nullptr, 0);
 }
 
+// An unwatched process's exit is never reported: a watched one that exits after it is, and
+// once the watcher is gone (its thread joined) nothing else was.
 TEST(PidWatcherTest, UnwatchedProcessIsNotReported) {
-  std::atomic<int> calls{0};
-  PidWatcher w([&](uint64_t) { ++calls; });
-  const pid_t pid = SpawnSleeper();
-  ASSERT_TRUE(w.Watch(1, pid).ok());
-  w.Unwatch(1);
-  w.Unwatch(99);  // Unknown: ignored.
-  kill(pid, SIGKILL);
-  waitpid(pid, nullptr, 0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  EXPECT_EQ(calls.load(), 0);
+  Reports reports;
+  const pid_t unwatched = SpawnSleeper();
+  const pid_t watched = SpawnSleeper();
+  {
+    PidWatcher w(reports.callback());
+    ASSERT_TRUE(w.Watch(1, unwatched).ok());
+    w.Unwatch(1);
+    w.Unwatch(99);  // Unknown: ignored.
+    kill(unwatched, SIGKILL);
+    waitpid(unwatched, nullptr, 0);
+    ASSERT_TRUE(w.Watch(2, watched).ok());
+    kill(watched, SIGKILL);
+    ASSERT_TRUE(reports.WaitFor(2));
+  }
+  EXPECT_EQ(reports.keys(), std::vector<uint64_t>{2});
+  waitpid(watched, nullptr, 0);
 }
 
 TEST(PidWatcherTest, NonexistentPidFails) {

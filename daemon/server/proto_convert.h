@@ -1,5 +1,7 @@
-// Conversions between memvirt.v1 protobuf messages and the daemon core's plain types.
-// Conversions copy fields verbatim; validation is the core's job (daemon/core/node_state.h).
+// Conversions between memvirt.v1 protobuf messages and the daemon core's plain types: the client
+// protocol's own (memvirt/protocol/convert.h, shared with the client library) and the
+// daemon-only ones (registration answer, status). Conversions copy fields verbatim; validation
+// is the core's job (daemon/core/node_state.h).
 //
 // Thread safety: pure functions.
 #ifndef MEMVIRT_DAEMON_SERVER_PROTO_CONVERT_H_
@@ -10,20 +12,15 @@
 #include "absl/status/status.h"
 #include "daemon/core/types.h"
 #include "grpcpp/support/status.h"
+#include "memvirt/protocol/convert.h"
 #include "memvirt/v1/memvirt.pb.h"
 
 namespace memvirt::daemon {
 
-Registration FromProto(const v1::RegisterRequest& p);
-std::vector<GpuClaim> FromProto(const v1::AddGpusRequest& p);
-HintBatch FromProto(const v1::HintBatch& p);
-DirectiveAck FromProto(const v1::DirectiveAck& p);
-GpuUsage FromProto(const v1::GpuUsage& p);
+using protocol::FromProto;
+using protocol::ToProto;
 
-void ToProto(const GpuUsage& u, v1::GpuUsage* p);
-void ToProto(const GpuBudget& b, v1::GpuBudget* p);
 void ToProto(const RegisterResult& r, uint32_t hint_interval_ms, v1::Registered* p);
-void ToProto(const Directive& d, v1::Directive* p);
 void ToProto(const ClientSnapshot& c, v1::ClientStatus* p);
 void ToProto(const ClientSnapshot& c, v1::ClientDetail* p);
 void ToProto(const NodeSnapshot& s, v1::StatusResponse* p);

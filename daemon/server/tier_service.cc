@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/server/accept_backoff.h"
 #include "daemon/server/peer_listener.h"
@@ -267,7 +268,7 @@ bool TierService::AdmitTenant(Connection* c, uint64_t tenant) {
   return true;
 }
 
-bool TierService::AwaitRequest(Connection* c, uint64_t tenant) {
+bool TierService::AwaitRequest(Connection* c, uint64_t tenant, bool holds_slabs) {
   if (options_.idle_timeout == absl::InfiniteDuration()) return true;
   const int idle_ms = static_cast<int>(
       std::min<int64_t>(absl::ToInt64Milliseconds(options_.idle_timeout), INT32_MAX));
@@ -276,11 +277,19 @@ bool TierService::AwaitRequest(Connection* c, uint64_t tenant) {
     const int r = poll(&p, 1, idle_ms);
     if (r < 0 && errno == EINTR) continue;
     if (r != 0) return true;  // a request, EOF or an error: the read tells which
-    if (store_->TenantBytes(tenant) == 0) {
+    if (!holds_slabs) {
       VLOG(1) << "tier connection of client " << tenant << " idle with nothing stored; closing";
       return false;
     }
+    absl::MutexLock lock(&mu_);
+    ++stats_.idle_kept;
   }
+}
+
+absl::Status TierService::NotOwnSlab(uint64_t tenant, uint64_t id) const {
+  const absl::StatusOr<uint64_t> bytes = store_->SlabBytes(tenant, id);
+  if (bytes.ok()) return absl::PermissionDeniedError("a slab of another connection");
+  return bytes.status();  // unknown, or another tenant's
 }
 
 void TierService::Serve(Connection* c) {
@@ -333,7 +342,9 @@ void TierService::Serve(Connection* c) {
             << hello.staging_slots << " staging slots)";
   auto* base = static_cast<uint8_t*>(staging);
   bool open = tier::SendAll(c->fd, &reply, sizeof(reply));
-  while (open && AwaitRequest(c, *tenant)) {
+  // Note [slabs per connection]: the slabs this connection stored.
+  absl::flat_hash_set<nvme::SlabId> own;
+  while (open && AwaitRequest(c, *tenant, !own.empty())) {
     tier::Request req;
     if (!tier::ReceiveAll(c->fd, &req, sizeof(req))) break;
     tier::Reply out;
@@ -352,15 +363,26 @@ void TierService::Serve(Connection* c) {
         }
         if (absl::StatusOr<nvme::SlabId> id = store_->Put(*tenant, span()); id.ok()) {
           out.id = *id;
+          own.insert(*id);
         } else {
           s = id.status();
         }
         break;
       case tier::Op::kLoad:
-        s = slot_ok ? store_->Get(*tenant, req.id, span()) : absl::InvalidArgumentError("bad slot");
+        if (!slot_ok) {
+          s = absl::InvalidArgumentError("bad slot");
+        } else if (!own.contains(req.id)) {
+          s = NotOwnSlab(*tenant, req.id);
+        } else {
+          s = store_->Get(*tenant, req.id, span());
+        }
         break;
       case tier::Op::kDiscard:
-        s = store_->Discard(*tenant, req.id);
+        if (own.erase(req.id) == 0) {
+          s = NotOwnSlab(*tenant, req.id);
+        } else {
+          s = store_->Discard(*tenant, req.id);
+        }
         break;
       default:
         s = absl::InvalidArgumentError("bad op");
@@ -388,7 +410,11 @@ void TierService::Serve(Connection* c) {
     }
     open = tier::SendAll(c->fd, &out, sizeof(out));
   }
-  const uint64_t freed = store_->DiscardAllOf(*tenant);
+  uint64_t freed = 0;
+  for (const nvme::SlabId id : own) {
+    const absl::StatusOr<uint64_t> bytes = store_->SlabBytes(*tenant, id);
+    if (store_->Discard(*tenant, id).ok() && bytes.ok()) freed += *bytes;
+  }
   LOG(INFO) << "tier connection of client " << *tenant << " closed; " << freed
             << " bytes of swap freed";
   munmap(staging, staging_bytes);

@@ -8,6 +8,12 @@
 // discarded when the connection closes (the process exited or dropped the tier), so a dead
 // client's extents are freed and nothing it stored can be named by anyone else.
 //
+// Note [slabs per connection]: a process may hold several connections (the shim opens one per
+// GPU, each driven by that GPU's core). A slab belongs to the connection that stored it: only
+// that connection can load or discard it (others get kDenied), its close discards only its own
+// slabs, and the idle rule looks at its own slabs; so one GPU's channel closing (a request
+// deadline, an idle close) never takes another's data.
+//
 // Robustness: a malformed request gets a kInvalid reply (or the connection is closed if it
 // cannot be framed); nothing a client sends can crash the daemon. Note [tier connection limits]:
 // no local user can lock the tier out for others:
@@ -15,9 +21,9 @@
 //   - at most max_pending_per_uid connections per uid that have not finished their Hello, and
 //     a peer that sends no Hello within hello_timeout is dropped;
 //   - at most max_connections_per_client served connections per registered client (the shim
-//     opens one); more are answered kDenied and closed;
-//   - a served connection whose client stores nothing on NVMe is closed after idle_timeout
-//     without a request (nothing is lost; the shim reconnects when it next stores);
+//     opens one per GPU; a process registers at most 16); more are answered kDenied and closed;
+//   - a served connection that stores nothing on NVMe is closed after idle_timeout without a
+//     request (nothing is lost; the shim reconnects when it next stores);
 //   - a closed connection's descriptor is closed and its thread joined at once.
 //
 // Thread safety: Start/Stop from one thread; the tenant lookup callback is called from
@@ -59,7 +65,7 @@ struct TierServiceOptions {
   // Note [tier connection limits].
   size_t max_connections = 1024;
   size_t max_pending_per_uid = 16;
-  size_t max_connections_per_client = 1;
+  size_t max_connections_per_client = 16;
   absl::Duration idle_timeout = absl::Minutes(5);  // InfiniteDuration: never
 };
 
@@ -67,6 +73,8 @@ struct TierStats {
   uint64_t connections = 0;  // open now
   uint64_t stores = 0, loads = 0, discards = 0, failures = 0;
   uint64_t refused = 0;  // connections closed by a limit (Note [tier connection limits])
+  // Idle timeouts that kept their connection open because it holds slabs.
+  uint64_t idle_kept = 0;
   uint64_t store_io_errors = 0, load_io_errors = 0;  // kIoError or kDataLoss
   LatencyHistogram store_latency, load_latency;      // served requests
 };
@@ -93,9 +101,12 @@ class TierService {
   // Accepts one connection, or refuses it by a limit.
   void AcceptOne(int fd);
   void Serve(Connection* c);
+  // Why a connection may not use slab `id` it did not store (Note [slabs per connection]):
+  // kPermissionDenied if it is another connection's or tenant's, kNotFound if unknown.
+  absl::Status NotOwnSlab(uint64_t tenant, uint64_t id) const;
   // Waits for the next request; false if the connection should end (closed, or idle while
-  // its client stores nothing).
-  bool AwaitRequest(Connection* c, uint64_t tenant);
+  // holding no slabs).
+  bool AwaitRequest(Connection* c, uint64_t tenant, bool holds_slabs);
   // Claims a served slot for `tenant` (Note [tier connection limits]); false if at the limit.
   bool AdmitTenant(Connection* c, uint64_t tenant);
   void Finish(Connection* c);

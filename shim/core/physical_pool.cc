@@ -17,10 +17,13 @@ PhysicalPool::PhysicalPool(const Driver* driver, CUdevice device, int host_numa_
 
 PhysicalPool::~PhysicalPool() {
   for (uint32_t i = 0; i < host_.size(); ++i) {
-    if (host_[i] == 0) continue;  // released by SetHostLimit
+    if (host_[i] == 0) continue;  // released already
     driver_->cuMemUnmap(mirror(i), kChunkBytes);
     driver_->cuMemRelease(host_[i]);
+    ledger_->AddHeld(-1);
   }
+  // Slots still holding data at teardown: the ledger outlives this pool.
+  for (uint32_t i = 0; i < host_in_use_; ++i) ledger_->Uncharge();
   if (mirror_bytes_ != 0) driver_->cuMemAddressFree(mirror_base_, mirror_bytes_);
   for (CUmemGenericAllocationHandle h : device_) {
     if (h != 0) driver_->cuMemRelease(h);
@@ -88,8 +91,10 @@ CUresult PhysicalPool::InitHostTier(uint32_t host_chunks, const char** why) {
   }
   host_.push_back(handle);
   host_free_.push_back(0);
-  host_limit_ = host_chunks;
+  ledger_->AddHeld(1);
+  ledger_->InitLimit(host_chunks);
   host_mirror_slots_ = host_chunks;
+  host_tier_on_ = true;
   return CUDA_SUCCESS;
 }
 
@@ -165,42 +170,58 @@ void PhysicalPool::SetDeviceLimit(uint32_t chunks) {
   }
 }
 
+uint32_t PhysicalPool::host_limit() const {
+  return host_tier_on_ ? std::min(ledger_->limit(), host_mirror_slots_) : 0;
+}
+
 CUresult PhysicalPool::AcquireHost(uint32_t* slot) {
-  if (host_in_use_ >= host_limit_) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (!host_tier_on_ || !ledger_->TryCharge()) return CUDA_ERROR_OUT_OF_MEMORY;
   if (!host_free_.empty()) {
     *slot = host_free_.back();
     host_free_.pop_back();
     ++host_in_use_;
     return CUDA_SUCCESS;
   }
-  // A slot given back by SetHostLimit is re-created first, else a new one.
+  // A slot given back earlier is re-created first, else a new one.
   const bool recreate = !host_released_.empty();
-  if (!recreate && host_.size() >= host_mirror_slots_) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (!recreate && host_.size() >= host_mirror_slots_) {
+    ledger_->Uncharge();
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
   const uint32_t index = recreate ? host_released_.back() : static_cast<uint32_t>(host_.size());
   CUmemGenericAllocationHandle handle = 0;
-  if (CreateHostSlot(index, &handle) != CUDA_SUCCESS) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (CreateHostSlot(index, &handle) != CUDA_SUCCESS) {
+    ledger_->Uncharge();
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
   if (recreate) {
     host_released_.pop_back();
     host_[index] = handle;
   } else {
     host_.push_back(handle);
   }
+  ledger_->AddHeld(1);
   *slot = index;
   ++host_in_use_;
   return CUDA_SUCCESS;
 }
 
 void PhysicalPool::SetHostLimit(uint32_t chunks) {
-  host_limit_ = std::min(chunks, host_mirror_slots_);
-  // Give back cached free slots beyond the new limit.
-  while (!host_free_.empty() && host_.size() - host_released_.size() > host_limit_) {
-    const uint32_t index = host_free_.back();
-    if (UnmapAt(mirror(index)) != CUDA_SUCCESS) break;  // kept cached; tried again next time
+  ledger_->SetLimit(chunks);
+  // Give back cached free slots while the process holds more than the limit.
+  while (!host_free_.empty() && ledger_->held_over_limit()) {
+    if (!ReleaseHostMemory(host_free_.back())) break;  // kept cached; tried again next time
     host_free_.pop_back();
-    driver_->cuMemRelease(host_[index]);
-    host_[index] = 0;
-    host_released_.push_back(index);
   }
+}
+
+bool PhysicalPool::ReleaseHostMemory(uint32_t index) {
+  if (UnmapAt(mirror(index)) != CUDA_SUCCESS) return false;
+  driver_->cuMemRelease(host_[index]);
+  host_[index] = 0;
+  host_released_.push_back(index);
+  ledger_->AddHeld(-1);
+  return true;
 }
 
 CUresult PhysicalPool::CreateHostSlot(uint32_t index, CUmemGenericAllocationHandle* out) {
@@ -223,6 +244,9 @@ CUresult PhysicalPool::CreateHostSlot(uint32_t index, CUmemGenericAllocationHand
 
 void PhysicalPool::ReleaseHost(uint32_t slot) {
   --host_in_use_;
+  ledger_->Uncharge();
+  // Note [shared host budget]: cached only while the process holds no more than the limit.
+  if (ledger_->held_over_limit() && ReleaseHostMemory(slot)) return;
   host_free_.push_back(slot);
 }
 

@@ -7,16 +7,23 @@
 // "mirror" reservation, so a chunk's bytes can be copied between the device
 // and the host with plain device-to-device copies on a stream.
 //
-// Thread safety: not thread-safe; ShimCore serializes calls.
+// The host budget is a HostLedger's: the pool's own, or one shared by the
+// cores of all the process's devices (Note [shared host budget] in
+// host_ledger.h).
+//
+// Thread safety: not thread-safe; ShimCore serializes calls. The shared
+// ledger is thread-safe.
 #ifndef MEMVIRT_SHIM_CORE_PHYSICAL_POOL_H_
 #define MEMVIRT_SHIM_CORE_PHYSICAL_POOL_H_
 
 #include <cuda.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
 #include "shim/core/config.h"
+#include "shim/core/host_ledger.h"
 #include "shim/driver/driver.h"
 
 namespace memvirt::shim {
@@ -28,8 +35,14 @@ class PhysicalPool {
   PhysicalPool(const PhysicalPool&) = delete;
   PhysicalPool& operator=(const PhysicalPool&) = delete;
 
+  // Draws host slots from `ledger` (not owned; outlives the pool) instead of
+  // the pool's own. REQUIRES: before Init.
+  void ShareHostLedger(HostLedger* ledger) { ledger_ = ledger; }
+
   // Sets the device budget and enables a host tier of `host_chunks` slots if
-  // its preconditions hold (Note [host tier preconditions]). A failure leaves
+  // its preconditions hold (Note [host tier preconditions]); `host_chunks` is
+  // also the most slots this pool can ever map (its mirror range), and the
+  // ledger's limit unless one is set already. A failure leaves
   // the tier off (host_limit() 0: no eviction possible), logs why once and
   // returns the driver's error.
   //
@@ -54,17 +67,18 @@ class PhysicalPool {
   // Note [pinned blocks] in shim_core_pin.cc). Known after Init().
   bool device_chunks_exportable() const { return exportable_; }
 
-  // Host slots: CUDA_ERROR_OUT_OF_MEMORY when the host budget is used up.
+  // Host slots: CUDA_ERROR_OUT_OF_MEMORY when the host budget (the ledger's,
+  // Note [shared host budget]) is used up.
   [[nodiscard]] CUresult AcquireHost(uint32_t* slot);
   void ReleaseHost(uint32_t slot);
   CUmemGenericAllocationHandle host_handle(uint32_t slot) const { return host_[slot]; }
   CUdeviceptr mirror(uint32_t slot) const {
     return mirror_base_ + (static_cast<uint64_t>(slot) << kChunkShift);
   }
-  bool host_tier_available() const { return host_limit_ > 0; }
-  // Host budget in slots, at most the Init() size. Lowering it below
-  // host_in_use() is allowed: the caller moves chunks out (spill tier) until
-  // host_in_use() <= host_limit(); free cached slots beyond it are released.
+  bool host_tier_available() const { return host_tier_on_ && host_limit() > 0; }
+  // Sets the ledger's host budget in slots. Lowering it below what is in use
+  // is allowed: the caller moves chunks out (spill tier) while
+  // host_over_limit() > 0; free cached slots beyond it are released.
   void SetHostLimit(uint32_t chunks);
 
   // Devices that are also given read/write access to every mapping (the
@@ -82,8 +96,13 @@ class PhysicalPool {
   uint32_t device_in_use() const { return device_in_use_; }
   // The most device chunks in use at once so far.
   uint32_t device_peak() const { return device_peak_; }
-  uint32_t host_limit() const { return host_limit_; }
+  // The host budget in slots (the ledger's), at most what this pool can map.
+  uint32_t host_limit() const;
+  // This pool's slots holding data.
   uint32_t host_in_use() const { return host_in_use_; }
+  // Slots in use beyond the budget, over all pools sharing the ledger, but at
+  // most this pool's own.
+  uint32_t host_over_limit() const { return std::min(ledger_->over_limit(), host_in_use_); }
 
  private:
   const Driver* driver_;
@@ -92,7 +111,9 @@ class PhysicalPool {
   int host_numa_id_;
   uint32_t device_limit_ = 0;
   bool exportable_ = false;
-  uint32_t host_limit_ = 0;
+  HostLedger own_ledger_;
+  HostLedger* ledger_ = &own_ledger_;
+  bool host_tier_on_ = false;
   uint32_t device_in_use_ = 0;
   uint32_t device_peak_ = 0;
   uint32_t host_in_use_ = 0;
@@ -105,6 +126,9 @@ class PhysicalPool {
   [[nodiscard]] CUresult InitHostTier(uint32_t host_chunks, const char** why);
   CUmemAllocationProp HostSlotProperties() const;
   [[nodiscard]] CUresult CreateHostSlot(uint32_t index, CUmemGenericAllocationHandle* out);
+  // Gives a free slot's memory back; false (slot unchanged) if its mirror
+  // cannot be unmapped.
+  bool ReleaseHostMemory(uint32_t index);
   CUdeviceptr mirror_base_ = 0;
   uint64_t mirror_bytes_ = 0;
 };

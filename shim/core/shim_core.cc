@@ -123,6 +123,7 @@ CUresult ShimCore::Create(const Driver* driver, const CoreOptions& options, Cont
     const uint32_t num_chunks = static_cast<uint32_t>(va >> kChunkShift);
     core->table_ = ChunkTable(core->base_, num_chunks);
     core->pool_ = std::make_unique<PhysicalPool>(driver, core->device_, numa);
+    if (options.host_ledger != nullptr) core->pool_->ShareHostLedger(options.host_ledger);
     core->pool_->SetPeers(PeersOf(driver, core->device_));
     // A failure leaves the host tier off (logged): the capacity below is then
     // the device budget (Note [host tier preconditions] in physical_pool.h).
@@ -1354,8 +1355,9 @@ void ShimCore::SetHostBudget(uint64_t bytes) {
   MutexLock lock(&mu_);
   pool_->SetHostLimit(static_cast<uint32_t>(bytes >> kChunkShift));
   ++stamp_;  // no operation is being prepared: every host chunk is a candidate
-  while (pool_->host_in_use() > pool_->host_limit() &&
-         DemoteHostChunks(pool_->host_in_use() - pool_->host_limit())) {
+  // Note [shared host budget]: while the process is over the budget, this
+  // core demotes its own host chunks.
+  while (pool_->host_over_limit() > 0 && DemoteHostChunks(pool_->host_over_limit())) {
   }
   pool_->SetHostLimit(static_cast<uint32_t>(bytes >> kChunkShift));  // release freed slots
 }

@@ -142,6 +142,7 @@
 #include "shim/core/chunk_table.h"
 #include "shim/core/control_plane.h"
 #include "shim/core/eviction_sizing.h"
+#include "shim/core/host_ledger.h"
 #include "shim/core/physical_pool.h"
 #include "shim/core/pointer_attributes.h"
 #include "shim/core/residency_policy.h"
@@ -155,7 +156,11 @@ namespace memvirt::shim {
 struct CoreOptions {
   uint64_t device_budget = 0;  // 0: 90% of the device's free memory at creation
   uint64_t host_budget = 0;    // 0: half of the physical RAM
-  uint64_t va_bytes = 0;       // 0: 1.25 x (device + host budget), at least 1 GiB
+  // The process's host budget, shared with the cores of its other devices
+  // (Note [shared host budget] in host_ledger.h); not owned, outlives the
+  // core. Null: a budget of the core's own.
+  HostLedger* host_ledger = nullptr;
+  uint64_t va_bytes = 0;  // 0: 1.25 x (device + host budget), at least 1 GiB
   uint32_t event_batch = 32;
   uint32_t event_pace = 512;  // Note [event pacing] in stream_tracker.h; 0 = off
   // The smallest device budget (chunks) with a look-ahead page-out (Note
@@ -256,9 +261,9 @@ class ShimCore {
   // ---- Pinning for export (Note [pinned blocks], shim_core_pin.cc) ---------
   // The device chunks holding a pinned block, in address order.
   struct PinnedBlock {
-    CUdeviceptr chunk_base = 0;  // address of the block's first chunk
-    uint64_t offset = 0;         // the block's start within that chunk
-    uint64_t bytes = 0;          // the block's size as allocated
+    CUdeviceptr chunk_base = 0;                        // address of the block's first chunk
+    uint64_t offset = 0;                               // the block's start within that chunk
+    uint64_t bytes = 0;                                // the block's size as allocated
     std::vector<CUmemGenericAllocationHandle> chunks;  // their physical handles
   };
   // Makes the live block that starts at `ptr` device-resident (the host

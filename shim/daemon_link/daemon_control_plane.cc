@@ -71,11 +71,9 @@ class DaemonControlPlane::DeviceView final : public ControlPlane {
   void SetUsageSource(std::function<UsageReport()> source) override {
     plane_->SetUsageSourceOf(uuid_, std::move(source));
   }
-  SpillTier* spill_tier() override {
-    return plane_->IsFirstDevice(uuid_) ? plane_->spill_tier() : nullptr;
-  }
+  SpillTier* spill_tier() override { return plane_->SpillTierOf(uuid_); }
   void OnHostTierControl(HostTierControl control) override {
-    if (plane_->IsFirstDevice(uuid_)) plane_->OnHostTierControl(std::move(control));
+    plane_->OnHostTierControlOf(uuid_, std::move(control));
   }
 
  private:
@@ -88,11 +86,6 @@ ControlPlane* DaemonControlPlane::ForDevice(int ordinal) {
   std::unique_ptr<DeviceView>& view = views_[ordinal];
   if (view == nullptr) view = std::make_unique<DeviceView>(this);
   return view.get();
-}
-
-bool DaemonControlPlane::IsFirstDevice(const std::string& uuid) const {
-  MutexLock lock(&mu_);
-  return !devices_.empty() && devices_.front() == uuid;
 }
 
 client::GpuClaim DaemonControlPlane::ClaimFor(const DeviceIdentity& device) const {
@@ -113,11 +106,15 @@ client::GpuClaim DaemonControlPlane::ClaimFor(const DeviceIdentity& device) cons
 // the callback of that GPU's core, and is deferred until that core is attached. Every report
 // carries the usage of each GPU whose core is attached, and allocation hints name their GPU; an
 // allocation id is an offset in its core's reservation, so the ids of the n-th device carry n in
-// their top byte (a daemon keys live allocations by id). The host tier and the spill tier belong
-// to the first device's core (the daemon's host budget is per process); access summaries are
-// reported for the first device only (their launch indices are per core). A GPU the daemon does
-// not add (an older daemon, an unknown GPU) runs with its local budget, and is claimed again by
-// the next registration.
+// their top byte (a daemon keys live allocations by id). The host budget is the process's, one
+// for all its cores (Note [shared host budget] in shim/core/host_ledger.h): a HOST_BUDGET
+// directive reaches every core (each demotes its own chunks while the process is over it), a
+// DEMOTE directive asks the cores in registration order until the bytes are moved, and the
+// acknowledgement judges the host bytes of all the GPUs together. Every core has an NVMe tier
+// channel of its own (its own staging buffers; the daemon serves one connection per GPU of a
+// process), since a channel is driven under its core's lock. A GPU the daemon does not add (an
+// older daemon, an unknown GPU) runs with its local budget, and is claimed again by the next
+// registration.
 uint64_t DaemonControlPlane::InitialDeviceBudget(const DeviceIdentity& device,
                                                  uint64_t local_default) {
   if (device.uuid.empty() || device.total_bytes == 0) {
@@ -235,19 +232,31 @@ uint64_t DaemonControlPlane::InitialHostBudget(uint64_t local_default) {
   return std::min(local_default, *host_budget_);
 }
 
-SpillTier* DaemonControlPlane::spill_tier() {
-  if (staging_slots_ == 0 || client_ == nullptr || tier_ != nullptr) return tier_.get();
+SpillTier* DaemonControlPlane::spill_tier() { return SpillTierOf(uuid_); }
+
+SpillTier* DaemonControlPlane::SpillTierOf(const std::string& uuid) {
+  if (staging_slots_ == 0 || client_ == nullptr || uuid.empty()) return nullptr;
+  {
+    MutexLock lock(&mu_);
+    auto it = tiers_.find(uuid);
+    if (it != tiers_.end()) return it->second.get();
+  }
   if (client_->state() != client::State::kConnected) return nullptr;
   const char* error = nullptr;
-  tier_ = TierChannel::Connect(socket_path_ + tier::kTierSocketSuffix, staging_slots_,
-                               {.connect = connect_timeout_, .request = tier_deadline_}, &error);
-  if (tier_ == nullptr) {
-    MEMSHIM_LOG(kInfo, "no NVMe tier: %s", error);
+  std::unique_ptr<TierChannel> tier =
+      TierChannel::Connect(socket_path_ + tier::kTierSocketSuffix, staging_slots_,
+                           {.connect = connect_timeout_, .request = tier_deadline_}, &error);
+  if (tier == nullptr) {
+    MEMSHIM_LOG(kInfo, "no NVMe tier for %s: %s", uuid.c_str(), error);
   } else {
-    MEMSHIM_LOG(kInfo, "NVMe tier: %llu MiB of swap on the node, %u staging buffers",
-                static_cast<unsigned long long>(tier_->capacity_bytes() >> 20), staging_slots_);
+    MEMSHIM_LOG(kInfo, "NVMe tier for %s: %llu MiB of swap on the node, %u staging buffers",
+                uuid.c_str(), static_cast<unsigned long long>(tier->capacity_bytes() >> 20),
+                staging_slots_);
   }
-  return tier_.get();
+  MutexLock lock(&mu_);
+  std::unique_ptr<TierChannel>& slot = tiers_[uuid];
+  if (slot == nullptr) slot = std::move(tier);  // a refused connection is not retried
+  return slot.get();
 }
 
 void DaemonControlPlane::OnBudgetChange(std::function<void(uint64_t)> callback) {
@@ -283,8 +292,16 @@ void DaemonControlPlane::OnBudgetChangeOf(const std::string& uuid,
 }
 
 void DaemonControlPlane::OnHostTierControl(HostTierControl control) {
+  OnHostTierControlOf(uuid_, std::move(control));
+}
+
+void DaemonControlPlane::OnHostTierControlOf(const std::string& uuid, HostTierControl control) {
   MutexLock lock(&callback_mu_);
-  host_control_ = std::move(control);
+  if (control.set_budget || control.demote) {
+    host_controls_[uuid] = std::move(control);
+  } else {
+    host_controls_.erase(uuid);
+  }
 }
 
 void DaemonControlPlane::SetUsageSource(std::function<UsageReport()> source) {
@@ -404,25 +421,39 @@ void DaemonControlPlane::Apply(const client::Directive& d) {
     }
     case Kind::kHostBudget: {
       if (d.id == 0) return;
+      const std::vector<std::string> devices = Devices();
       // Without a spill tier the host tier's size is fixed when the core is
       // created; a lower budget is met only if the tier already fits it.
       if (d.budget_bytes != 0) {
         MutexLock lock(&callback_mu_);
-        if (host_control_.set_budget) host_control_.set_budget(d.budget_bytes);
+        for (const std::string& uuid : devices) {  // Note [several devices]
+          auto it = host_controls_.find(uuid);
+          if (it != host_controls_.end() && it->second.set_budget) {
+            it->second.set_budget(d.budget_bytes);
+          }
+        }
       }
-      const bool known = PollUsage(uuid_, &usage);
-      const bool complied =
-          known && (d.budget_bytes == 0 || usage.host_resident_bytes <= d.budget_bytes);
+      uint64_t host_bytes = 0;
+      const bool known = PollHostUsage(devices, &usage, &host_bytes);
+      const bool complied = known && (d.budget_bytes == 0 || host_bytes <= d.budget_bytes);
       client_->Ack(d.id, complied, known ? std::optional(ToGpuUsage(uuid_, usage)) : std::nullopt);
       return;
     }
     case Kind::kDemote: {
+      const std::vector<std::string> devices = Devices();
       uint64_t moved = 0;
       {
         MutexLock lock(&callback_mu_);
-        if (host_control_.demote) moved = host_control_.demote(d.bytes);
+        for (const std::string& uuid : devices) {  // Note [several devices]
+          if (moved >= d.bytes) break;
+          auto it = host_controls_.find(uuid);
+          if (it != host_controls_.end() && it->second.demote) {
+            moved += it->second.demote(d.bytes - moved);
+          }
+        }
       }
-      const bool known = PollUsage(uuid_, &usage);
+      uint64_t host_bytes = 0;
+      const bool known = PollHostUsage(devices, &usage, &host_bytes);
       MEMSHIM_LOG(kInfo, "demoted %llu MiB of the host tier to NVMe (asked %llu MiB)", MiB(moved),
                   MiB(d.bytes));
       client_->Ack(d.id, moved >= d.bytes,
@@ -456,6 +487,25 @@ bool DaemonControlPlane::PollUsage(const std::string& uuid, UsageReport* usage) 
     last_dropped_ = usage->dropped_alloc_events;
   }
   return true;
+}
+
+std::vector<std::string> DaemonControlPlane::Devices() const {
+  MutexLock lock(&mu_);
+  return devices_;
+}
+
+bool DaemonControlPlane::PollHostUsage(const std::vector<std::string>& devices, UsageReport* first,
+                                       uint64_t* host_bytes) {
+  bool known = false;
+  *host_bytes = 0;
+  for (const std::string& uuid : devices) {
+    UsageReport u;
+    if (!PollUsage(uuid, &u)) continue;
+    *host_bytes += u.host_resident_bytes;
+    if (uuid == uuid_) *first = u;
+    known = known || uuid == uuid_;
+  }
+  return known;
 }
 
 uint64_t DaemonControlPlane::TagOf(const std::string& uuid) const {

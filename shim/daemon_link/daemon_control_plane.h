@@ -66,10 +66,9 @@ class DaemonControlPlane final : public ControlPlane {
   uint64_t InitialHostBudget(uint64_t local_default) override;
   void OnBudgetChange(std::function<void(uint64_t)> callback) override;
   void SetUsageSource(std::function<UsageReport()> source) override;
-  // Connects to the daemon's tier socket (once); null if the daemon has no
-  // NVMe tier, refused, or staging_slots is 0.
+  // The first device's NVMe tier channel (SpillTierOf).
   SpillTier* spill_tier() override;
-  // HOST_BUDGET directives call set_budget, DEMOTE directives demote.
+  // The first device's host-tier control (OnHostTierControlOf).
   void OnHostTierControl(HostTierControl control) override;
   // One view per ordinal: the device's core registers its GPU and its
   // callbacks through it (Note [several devices]).
@@ -78,9 +77,14 @@ class DaemonControlPlane final : public ControlPlane {
   // What a view forwards: the callbacks of the core of GPU `uuid`.
   void OnBudgetChangeOf(const std::string& uuid, std::function<void(uint64_t)> callback);
   void SetUsageSourceOf(const std::string& uuid, std::function<UsageReport()> source);
-  // Whether `uuid` is the GPU of the first registered device: the one that
-  // owns the host tier and the spill tier (Note [several devices]).
-  bool IsFirstDevice(const std::string& uuid) const;
+  // The NVMe tier channel of GPU `uuid`'s core: connected to the daemon's
+  // tier socket once per GPU (Note [several devices]); null if the daemon has
+  // no NVMe tier, refused, or staging_slots is 0.
+  SpillTier* SpillTierOf(const std::string& uuid);
+  // How HOST_BUDGET and DEMOTE directives reach GPU `uuid`'s core: HOST_BUDGET
+  // calls every core's set_budget, DEMOTE the cores' demote in registration
+  // order until the bytes are moved (Note [several devices]).
+  void OnHostTierControlOf(const std::string& uuid, HostTierControl control);
 
   // Stops the worker and closes the client. Idempotent.
   void Close();
@@ -101,6 +105,12 @@ class DaemonControlPlane final : public ControlPlane {
   // for the next report. Returns false if no source is registered.
   bool PollUsage(const std::string& uuid, UsageReport* usage);
   void SendReport();
+  // Polls every device in `devices`: *host_bytes is their host-tier bytes
+  // together, *first the first device's report. False if the first device
+  // has no usage source.
+  bool PollHostUsage(const std::vector<std::string>& devices, UsageReport* first,
+                     uint64_t* host_bytes);
+  std::vector<std::string> Devices() const;
   static client::GpuUsage ToGpuUsage(const std::string& uuid, const UsageReport& u);
   // Note [several devices]: allocation ids of the n-th device carry n in their top byte.
   uint64_t TagOf(const std::string& uuid) const;
@@ -124,7 +134,8 @@ class DaemonControlPlane final : public ControlPlane {
   // which the shim calls under its core-creation lock.
   std::vector<std::string> devices_ MEMSHIM_GUARDED_BY(mu_);
   std::map<int, std::unique_ptr<DeviceView>> views_ MEMSHIM_GUARDED_BY(mu_);
-  std::unique_ptr<TierChannel> tier_;  // set once by spill_tier(); lives until destruction
+  // NVMe tier channels by GPU; each set once by SpillTierOf, lives until destruction.
+  std::map<std::string, std::unique_ptr<TierChannel>> tiers_ MEMSHIM_GUARDED_BY(mu_);
 
   std::thread worker_;  // started by InitialDeviceBudget, joined by Close
 
@@ -141,7 +152,7 @@ class DaemonControlPlane final : public ControlPlane {
 
   Mutex callback_mu_;  // held while the budget or host-tier callbacks run
   std::map<std::string, std::function<void(uint64_t)>> callbacks_ MEMSHIM_GUARDED_BY(callback_mu_);
-  HostTierControl host_control_ MEMSHIM_GUARDED_BY(callback_mu_);
+  std::map<std::string, HostTierControl> host_controls_ MEMSHIM_GUARDED_BY(callback_mu_);
   Mutex source_mu_;  // held while a usage source runs
   std::map<std::string, std::function<UsageReport()>> sources_ MEMSHIM_GUARDED_BY(source_mu_);
 

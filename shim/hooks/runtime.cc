@@ -145,7 +145,10 @@ ShimCore* Runtime::CoreOfCurrentDevice() const {
 //   reach the core of the GPU they name (Note [several devices] in
 //   shim/daemon_link/daemon_control_plane.cc). Standalone, every core runs
 //   with its local budget (MEMSHIM_DEVICE_BUDGET or 90% of that device's free
-//   memory).
+//   memory). The host budget is one for the process, whatever the number of
+//   devices: every core draws from the same ledger (Note [shared host budget]
+//   in shim/core/host_ledger.h), and with a daemon every core gets the NVMe
+//   tier and the host-tier directives (Note [several devices]).
 ControlPlane* Runtime::ControlFor(CUdevice device) {
   if (control_ == nullptr) {  // once: the daemon link, if there is a daemon
     control_ = LoadDaemonControlPlane(config_, daemon_socket_.c_str());
@@ -170,6 +173,7 @@ ShimCore* Runtime::CoreForAlloc() {
   CoreOptions options;
   options.device_budget = config_.device_budget;
   options.host_budget = config_.host_budget;
+  options.host_ledger = &host_ledger_;
   options.va_bytes = config_.va_bytes;
   options.event_batch = config_.event_batch;
   options.event_pace = config_.event_pace;

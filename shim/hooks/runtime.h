@@ -124,6 +124,9 @@ class Runtime {
   std::unordered_map<void*, void*> hook_of_real_;
   std::unordered_map<std::string, void*> hook_of_flavour_;  // every hook, by its exported name
   StandaloneControlPlane standalone_;
+  // The process's host budget, shared by every device's core (Note [shared
+  // host budget] in shim/core/host_ledger.h).
+  HostLedger host_ledger_;
   std::string daemon_socket_;
   Mutex create_mu_;  // held while a core is created
   // standalone_ or the daemon link.

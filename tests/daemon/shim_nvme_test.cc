@@ -1,7 +1,7 @@
 // The NVMe tier end to end: a shim process whose footprint is 4x the simulated device, with a
 // host tier of 1x, under a memvirtd with swap files; checked with checksums and
-// `memctl status --json`. Also: the tier socket refuses processes that are not registered
-// clients and survives garbage.
+// `memctl status --json`; the same on two devices sharing one host budget. Also: the tier socket
+// refuses processes that are not registered clients and survives garbage.
 #include <signal.h>
 #include <unistd.h>
 
@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <map>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -91,6 +92,66 @@ TEST_F(ShimNvmeTest, FourTimesTheDeviceWithAOneTimesHostTierRunsThroughNvme) {
       [&] { return d.process().Stderr().find("bytes of swap freed") != std::string::npos; },
       seconds(10)))
       << d.process().Stderr();
+}
+
+// Note [shared host budget] (shim/core/host_ledger.h), Note [several devices]
+// (shim/daemon_link/daemon_control_plane.cc): one process on two simulated devices, 4x each
+// device's memory on each, under a daemon that gives the process a 1x host budget. The two
+// devices' cores share that one budget (their host bytes together stay within it, not 2x), and
+// both spill to NVMe through tier channels of their own; the result is the unconstrained run's.
+TEST_F(ShimNvmeTest, TwoDevicesShareOneHostBudgetAndBothSpillToNvme) {
+  const std::vector<std::string> argv = {MEMSHIM_MULTI_DEVICE_WORKLOAD, MEMSHIM_TEST_KERNELS,
+                                         std::to_string(kFootprint), "4"};
+  auto reference = Subprocess::Spawn(argv, dir_.path() + "/multi.reference",
+                                     {"MEMSIM_DEVICE_MEMORY=2G", "MEMSIM_DEVICE_COUNT=2"});
+  ASSERT_EQ(reference->Wait(seconds(120)), std::optional<int>(0)) << reference->Stderr();
+  const std::string expected = WorkloadChecksum(reference->Stdout());
+  ASSERT_FALSE(expected.empty()) << reference->Stdout();
+
+  Daemon d(dir_.path(), DaemonFlags("2G"));
+  ASSERT_TRUE(d.Start()) << d.process().Stderr();
+  auto p = Subprocess::Spawn(
+      argv, dir_.path() + "/multi.shim",
+      {"LD_PRELOAD=" MEMSHIM_LIBRARY, "MEMSIM_DEVICE_COUNT=2",
+       "MEMSIM_DEVICE_MEMORY=" + std::to_string(kDeviceBytes),
+       "MEMSHIM_DAEMON_SOCKET=" + d.socket(), "MEMSHIM_LOG=info", "MEMSHIM_REPORT_INTERVAL_MS=50",
+       "MEMSHIM_MIN_DEVICE_BUDGET=8M", "ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0"});
+  double max_host_sum = 0, host_budget = 0;
+  std::map<std::string, double> max_nvme;
+  while (p->Running()) {
+    auto s = d.StatusJson();
+    ASSERT_TRUE(s.has_value()) << d.process().Stderr();
+    if (const auto* entry = FindProcess(*s, p->pid())) {
+      host_budget = Field(*entry, "host_budget_bytes");
+      double host_sum = 0;
+      for (const auto& v : entry->fields().at("gpus").list_value().values()) {
+        const auto& g = v.struct_value();
+        const std::string uuid = g.fields().at("uuid").string_value();
+        host_sum += Field(g, "host_bytes");
+        max_nvme[uuid] = std::max(max_nvme[uuid], Field(g, "nvme_bytes"));
+      }
+      max_host_sum = std::max(max_host_sum, host_sum);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(p->Wait(seconds(1)), std::optional<int>(0)) << p->Stdout() << p->Stderr();
+  EXPECT_EQ(WorkloadChecksum(p->Stdout()), expected) << p->Stderr();
+  EXPECT_EQ(host_budget, double(kDeviceBytes));
+  EXPECT_GT(max_host_sum, 0);
+  EXPECT_LE(max_host_sum, double(kDeviceBytes)) << "the devices' host tiers exceed the budget";
+  ASSERT_EQ(max_nvme.size(), 2u) << "the process was never listed on two GPUs";
+  for (const auto& [uuid, nvme] : max_nvme) {
+    EXPECT_GT(nvme, 0) << uuid << " never spilled to NVMe\n" << p->Stderr();
+  }
+  size_t tiers = 0;
+  for (size_t at = p->Stderr().find("NVMe tier for GPU-"); at != std::string::npos;
+       at = p->Stderr().find("NVMe tier for GPU-", at + 1)) {
+    ++tiers;
+  }
+  EXPECT_EQ(tiers, 2u) << p->Stderr();
+  std::cout << "peak host tier of both devices " << max_host_sum / kMiB << " MiB; peak NVMe "
+            << max_nvme.begin()->second / kMiB << " and " << max_nvme.rbegin()->second / kMiB
+            << " MiB\n";
 }
 
 // Note [what a restart keeps] (docs/nvme.md): a daemon restart keeps no NVMe contents. A process

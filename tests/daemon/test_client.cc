@@ -215,7 +215,6 @@ int main(int argc, char** argv) {
     memvirt::client::HintBatch batch;
     batch.iteration = static_cast<uint64_t>(it);
     if (it == 0) batch.allocs.push_back({1, args.gpu, args.pages * args.page_bytes, false});
-    batch.accesses.push_back({1, 3, 0, 2});
     batch.usage.push_back(store.Usage(args.gpu));
     client->SendHints(std::move(batch));
     std::this_thread::sleep_for(std::chrono::milliseconds(args.iteration_ms));

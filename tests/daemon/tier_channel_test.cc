@@ -423,8 +423,11 @@ TEST_F(TierChannelTest, ConnectionsHeldBeforeTheHelloByAnotherUserDoNotLockOutOt
   EXPECT_TRUE(other.Release());
 }
 
-TEST_F(TierChannelTest, ARegisteredProcessGetsOneConnectionAndItsSlotBackAtOnce) {
+TEST_F(TierChannelTest, ARegisteredProcessGetsItsConnectionsAndItsSlotBackAtOnce) {
+  StartService([](TierServiceOptions& o) { o.max_connections_per_client = 2; });
   tenant_by_pid_ = true;
+  RawClient second_gpu(dir_.path() + "/tier.sock");
+  ASSERT_EQ(second_gpu.hello_reply.status, tier::Status::kOk);
   auto first = std::make_unique<RawClient>(dir_.path() + "/tier.sock");
   ASSERT_EQ(first->hello_reply.status, tier::Status::kOk);
   for (int i = 0; i < 8; ++i) {
@@ -434,10 +437,45 @@ TEST_F(TierChannelTest, ARegisteredProcessGetsOneConnectionAndItsSlotBackAtOnce)
   EXPECT_GE(service_->stats().refused, 8u);
   first.reset();
   // The slot is free as soon as the daemon has seen the close.
-  ASSERT_TRUE(testing::WaitUntil([&] { return service_->stats().connections == 0; },
+  ASSERT_TRUE(testing::WaitUntil([&] { return service_->stats().connections == 1; },
                                  std::chrono::seconds(2)));
   RawClient again(dir_.path() + "/tier.sock");
   EXPECT_EQ(again.hello_reply.status, tier::Status::kOk);
+}
+
+// Note [slabs per connection]: one process, one channel per GPU. Each channel loads only what it
+// stored, and one channel closing leaves the other's slabs.
+TEST_F(TierChannelTest, TwoChannelsOfOneProcessKeepTheirOwnSlabs) {
+  tenant_by_pid_ = true;
+  auto gpu0 = Connect();
+  auto gpu1 = Connect();
+  ASSERT_NE(gpu0, nullptr);
+  ASSERT_NE(gpu1, nullptr);
+  ASSERT_EQ(gpu0->tenant(), gpu1->tenant());
+  Fill(gpu0->staging(0), 50);
+  Fill(gpu1->staging(0), 51);
+  uint64_t id0 = 0, id1 = 0;
+  ASSERT_EQ(gpu0->Store(0, &id0), SpillResult::kOk);
+  ASSERT_EQ(gpu1->Store(0, &id1), SpillResult::kOk);
+  // Another connection's slab of the same tenant is refused by the daemon itself.
+  RawClient raw(dir_.path() + "/tier.sock");
+  ASSERT_EQ(raw.hello_reply.status, tier::Status::kOk);
+  ASSERT_EQ(store_->stats().slabs, 2u);
+  int denied = 0;
+  for (uint64_t daemon_id = 0; daemon_id < 64; ++daemon_id) {
+    const tier::Status load = raw.Call(2, 0, daemon_id).status;
+    EXPECT_TRUE(load == tier::Status::kDenied || load == tier::Status::kNotFound)
+        << static_cast<int>(load);
+    denied += load == tier::Status::kDenied ? 1 : 0;
+  }
+  EXPECT_EQ(denied, 2);  // the two slabs, whatever their daemon ids
+  gpu0.reset();          // one GPU's channel goes away with its slab
+  ASSERT_TRUE(
+      testing::WaitUntil([&] { return store_->stats().slabs == 1; }, std::chrono::seconds(2)));
+  std::memset(gpu1->staging(0), 0, kSlot);
+  ASSERT_EQ(gpu1->StartLoad(id1, 0), SpillResult::kOk);
+  ASSERT_EQ(gpu1->FinishLoad(0, true), SpillResult::kOk);
+  EXPECT_TRUE(Matches(gpu1->staging(0), 51));
 }
 
 TEST_F(TierChannelTest, ClosedConnectionsReleaseTheirDescriptorsAtOnce) {
@@ -463,7 +501,10 @@ TEST_F(TierChannelTest, AnIdleConnectionIsClosedOnlyWhenItStoresNothingAndReopen
   Fill(c->staging(0), 41);
   uint64_t id = 0;
   ASSERT_EQ(c->Store(0, &id), SpillResult::kOk);
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // idle, but holds a slab
+  // Idle past the timeout twice while holding a slab: the service saw it and kept it open.
+  ASSERT_TRUE(testing::WaitUntil([&] { return service_->stats().idle_kept >= 2; },
+                                 std::chrono::seconds(10)));
+  EXPECT_EQ(service_->stats().connections, 1u);
   std::memset(c->staging(0), 0, kSlot);
   ASSERT_EQ(c->StartLoad(id, 0), SpillResult::kOk);
   ASSERT_EQ(c->FinishLoad(0, true), SpillResult::kOk);
@@ -490,7 +531,7 @@ TEST_F(TierChannelTest, AHelloSentInTwoPiecesIsCompleted) {
   std::memcpy(bytes, &hello, sizeof(hello));
   ASSERT_TRUE(tier::SendWithDescriptor(fd, bytes, 4, memfd));
   close(memfd);
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // Whether or not the service has read the first piece yet, its read ends after it.
   ASSERT_TRUE(tier::SendAll(fd, bytes + 4, sizeof(bytes) - 4));
   tier::HelloReply reply;
   ASSERT_TRUE(tier::ReceiveAll(fd, &reply, sizeof(reply)));

@@ -524,6 +524,8 @@ TEST_F(SimGraphTest, LaunchesOfOneExecutableGraphAreOrdered) {
   CUstream a, b;
   ASSERT_CU(cuStreamCreate(&a, CU_STREAM_NON_BLOCKING));
   ASSERT_CU(cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
+  WorkerProbe probe;
+  ASSERT_CU(probe.Enqueue(b));
   ASSERT_CU(cuStreamBeginCapture(stream_, CU_STREAM_CAPTURE_MODE_GLOBAL));
   ASSERT_CU(Launch(wait_flag(), stream_, reinterpret_cast<CUdeviceptr>(flag)));
   CUgraph graph;
@@ -533,7 +535,10 @@ TEST_F(SimGraphTest, LaunchesOfOneExecutableGraphAreOrdered) {
   ASSERT_CU(cuGraphLaunch(exec, a));  // blocks stream a until the flag is set
   ASSERT_CU(cuGraphLaunch(exec, b));  // must wait for the launch on a
   ASSERT_CU(Launch(write_u32(), b, reinterpret_cast<CUdeviceptr>(marker), 1u));
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  probe.Open();
+  // Once b's worker has done all it can (Note [waiting for a blocked thread]), nothing of b's
+  // has run.
+  ASSERT_TRUE(probe.WaitBlockedAfter());
   EXPECT_EQ(__atomic_load_n(marker, __ATOMIC_ACQUIRE), 0u);
   EXPECT_EQ(cuStreamQuery(b), CUDA_ERROR_NOT_READY);
   __atomic_store_n(flag, 1, __ATOMIC_RELEASE);

@@ -6,9 +6,16 @@
 #include <cuda.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <cstring>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -87,6 +94,71 @@ CUresult Launch(CUfunction f, CUstream s, Args... args) {
   void* params[] = {static_cast<void*>(&args)..., nullptr};
   return cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, sizeof...(Args) ? params : nullptr, nullptr);
 }
+
+// Note [waiting for a blocked thread]
+// A test that checks that work does NOT run before something else (a cross-stream wait, the
+// legacy stream's implicit synchronization) must look once the thread that would run it has
+// done all it can: a sleep would let a wrong implementation pass when its thread is slow. So the
+// test waits, without a time bound that could decide the outcome, until that thread sleeps in
+// the kernel (state S in /proc): a stream worker blocked on a dependency, or idle after running
+// what it had. Then whatever that stream could run has run. The same serves a thread that must
+// release work only once another thread is blocked in a synchronous call. (The sim runs each
+// stream on a worker thread of its own, sim/src/stream.h; StreamWorker finds it.)
+
+inline pid_t ThisThreadId() { return static_cast<pid_t>(syscall(SYS_gettid)); }
+
+// Whether thread `tid` of this process sleeps (state S in /proc/self/task/<tid>/stat).
+inline bool ThreadSleeping(pid_t tid) {
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/self/task/%d/stat", static_cast<int>(tid));
+  FILE* f = std::fopen(path, "r");
+  if (f == nullptr) return false;
+  char line[512] = {};
+  const bool read = std::fgets(line, sizeof(line), f) != nullptr;
+  std::fclose(f);
+  const char* after_name = read ? std::strrchr(line, ')') : nullptr;
+  return after_name != nullptr && after_name[1] == ' ' && after_name[2] == 'S';
+}
+
+// Waits until thread `tid` sleeps (Note [waiting for a blocked thread]). False only if it
+// never does within a minute: a hang, not a timing outcome.
+inline bool WaitUntilSleeping(pid_t tid) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+  while (!ThreadSleeping(tid)) {
+    if (std::chrono::steady_clock::now() > give_up) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
+// A host function enqueued on a stream ahead of the work under test: it holds the stream's
+// worker until Open() (so the test enqueues everything first), and WaitBlockedAfter() waits
+// until the worker ran it and then sleeps (Note [waiting for a blocked thread]): whatever the
+// stream could run after it without waiting has run by then.
+class WorkerProbe {
+ public:
+  CUresult Enqueue(CUstream s) { return cuLaunchHostFunc(s, &Run, this); }
+  void Open() { open_.store(true, std::memory_order_release); }
+  bool WaitBlockedAfter() {
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+    while (!ran_.load(std::memory_order_acquire)) {
+      if (std::chrono::steady_clock::now() > give_up) return false;
+      std::this_thread::yield();
+    }
+    return WaitUntilSleeping(tid_.load());
+  }
+
+ private:
+  static void CUDA_CB Run(void* p) {
+    auto* self = static_cast<WorkerProbe*>(p);
+    self->tid_.store(ThisThreadId());
+    while (!self->open_.load(std::memory_order_acquire)) std::this_thread::yield();
+    self->ran_.store(true, std::memory_order_release);
+  }
+  std::atomic<bool> open_{false};
+  std::atomic<bool> ran_{false};
+  std::atomic<pid_t> tid_{0};
+};
 
 // Per-test context on device 0 with the test kernel module loaded.
 class SimTest : public ::testing::Test {

@@ -120,13 +120,17 @@ TEST_F(SimStreamTest, StreamWaitEventOrdersWorkAcrossStreams) {
   CUstream a, b;
   CUevent e;
   ASSERT_NO_FATAL_FAILURE(CreateStreamPairAndEvent(&a, &b, &e));
+  WorkerProbe probe;
+  ASSERT_CU(probe.Enqueue(b));
   ASSERT_CU(Block(a));
   ASSERT_CU(Tag(a, 1));
   ASSERT_CU(cuEventRecord(e, a));
   ASSERT_CU(cuStreamWaitEvent(b, e, 0));
   ASSERT_CU(Tag(b, 2));
-  // b must not pass the wait while a is blocked.
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  probe.Open();
+  // b must not pass the wait while a is blocked: once b's worker has done all it can
+  // (Note [waiting for a blocked thread]), nothing of b's has run.
+  ASSERT_TRUE(probe.WaitBlockedAfter());
   EXPECT_EQ(cuStreamQuery(b), CUDA_ERROR_NOT_READY);
   EXPECT_TRUE(Order().empty());
   Release();
@@ -155,12 +159,17 @@ TEST_F(SimStreamTest, WaitEventCapturesTheRecordAtCallTime) {
 TEST_F(SimStreamTest, LegacyDefaultStreamWaitsForBlockingStreams) {
   CUstream blocking;
   ASSERT_CU(cuStreamCreate(&blocking, CU_STREAM_DEFAULT));
+  WorkerProbe probe;  // on the NULL stream first: it waits for nothing
+  ASSERT_CU(probe.Enqueue(nullptr));
   ASSERT_CU(Block(blocking));
   ASSERT_CU(Tag(blocking, 1));
   ASSERT_CU(Tag(nullptr, 2));   // NULL stream: waits for prior work in blocking streams
   ASSERT_CU(Tag(blocking, 3));  // and later blocking-stream work waits for it
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  probe.Open();
+  // Note [waiting for a blocked thread]: the legacy stream's worker has done all it can.
+  ASSERT_TRUE(probe.WaitBlockedAfter());
   EXPECT_EQ(cuStreamQuery(nullptr), CUDA_ERROR_NOT_READY);
+  EXPECT_TRUE(Order().empty());
   Release();
   ASSERT_CU(cuStreamSynchronize(blocking));
   EXPECT_EQ(Order(), (std::vector<uint32_t>{1, 2, 3}));
@@ -188,8 +197,11 @@ TEST_F(SimStreamTest, SynchronousCopyIsOrderedAfterBlockingStreamWork) {
   ASSERT_CU(cuMemsetD32(d, 0, 1024));
   ASSERT_CU(Block(blocking));
   ASSERT_CU(Launch(fill(), blocking, d, 123u, static_cast<uint64_t>(1024)));
-  std::thread releaser([this] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  // Released once this thread is blocked in the copy (Note [waiting for a blocked thread]): a
+  // copy that did not wait for the fill would read the memset's 0.
+  const pid_t copier = ThisThreadId();
+  std::thread releaser([this, copier] {
+    EXPECT_TRUE(WaitUntilSleeping(copier));
     Release();
   });
   uint32_t back = 0;

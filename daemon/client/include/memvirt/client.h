@@ -1,6 +1,7 @@
 // memvirt client library: what a process (the shim) uses to talk to memvirtd.
 //
-// A plain C++ API: no gRPC or protobuf types here. The Client connects in the background,
+// A plain C++ API: no gRPC or protobuf types here; the values exchanged are the protocol's
+// (memvirt/protocol/messages.h, shared with the daemon). The Client connects in the background,
 // registers the process (the daemon learns pid/uid/gid from the kernel, never from us),
 // forwards hint batches, delivers directives (budget changes, evict/demote requests) and sends
 // their acknowledgements. If the daemon is absent or dies, the state becomes kDisconnected and
@@ -37,57 +38,16 @@
 #include <string>
 #include <vector>
 
+#include "memvirt/protocol/messages.h"
+
 namespace memvirt::client {
 
-struct GpuClaim {
-  std::string gpu_uuid;              // As the driver reports it, e.g. "GPU-8f3c...".
-  uint64_t device_memory_bytes = 0;  // The device's total memory.
-  uint64_t demand_bytes = 0;         // HBM wanted; 0 = as much as possible.
-  uint64_t min_bytes = 0;            // Floor needed to make progress.
-};
-
-struct GpuUsage {
-  std::string gpu_uuid;
-  uint64_t resident_bytes = 0;
-  uint64_t host_bytes = 0;
-  uint64_t nvme_bytes = 0;
-  uint64_t paged_in_bytes = 0;  // Cumulative since the process started.
-  uint64_t paged_out_bytes = 0;
-  uint64_t nvme_read_bytes = 0;
-  uint64_t nvme_write_bytes = 0;
-};
-
-struct AllocHint {
-  uint64_t alloc_id = 0;
-  std::string gpu_uuid;
-  uint64_t bytes = 0;
-  bool freed = false;
-};
-
-struct AccessSummary {
-  uint64_t alloc_id = 0;
-  uint32_t accesses = 0;
-  uint32_t first_launch = 0;
-  uint32_t last_launch = 0;
-};
-
-// One batch per iteration (or per hint interval); never one per CUDA call.
-struct HintBatch {
-  uint64_t iteration = 0;
-  std::vector<AllocHint> allocs;
-  std::vector<AccessSummary> accesses;
-  std::vector<GpuUsage> usage;  // Current usage, one entry per registered GPU.
-};
-
-struct Directive {
-  enum class Kind { kBudget, kEvict, kDemote, kHostBudget };
-  uint64_t id = 0;  // 0: informational (Note [initial budgets]); otherwise acknowledge it.
-  Kind kind = Kind::kBudget;
-  std::string gpu_uuid;                   // Empty for kHostBudget.
-  uint64_t budget_bytes = 0;              // kBudget, kHostBudget (0 host budget = unlimited).
-  uint64_t bytes = 0;                     // kEvict, kDemote.
-  std::chrono::milliseconds deadline{0};  // Comply within this time (shrinks).
-};
+// The protocol's values (memvirt/protocol/messages.h), shared with the daemon.
+using protocol::AllocHint;
+using protocol::Directive;
+using protocol::GpuClaim;
+using protocol::GpuUsage;
+using protocol::HintBatch;
 
 enum class State {
   kConnecting,    // First attempt in progress.
