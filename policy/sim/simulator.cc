@@ -834,10 +834,12 @@ absl::StatusOr<SimResult> Simulation::Run() {
   result_.per_iteration.resize(iterations);
   stats_ = &result_.per_iteration[0];
 
-  // Persistent tensors start in the host tier, spilling to SSD.
+  // Persistent tensors start in the host tier, spilling to SSD; with a
+  // prologue they start empty, and the prologue gives them their data (as a
+  // program allocates and fills them).
   for (uint32_t t : persistent_) {
     Birth(t);
-    for (uint32_t c = 0; c < layout_.count[t]; ++c) {
+    for (uint32_t c = 0; config_.prologue_kernels == 0 && c < layout_.count[t]; ++c) {
       const BlockId id = layout_.first[t] + c;
       Block& b = blocks_[id];
       b.has_data = true;

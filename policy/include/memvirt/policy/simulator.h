@@ -93,7 +93,8 @@ struct SimConfig {
   // once, before the first iteration (a program's set-up, such as
   // memvirt-replay's initialization launches of persistent tensors, which
   // the shim's policy sees as steps); the iterations run the others. They
-  // may touch persistent tensors only. Their time counts in no iteration.
+  // may touch persistent tensors only, which then start empty (not in the
+  // host tier): the prologue fills them. Their time counts in no iteration.
   uint64_t prologue_kernels = 0;
 };
 
