@@ -77,8 +77,7 @@ absl::StatusOr<ReplayPlan> MakeReplayPlan(const trace::Trace& trace, double scal
   return plan;
 }
 
-trace::Trace LaunchedTrace(const trace::Trace& scaled, const ReplayPlan& plan,
-                           uint64_t* prologue) {
+trace::Trace LaunchedTrace(const trace::Trace& scaled, const ReplayPlan& plan, uint64_t* prologue) {
   trace::Trace out = scaled;
   uint64_t next_id = 0;
   for (const trace::TraceTensor& t : scaled.tensors) next_id = std::max(next_id, t.id + 1);

@@ -50,8 +50,7 @@ absl::StatusOr<ReplayPlan> MakeReplayPlan(const trace::Trace& trace, double scal
 // holds the counter's memset, and for the others before the kernel whose
 // allocations they are, every iteration. Returns the trace and stores the
 // prologue's kernel count (SimConfig::prologue_kernels) in `*prologue`.
-trace::Trace LaunchedTrace(const trace::Trace& scaled, const ReplayPlan& plan,
-                           uint64_t* prologue);
+trace::Trace LaunchedTrace(const trace::Trace& scaled, const ReplayPlan& plan, uint64_t* prologue);
 
 }  // namespace memvirt::replay
 

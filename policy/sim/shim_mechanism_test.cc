@@ -95,10 +95,11 @@ TEST(ShimMechanismTest, PageInWaitsForEveryQueuedKernel) {
 TEST(ShimMechanismTest, NewBlocksTakeFreedChunksWithoutTraffic) {
   // X (2 MiB activation) is written by k0 and freed after k1; Y (2 MiB) is
   // born at k2 on X's chunks, still mapped: no eviction, no reclaim.
-  trace::Trace t = MakeTrace(
-      {{0, 2 * kMiB, "activation", false}, {1, 2 * kMiB, "activation", false},
-       {2, kMiB, "weight", true}},
-      {{0, "k0", 100, {}, {0}}, {1, "k1", 100, {0}, {}}, {2, "k2", 100, {2}, {1}}});
+  trace::Trace t =
+      MakeTrace({{0, 2 * kMiB, "activation", false},
+                 {1, 2 * kMiB, "activation", false},
+                 {2, kMiB, "weight", true}},
+                {{0, "k0", 100, {}, {0}}, {1, "k1", 100, {0}, {}}, {2, "k2", 100, {2}, {1}}});
   t.frees = {{0, 1}};
   auto r = Simulate(t, Mechanism(PolicyKind::kLru, 3 * kMiB));
   ASSERT_TRUE(r.ok()) << r.status();

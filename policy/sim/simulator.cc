@@ -259,9 +259,9 @@ absl::Status Simulation::Prepare() {
     uint64_t bytes = 0;
     for (const auto& [t, m] : modes) {
       if (k < config_.prologue_kernels && !trace_.tensors[t].persistent) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "prologue kernel ", kernel.id, " touches tensor ", trace_.tensors[t].id,
-            ", which is not persistent"));
+        return absl::InvalidArgumentError(absl::StrCat("prologue kernel ", kernel.id,
+                                                       " touches tensor ", trace_.tensors[t].id,
+                                                       ", which is not persistent"));
       }
       if (first_use[t] == kNone) first_use[t] = static_cast<int64_t>(k);
       last_use[t] = static_cast<int64_t>(k);
@@ -647,6 +647,8 @@ void Simulation::AfterKernel(const std::vector<BlockAccess>& acc, uint64_t step,
 //     synchronizes at the end of each iteration (memvirt-replay does).
 //   Page-outs and page-ins thus never overlap each other, and rarely a
 //   kernel: a launch that pages in waits for every kernel queued before it.
+//   Only the host tier is timed: the shim's spill tier (SSD) is not
+//   modelled, so host memory should hold the footprint.
 absl::Status Simulation::ShimKernel(uint64_t k, uint64_t step) {
   now_step_ = step;
   for (uint32_t t : born_[k]) Birth(t);
@@ -722,8 +724,8 @@ absl::Status Simulation::ShimAcquire(uint64_t bytes, uint64_t step, bool* sustai
     if (victims.empty()) {  // everything evictable is in use: wait for the best
       std::optional<BlockId> v = policy_->PickVictim(candidate);
       if (!v.has_value() || !candidate(*v)) {
-        return absl::InternalError(
-            absl::StrCat("policy ", std::string(policy_->name()), " found no victim at step ", step));
+        return absl::InternalError(absl::StrCat("policy ", std::string(policy_->name()),
+                                                " found no victim at step ", step));
       }
       clock_.WaitUntil(std::max(blocks_[*v].last_use_end, blocks_[*v].ready));
       victims.push_back(*v);

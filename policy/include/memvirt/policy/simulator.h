@@ -24,6 +24,8 @@
 //     PickVictimForPrefetch(). Demand fetches are issued when the previous
 //     kernel ends. The belady policy runs demand-only unless
 //     belady_lookahead: the traffic lower bound.
+//   - shim_mechanism replaces the engines and the prefetch rules above with
+//     the shim's synchronous paging (Note [shim mechanism] in simulator.cc).
 //   - Reported: the last iteration (G10 times the second of two); ideal_us is
 //     the compute sum of one iteration (what unlimited memory gives).
 //
