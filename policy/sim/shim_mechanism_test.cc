@@ -127,6 +127,13 @@ TEST(ShimMechanismTest, PrologueRunsOnceAndOnlyOnPersistentTensors) {
   EXPECT_FALSE(Simulate(bad, c).ok());
   c.shim_mechanism = false;
   EXPECT_FALSE(Simulate(t, c).ok());
+  // Nor with belady (its future has no prologue), nor uvm with the mechanism.
+  c.shim_mechanism = true;
+  c.policy = PolicyKind::kBelady;
+  EXPECT_FALSE(Simulate(t, c).ok());
+  c.prologue_kernels = 0;
+  c.policy = PolicyKind::kUvm;
+  EXPECT_FALSE(Simulate(t, c).ok());
 }
 
 TEST(ShimMechanismTest, DeterministicOutput) {

@@ -1000,6 +1000,12 @@ absl::StatusOr<SimResult> Simulate(const trace::Trace& trace, const SimConfig& c
   if (config.chunk_bytes == 0 || config.small_granularity == 0)
     return absl::InvalidArgumentError("chunk and granularity must be > 0");
   if (config.device_bytes == 0) return absl::InvalidArgumentError("device memory must be > 0");
+  if (config.shim_mechanism && config.policy == PolicyKind::kUvm) {
+    return absl::InvalidArgumentError("the shim mechanism pages with lru, lifetime or belady");
+  }
+  if (config.prologue_kernels > 0 && config.policy == PolicyKind::kBelady) {
+    return absl::InvalidArgumentError("belady's future has no prologue");
+  }
   if (config.prologue_kernels > 0 &&
       (!config.shim_mechanism || config.prologue_kernels >= trace.kernels.size())) {
     return absl::InvalidArgumentError(
