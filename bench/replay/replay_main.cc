@@ -5,7 +5,7 @@
 //       [--kernels PATH] [--corrupt-after K]
 //       [--predict-device-memory BYTES [--predict-pcie-gbps X (15.754)]
 //        [--predict-policy lru|lifetime|belady|uvm (lifetime)] [--predict-host-memory BYTES (1T)]
-//        [--predict-ssd-gbps Y (3.2)] [--predict-layout tensor|shim (tensor)]
+//        [--predict-ssd-gbps Y (3.2)] [--predict-layout tensor|shim|shim-mechanism (tensor)]
 //        [--predict-only]]
 //
 // Allocates the trace's tensors (bytes scaled by S) with cuMemAlloc when they
@@ -15,7 +15,9 @@
 // writes, and lasts the trace's duration (times T). Prints one JSON object:
 // mismatches, measured iteration times, slowdown vs the compute sum, and,
 // with --predict-*, memvirt-sim's prediction for the same scaled trace
-// (--predict-layout shim: paged as the shim pages it, Note [shim layout] in
+// (--predict-layout shim-mechanism: paged and timed as the shim pages, Note
+// [shim mechanism] in policy/sim/simulator.cc; shim: paged as the shim pages
+// it but timed on overlapping copy engines, Note [shim layout] in
 // memvirt/policy/shim_layout.h; --predict-only: the prediction alone, nothing
 // is run on the driver).
 // --corrupt-after K overwrites one word of a tensor behind the kernels' back
@@ -48,7 +50,7 @@ constexpr char kUsage[] =
     "                      [--kernels PATH] [--corrupt-after K]\n"
     "                      [--predict-device-memory BYTES [--predict-pcie-gbps X]\n"
     "                       [--predict-policy P] [--predict-host-memory BYTES]\n"
-    "                       [--predict-ssd-gbps Y] [--predict-layout tensor|shim]\n"
+    "                       [--predict-ssd-gbps Y] [--predict-layout tensor|shim|shim-mechanism]\n"
     "                       [--predict-only]]\n";
 
 int Usage(const std::string& error) {
@@ -247,6 +249,7 @@ int main(int argc, char** argv) {
   }
   memvirt::policy::SimConfig predict;
   bool shim_layout = false;
+  std::string layout_name = "tensor";
   const bool want_prediction = v.count("--predict-device-memory") > 0;
   if (want_prediction) {
     auto dev = memvirt::policy::ParseByteSize(v["--predict-device-memory"]);
@@ -272,10 +275,12 @@ int main(int argc, char** argv) {
     if (!kind.ok()) return Usage(std::string(kind.status().message()));
     predict.policy = *kind;
     const std::string layout = v.count("--predict-layout") ? v["--predict-layout"] : "tensor";
-    if (layout != "tensor" && layout != "shim") {
-      return Usage("--predict-layout: expected tensor or shim");
+    if (layout != "tensor" && layout != "shim" && layout != "shim-mechanism") {
+      return Usage("--predict-layout: expected tensor, shim or shim-mechanism");
     }
-    shim_layout = layout == "shim";
+    shim_layout = layout != "tensor";
+    predict.shim_mechanism = layout == "shim-mechanism";
+    layout_name = layout;
   }
   if (predict_only && !want_prediction)
     return Usage("--predict-only needs --predict-device-memory");
@@ -296,6 +301,10 @@ int main(int argc, char** argv) {
     memvirt::trace::Trace scaled = *trace;
     for (size_t t = 0; t < scaled.tensors.size(); ++t) scaled.tensors[t].bytes = plan->bytes[t];
     for (auto& k : scaled.kernels) k.us *= time_scale;
+    if (predict.shim_mechanism) {
+      // What the shim sees: the replay's own launches too.
+      scaled = memvirt::replay::LaunchedTrace(scaled, *plan, &predict.prologue_kernels);
+    }
     if (shim_layout) scaled = memvirt::policy::ShimLayout(scaled);
     auto r = memvirt::policy::Simulate(scaled, predict);
     if (!r.ok()) {
@@ -306,7 +315,7 @@ int main(int argc, char** argv) {
     predicted_json = memvirt::policy::FormatResultJson(*r, predict);
     if (predict_only) {
       std::printf("{\"trace\":\"%s\",\"layout\":\"%s\",\"predicted\":%s}\n", v["--trace"].c_str(),
-                  shim_layout ? "shim" : "tensor", predicted_json.c_str());
+                  layout_name.c_str(), predicted_json.c_str());
       return 0;
     }
   }
@@ -367,7 +376,7 @@ int main(int argc, char** argv) {
   }
   out += "]";
   if (!predicted_json.empty()) {
-    out += std::string(",\"predicted_layout\":\"") + (shim_layout ? "shim" : "tensor") + "\"";
+    out += ",\"predicted_layout\":\"" + layout_name + "\"";
     out += ",\"predicted\":" + predicted_json;
   }
   out += "}";

@@ -77,4 +77,36 @@ absl::StatusOr<ReplayPlan> MakeReplayPlan(const trace::Trace& trace, double scal
   return plan;
 }
 
+trace::Trace LaunchedTrace(const trace::Trace& scaled, const ReplayPlan& plan, uint64_t* prologue) {
+  trace::Trace out = scaled;
+  uint64_t next_id = 0;
+  for (const trace::TraceTensor& t : scaled.tensors) next_id = std::max(next_id, t.id + 1);
+  for (const trace::TraceKernel& k : scaled.kernels) next_id = std::max(next_id, k.id + 1);
+  const uint64_t counter = next_id++;
+  out.tensors.insert(out.tensors.begin(), trace::TraceTensor{counter, 8, "other", true});
+  out.kernels.clear();
+  auto init = [&](uint64_t tensor) {
+    trace::TraceKernel k;
+    k.id = next_id++;
+    k.name = "replay_init";
+    if (tensor != counter) k.reads = {counter};
+    k.writes = {tensor};
+    out.kernels.push_back(std::move(k));
+  };
+  init(counter);  // cuMemsetD32 of the counter
+  for (uint32_t t : plan.persistent) {
+    if (plan.needs_init[t]) init(scaled.tensors[t].id);
+  }
+  *prologue = out.kernels.size();
+  for (size_t k = 0; k < scaled.kernels.size(); ++k) {
+    for (uint32_t t : plan.kernels[k].allocate) {
+      if (plan.needs_init[t]) init(scaled.tensors[t].id);
+    }
+    trace::TraceKernel kernel = scaled.kernels[k];
+    kernel.reads.push_back(counter);
+    out.kernels.push_back(std::move(kernel));
+  }
+  return out;
+}
+
 }  // namespace memvirt::replay

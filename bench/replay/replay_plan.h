@@ -41,6 +41,17 @@ struct ReplayPlan {
 absl::StatusOr<ReplayPlan> MakeReplayPlan(const trace::Trace& trace, double scale,
                                           double time_scale, int max_slots);
 
+// The trace as memvirt-replay launches it, which is what the shim sees
+// (memvirt-replay --predict-layout shim-mechanism): `scaled` (tensor bytes
+// already scaled as in `plan`) plus the replay's launch counter (an 8-byte
+// persistent tensor, first in the tensor list, touched by every launch),
+// and a 0 us kernel writing each tensor that needs an initial fill, launched
+// at its allocation: for persistent tensors once, in a prologue that also
+// holds the counter's memset, and for the others before the kernel whose
+// allocations they are, every iteration. Returns the trace and stores the
+// prologue's kernel count (SimConfig::prologue_kernels) in `*prologue`.
+trace::Trace LaunchedTrace(const trace::Trace& scaled, const ReplayPlan& plan, uint64_t* prologue);
+
 }  // namespace memvirt::replay
 
 #endif  // MEMVIRT_BENCH_REPLAY_REPLAY_PLAN_H_

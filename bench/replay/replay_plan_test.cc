@@ -46,6 +46,35 @@ TEST(ReplayPlanTest, ScalesAndSchedulesLifetimes) {
   EXPECT_EQ(p->peak_bytes, 504u + 2000 + 400);
 }
 
+TEST(ReplayPlanTest, LaunchedTraceHasTheReplaysOwnLaunches) {
+  const trace::Trace t = Small();
+  auto p = MakeReplayPlan(t, 1, 1, kSlots);
+  ASSERT_TRUE(p.ok()) << p.status();
+  uint64_t prologue = 0;
+  const trace::Trace l = LaunchedTrace(t, *p, &prologue);
+  // The counter (id 14, past every tensor and kernel id) comes first.
+  ASSERT_EQ(l.tensors.size(), 5u);
+  EXPECT_EQ(l.tensors[0].id, 14u);
+  EXPECT_EQ(l.tensors[0].bytes, 8u);
+  EXPECT_TRUE(l.tensors[0].persistent);
+  // Prologue: the counter's memset, the weight's fill.
+  EXPECT_EQ(prologue, 2u);
+  ASSERT_EQ(l.kernels.size(), 6u);
+  EXPECT_EQ(l.kernels[0].writes, (std::vector<uint64_t>{14}));
+  EXPECT_TRUE(l.kernels[0].reads.empty());
+  EXPECT_EQ(l.kernels[1].writes, (std::vector<uint64_t>{10}));
+  EXPECT_EQ(l.kernels[1].us, 0);
+  // Then a, the fill of 13 (read first) at its allocation before b, b, c;
+  // every launch reads the counter; kernel ids are kept for the frees.
+  EXPECT_EQ(l.kernels[2].id, 0u);
+  EXPECT_EQ(l.kernels[2].reads, (std::vector<uint64_t>{10, 14}));
+  EXPECT_EQ(l.kernels[3].writes, (std::vector<uint64_t>{13}));
+  EXPECT_EQ(l.kernels[3].reads, (std::vector<uint64_t>{14}));
+  EXPECT_EQ(l.kernels[4].id, 1u);
+  EXPECT_EQ(l.kernels[5].id, 2u);
+  EXPECT_EQ(l.frees.size(), 1u);
+}
+
 TEST(ReplayPlanTest, RejectsTooManySlotsAndBadScale) {
   EXPECT_FALSE(MakeReplayPlan(Small(), 1, 1, 2).ok());
   EXPECT_FALSE(MakeReplayPlan(Small(), 0, 1, kSlots).ok());

@@ -11,6 +11,7 @@
 #include "memvirt/policy/block_layout.h"
 #include "memvirt/policy/policy.h"
 #include "memvirt/policy/time_bound.h"
+#include "shim_clock.h"
 
 namespace memvirt::policy {
 
@@ -147,7 +148,8 @@ class Simulation {
         config_(config),
         layout_(LayoutBlocks(trace, config.chunk_bytes, config.small_granularity)),
         pool_(config.device_bytes),
-        uvm_(config.policy == PolicyKind::kUvm) {
+        uvm_(config.policy == PolicyKind::kUvm),
+        clock_(config.pcie_gbps * 1e3, config.shim_remap_us) {
     h2d_.bytes_per_us = d2h_.bytes_per_us = config.pcie_gbps * 1e3;
     ssd_read_.bytes_per_us = ssd_write_.bytes_per_us = config.ssd_gbps * 1e3;
     // Note [host staging]: stage no further ahead than the device lookahead.
@@ -187,6 +189,8 @@ class Simulation {
   absl::Status EnsureSpace(uint64_t bytes, double now, uint64_t step);
   void Evict(BlockId id, double now);
   double WriteBack(BlockId id, double earliest);
+  // The bookkeeping of a write back whose D2H copy ends at `d2h_end`.
+  double RecordWriteBack(BlockId id, double earliest, double d2h_end);
   bool MakeHostRoom(BlockId id, uint64_t bytes, double now);
   void DropBacking(BlockId id);
   void UpdateSsdSet(BlockId id);
@@ -198,6 +202,12 @@ class Simulation {
   void Prefetch(double now, uint64_t step);
   uint64_t HostKey(BlockId id) const;
   void SetHostKey(BlockId id);
+  // Note [shim mechanism]
+  absl::Status ShimKernel(uint64_t k, uint64_t step);
+  absl::Status ShimAcquire(uint64_t bytes, uint64_t step, bool* sustained);
+  void ShimPageIn(BlockId id);
+  void ShimDeath(uint32_t tensor);
+  void AfterKernel(const std::vector<BlockAccess>& acc, uint64_t step, double end);
 
   const trace::Trace& trace_;
   const SimConfig& config_;
@@ -221,6 +231,11 @@ class Simulation {
   double stage_horizon_us_ = 0;
   // Note [uvm model]
   const bool uvm_;
+  // Note [shim mechanism]: the timelines, and device bytes of freed blocks
+  // still mapped (reused by new blocks, or reclaimed with an unmap).
+  ShimClock clock_;
+  uint64_t dead_bytes_ = 0;
+  uint64_t shim_step_ = 0;
 };
 
 absl::Status Simulation::Prepare() {
@@ -243,6 +258,11 @@ absl::Status Simulation::Prepare() {
     for (uint64_t id : kernel.writes) modes[tensor_index.at(id)] |= 2;
     uint64_t bytes = 0;
     for (const auto& [t, m] : modes) {
+      if (k < config_.prologue_kernels && !trace_.tensors[t].persistent) {
+        return absl::InvalidArgumentError(absl::StrCat("prologue kernel ", kernel.id,
+                                                       " touches tensor ", trace_.tensors[t].id,
+                                                       ", which is not persistent"));
+      }
       if (first_use[t] == kNone) first_use[t] = static_cast<int64_t>(k);
       last_use[t] = static_cast<int64_t>(k);
       for (uint32_t c = 0; c < layout_.count[t]; ++c) {
@@ -290,7 +310,9 @@ absl::Status Simulation::Prepare() {
   blocks_.resize(layout_.blocks.size());
   result_.blocks = layout_.blocks.size();
   result_.kernels = num_kernels;
-  for (const trace::TraceKernel& k : trace_.kernels) result_.ideal_us += k.us;
+  for (size_t k = config_.prologue_kernels; k < num_kernels; ++k) {
+    result_.ideal_us += trace_.kernels[k].us;
+  }
   return absl::OkStatus();
 }
 
@@ -431,12 +453,15 @@ void Simulation::SettleWriteBack(BlockId id, bool read) {
 }
 
 double Simulation::WriteBack(BlockId id, double earliest) {
+  return RecordWriteBack(id, earliest, d2h_.Run(earliest, layout_.blocks[id].data_bytes));
+}
+
+double Simulation::RecordWriteBack(BlockId id, double earliest, double d2h_end) {
   Block& b = blocks_[id];
   const uint64_t data = layout_.blocks[id].data_bytes;
   b.unread_write_back = true;
   b.write_back_iteration = iteration_;
   const bool to_host = MakeHostRoom(id, data, earliest);
-  const double d2h_end = d2h_.Run(earliest, data);
   stats_->d2h_bytes += data;
   if (to_host) {
     b.backing = Backing::kHost;
@@ -571,6 +596,202 @@ void Simulation::Death(uint32_t tensor, double when) {
   }
 }
 
+void Simulation::AfterKernel(const std::vector<BlockAccess>& acc, uint64_t step, double end) {
+  for (const BlockAccess& a : acc) {
+    Block& b = blocks_[a.block];
+    b.last_use_end = end;
+    b.last_use_step = step;
+    if (Writes(a.mode)) {
+      b.has_data = true;
+      b.dirty = true;
+      DropBacking(a.block);
+    } else {
+      SetHostKey(a.block);
+    }
+  }
+}
+
+// Note [shim mechanism]
+//   With SimConfig::shim_mechanism a kernel is timed as the shim
+//   (shim/core/shim_core.cc) runs it, on a ShimClock (host, compute stream,
+//   one copy stream), instead of on four overlapping copy engines:
+//   - Before the launch, every missing block is paged in, in access order
+//     (Note [residency before launch] in shim_core.h): device room first
+//     from free memory, then by reclaiming a freed block's chunks (an
+//     unmap), then by evicting a batch of victims (below). A block with
+//     data is filled from the host tier: its host mapping is unmapped (the
+//     host waits for all queued device work), the device chunk mapped and
+//     the copy enqueued on the copy stream; a block without data is only
+//     mapped. A new block takes the chunks of a freed one first without any
+//     call (the shim's allocator reuses a freed range, still mapped).
+//   - Eviction (Note [eviction], Note [eviction batches]): up to
+//     clamp(budget chunks / 16, 1, 8) victims per miss (16 when the miss
+//     evicts again), chosen by the policy among resident blocks the launch
+//     does not touch whose last use has completed at host time; if there
+//     is none, the host waits for the policy's best one. Every victim with
+//     data is written back (the shim keeps no clean host copy: a page-in
+//     releases the host slot), the copies are enqueued together behind the
+//     copy stream's page-ins and the host waits for them, then each chunk is
+//     unmapped (draining the device) and its host slot mapped. The look-ahead
+//     page-out of budgets of 512 chunks and more is not modelled.
+//   - Prefetch: after the demand page-ins, while device memory is free, the
+//     policy's candidates are paged in the same way, only into free memory
+//     (no eviction).
+//   - The kernel waits for its fills: all fills of the launch when it
+//     needed one (one event covers them), else the pending fills of the
+//     blocks it touches. The host does not wait for the launch.
+//   - Freed blocks stay mapped until a new block or a reclaim takes them.
+//   - The policy sees what the shim tells it: accesses and residency, no
+//     kernel durations and no iteration marks (the lifetime policy learns
+//     the period by detection, with its default options). The application
+//     synchronizes at the end of each iteration (memvirt-replay does).
+//   Page-outs and page-ins thus never overlap each other, and rarely a
+//   kernel: a launch that pages in waits for every kernel queued before it.
+//   Only the host tier is timed: the shim's spill tier (SSD) is not
+//   modelled, so host memory should hold the footprint.
+absl::Status Simulation::ShimKernel(uint64_t k, uint64_t step) {
+  now_step_ = step;
+  for (uint32_t t : born_[k]) Birth(t);
+  const std::vector<BlockAccess>& acc = accesses_[k];
+  policy_->OnAccess(step, acc);
+  for (const BlockAccess& a : acc) blocks_[a.block].pinned = step;
+  bool filled = false;
+  for (const BlockAccess& a : acc) {
+    Block& b = blocks_[a.block];
+    if (b.resident) continue;
+    const uint64_t need = layout_.blocks[a.block].device_bytes;
+    if (!b.has_data && dead_bytes_ >= need) {
+      dead_bytes_ -= need;  // a freed block's chunks, still mapped
+    } else {
+      bool sustained = false;
+      if (absl::Status st = ShimAcquire(need, step, &sustained); !st.ok()) return st;
+      pool_.Take(need);
+    }
+    filled |= b.has_data;
+    ShimPageIn(a.block);
+    ++stats_->demand_fetches;
+  }
+  if (UsesLookahead(config_) && pool_.free_bytes() > 0) {
+    for (const PrefetchRequest& r : policy_->PrefetchCandidates(pool_.free_bytes())) {
+      Block& b = blocks_[r.block];
+      if (!b.live || b.resident || !b.has_data) continue;
+      const uint64_t need = layout_.blocks[r.block].device_bytes;
+      if (pool_.free_bytes() < need) break;
+      pool_.Take(need);
+      ShimPageIn(r.block);
+      ++stats_->prefetches;
+    }
+  }
+  double ready = 0;
+  for (const BlockAccess& a : acc) ready = std::max(ready, blocks_[a.block].ready);
+  if (filled) ready = std::max(ready, clock_.copy_end());
+  const double previous_end = clock_.compute_end();
+  const double start = clock_.Launch(ready, trace_.kernels[k].us);
+  stats_->stall_us += start - std::max(previous_end, 0.0);
+  const double end = clock_.compute_end();
+  AfterKernel(acc, step, end);
+  for (uint32_t t : dies_[k]) ShimDeath(t);
+  return absl::OkStatus();
+}
+
+absl::Status Simulation::ShimAcquire(uint64_t bytes, uint64_t step, bool* sustained) {
+  const uint64_t chunk = std::max<uint64_t>(config_.chunk_bytes, 1);
+  while (pool_.free_bytes() < bytes) {
+    if (dead_bytes_ > 0) {  // reclaim one freed chunk
+      const uint64_t take = std::min(dead_bytes_, chunk);
+      dead_bytes_ -= take;
+      clock_.Unmap();
+      pool_.Release(clock_.host(), take);
+      continue;
+    }
+    const uint64_t budget_chunks = config_.device_bytes / chunk;
+    const uint64_t batch = std::clamp<uint64_t>(budget_chunks / 16, 1, *sustained ? 16 : 8);
+    *sustained = true;
+    std::vector<BlockId> victims;
+    auto candidate = [&](BlockId id) {
+      const Block& b = blocks_[id];
+      return b.resident && b.pinned != step &&
+             std::find(victims.begin(), victims.end(), id) == victims.end();
+    };
+    const double host = clock_.host();
+    while (victims.size() < batch) {
+      std::optional<BlockId> v = policy_->PickVictim([&](BlockId id) {
+        return candidate(id) && blocks_[id].last_use_end <= host && blocks_[id].ready <= host;
+      });
+      if (!v.has_value() || !candidate(*v)) break;
+      victims.push_back(*v);
+    }
+    if (victims.empty()) {  // everything evictable is in use: wait for the best
+      std::optional<BlockId> v = policy_->PickVictim(candidate);
+      if (!v.has_value() || !candidate(*v)) {
+        return absl::InternalError(absl::StrCat("policy ", std::string(policy_->name()),
+                                                " found no victim at step ", step));
+      }
+      clock_.WaitUntil(std::max(blocks_[*v].last_use_end, blocks_[*v].ready));
+      victims.push_back(*v);
+    }
+    double copies_end = clock_.host();
+    std::vector<double> d2h_end(victims.size(), 0);
+    for (size_t i = 0; i < victims.size(); ++i) {
+      if (blocks_[victims[i]].has_data) {
+        d2h_end[i] = copies_end = clock_.Copy(layout_.blocks[victims[i]].data_bytes);
+      }
+    }
+    clock_.WaitUntil(copies_end);
+    for (size_t i = 0; i < victims.size(); ++i) {
+      const BlockId id = victims[i];
+      Block& b = blocks_[id];
+      if (b.has_data) {
+        RecordWriteBack(id, clock_.host(), d2h_end[i]);
+        b.backing_ready = d2h_end[i];
+      }
+      clock_.Unmap();
+      if (b.has_data) clock_.Map();  // its host slot, at its address
+      b.resident = false;
+      b.dirty = false;
+      UpdateSsdSet(id);
+      UpdateDupSet(id);
+      policy_->OnEvicted(id);
+      pool_.Release(clock_.host(), layout_.blocks[id].device_bytes);
+      ++stats_->evictions;
+    }
+  }
+  return absl::OkStatus();
+}
+
+void Simulation::ShimPageIn(BlockId id) {
+  Block& b = blocks_[id];
+  if (b.has_data) {
+    clock_.Unmap();  // the host slot's mapping
+    clock_.Map();
+    const uint64_t data = layout_.blocks[id].data_bytes;
+    SettleWriteBack(id, /*read=*/true);
+    b.ready = clock_.Copy(data);
+    stats_->h2d_bytes += data;
+    DropBacking(id);  // the shim releases the host slot once the fill is done
+  } else {
+    clock_.Map();
+    b.ready = clock_.host();
+  }
+  b.resident = true;
+  b.dirty = false;
+  UpdateSsdSet(id);
+  UpdateDupSet(id);
+  policy_->OnResident(id);
+}
+
+void Simulation::ShimDeath(uint32_t tensor) {
+  for (uint32_t c = 0; c < layout_.count[tensor]; ++c) {
+    const BlockId id = layout_.first[tensor] + c;
+    Block& b = blocks_[id];
+    if (b.resident) dead_bytes_ += layout_.blocks[id].device_bytes;
+    SettleWriteBack(id, /*read=*/false);
+    DropBacking(id);
+    policy_->OnFree(id);
+    b = Block{};
+  }
+}
+
 absl::StatusOr<SimResult> Simulation::Run() {
   if (absl::Status st = Prepare(); !st.ok()) return st;
   const uint64_t num_kernels = trace_.kernels.size();
@@ -588,7 +809,8 @@ absl::StatusOr<SimResult> Simulation::Run() {
       policy_ = MakeLruPolicy();
       break;
     case PolicyKind::kLifetime:
-      policy_ = MakeLifetimePolicy(options);
+      // Note [shim mechanism]: the shim's lifetime policy has the defaults.
+      policy_ = MakeLifetimePolicy(config_.shim_mechanism ? LifetimeOptions{} : options);
       break;
     case PolicyKind::kBelady: {
       std::vector<StepAccesses> future;
@@ -614,10 +836,12 @@ absl::StatusOr<SimResult> Simulation::Run() {
   result_.per_iteration.resize(iterations);
   stats_ = &result_.per_iteration[0];
 
-  // Persistent tensors start in the host tier, spilling to SSD.
+  // Persistent tensors start in the host tier, spilling to SSD; with a
+  // prologue they start empty, and the prologue gives them their data (as a
+  // program allocates and fills them).
   for (uint32_t t : persistent_) {
     Birth(t);
-    for (uint32_t c = 0; c < layout_.count[t]; ++c) {
+    for (uint32_t c = 0; config_.prologue_kernels == 0 && c < layout_.count[t]; ++c) {
       const BlockId id = layout_.first[t] + c;
       Block& b = blocks_[id];
       b.has_data = true;
@@ -640,6 +864,20 @@ absl::StatusOr<SimResult> Simulation::Run() {
     stats_ = &result_.per_iteration[it];
     iteration_ = static_cast<uint32_t>(it);
     const double iteration_start = now;
+    if (config_.shim_mechanism) {
+      const uint64_t prologue = config_.prologue_kernels;
+      for (uint64_t k = 0; it == 0 && k < prologue; ++k) {
+        if (absl::Status st = ShimKernel(k, shim_step_++); !st.ok()) return st;
+      }
+      clock_.Drain();
+      const double iteration_start = clock_.host();
+      for (uint64_t k = prologue; k < num_kernels; ++k) {
+        if (absl::Status st = ShimKernel(k, shim_step_++); !st.ok()) return st;
+      }
+      clock_.Drain();  // the application synchronizes at the end of an iteration
+      stats_->time_us = clock_.host() - iteration_start;
+      continue;  // no iteration mark: the shim gives none
+    }
     for (uint64_t k = 0; k < num_kernels; ++k) {
       const uint64_t step = it * num_kernels + k;
       h2d_.Prune(now);
@@ -675,18 +913,7 @@ absl::StatusOr<SimResult> Simulation::Run() {
       }
       stats_->stall_us += start - now;
       const double end = start + trace_.kernels[k].us;
-      for (const BlockAccess& a : acc) {
-        Block& b = blocks_[a.block];
-        b.last_use_end = end;
-        b.last_use_step = step;
-        if (Writes(a.mode)) {
-          b.has_data = true;
-          b.dirty = true;
-          DropBacking(a.block);
-        } else {
-          SetHostKey(a.block);
-        }
-      }
+      AfterKernel(acc, step, end);
       // Deaths first: their memory, usable at `end`, may take prefetches.
       for (uint32_t t : dies_[k]) Death(t, end);
       if (lookahead) {
@@ -773,6 +1000,17 @@ absl::StatusOr<SimResult> Simulate(const trace::Trace& trace, const SimConfig& c
   if (config.chunk_bytes == 0 || config.small_granularity == 0)
     return absl::InvalidArgumentError("chunk and granularity must be > 0");
   if (config.device_bytes == 0) return absl::InvalidArgumentError("device memory must be > 0");
+  if (config.shim_mechanism && config.policy == PolicyKind::kUvm) {
+    return absl::InvalidArgumentError("the shim mechanism pages with lru, lifetime or belady");
+  }
+  if (config.prologue_kernels > 0 && config.policy == PolicyKind::kBelady) {
+    return absl::InvalidArgumentError("belady's future has no prologue");
+  }
+  if (config.prologue_kernels > 0 &&
+      (!config.shim_mechanism || config.prologue_kernels >= trace.kernels.size())) {
+    return absl::InvalidArgumentError(
+        "a prologue needs the shim mechanism and fewer kernels than the trace");
+  }
   if (config.uvm_page_bytes == 0 || config.uvm_fault_batch_pages == 0 ||
       !(config.uvm_fault_latency_us >= 0)) {
     return absl::InvalidArgumentError("uvm page and fault batch must be > 0, latency >= 0");

@@ -71,6 +71,15 @@ absl::StatusOr<double> ParsePositiveNumber(std::string_view text) {
   return value;
 }
 
+absl::StatusOr<double> ParseNonNegativeNumber(std::string_view text) {
+  double value = 0;
+  if (!ParseDecimal(text, &value) || !(value >= 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("expected a number >= 0, got '", std::string(text), "'"));
+  }
+  return value;
+}
+
 absl::StatusOr<int> ParsePositiveInt(std::string_view text) {
   if (text.empty() || text.size() > 9 || text.find_first_not_of("0123456789") != text.npos) {
     return absl::InvalidArgumentError(

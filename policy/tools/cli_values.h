@@ -21,6 +21,8 @@ namespace memvirt::policy {
 absl::StatusOr<uint64_t> ParseByteSize(std::string_view text);
 // A positive finite decimal number (GB/s are decimal: 1 GB/s = 1e9 bytes/s).
 absl::StatusOr<double> ParsePositiveNumber(std::string_view text);
+// A finite decimal number >= 0.
+absl::StatusOr<double> ParseNonNegativeNumber(std::string_view text);
 absl::StatusOr<int> ParsePositiveInt(std::string_view text);
 
 }  // namespace memvirt::policy

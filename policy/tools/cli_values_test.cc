@@ -28,6 +28,10 @@ TEST(CliValuesTest, Numbers) {
   EXPECT_DOUBLE_EQ(*ParsePositiveNumber("15.754"), 15.754);
   EXPECT_FALSE(ParsePositiveNumber("0").ok());
   EXPECT_FALSE(ParsePositiveNumber("abc").ok());
+  EXPECT_DOUBLE_EQ(*ParseNonNegativeNumber("0"), 0);
+  EXPECT_DOUBLE_EQ(*ParseNonNegativeNumber("2.5"), 2.5);
+  EXPECT_FALSE(ParseNonNegativeNumber("-1").ok());
+  EXPECT_FALSE(ParseNonNegativeNumber("x").ok());
   EXPECT_EQ(*ParsePositiveInt("3"), 3);
   EXPECT_FALSE(ParsePositiveInt("0").ok());
   EXPECT_FALSE(ParsePositiveInt("2.5").ok());

@@ -28,9 +28,11 @@ constexpr char kUsage[] =
     "                   [--lookahead-slack X] [--evict-ahead-slack X] [--plan-fraction X]\n"
     "                   [--no-residency-plan] [--uvm-fault-latency-us X (default 5)]\n"
     "                   [--uvm-fault-batch PAGES (default 256)] [--uvm-migrate-reborn]\n"
-    "                   [--shim-layout] --json\n"
+    "                   [--shim-layout] [--shim-mechanism] [--shim-remap-us X (default 0)]\n"
+    "                   --json\n"
     "belady is demand-only (the traffic lower bound) unless --belady-lookahead.\n"
     "--shim-layout: page the trace as the shim does (slabs, whole chunks, read-write).\n"
+    "--shim-mechanism: also time it as the shim pages (implies --shim-layout).\n"
     "BYTES: K/M/G/T and Ki/Mi/Gi/Ti are binary, KB/MB/GB/TB decimal. GB/s are decimal.\n";
 
 int Usage(const std::string& error) {
@@ -49,6 +51,7 @@ int main(int argc, char** argv) {
   bool no_residency_plan = false;
   bool shim_layout = false;
   bool uvm_migrate_reborn = false;
+  bool shim_mechanism = false;
   static const char* kValueFlags[] = {"--trace",
                                       "--policy",
                                       "--device-memory",
@@ -62,7 +65,8 @@ int main(int argc, char** argv) {
                                       "--plan-fraction",
                                       "--evict-ahead-slack",
                                       "--uvm-fault-latency-us",
-                                      "--uvm-fault-batch"};
+                                      "--uvm-fault-batch",
+                                      "--shim-remap-us"};
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
@@ -74,7 +78,8 @@ int main(int argc, char** argv) {
                                                       {"--belady-lookahead", &belady_lookahead},
                                                       {"--no-residency-plan", &no_residency_plan},
                                                       {"--uvm-migrate-reborn", &uvm_migrate_reborn},
-                                                      {"--shim-layout", &shim_layout}};
+                                                      {"--shim-layout", &shim_layout},
+                                                      {"--shim-mechanism", &shim_mechanism}};
     bool is_switch = false;
     for (const auto& [flag, on] : switches) {
       if (arg == flag) *on = is_switch = true;
@@ -107,6 +112,8 @@ int main(int argc, char** argv) {
   config.belady_lookahead = belady_lookahead;
   config.plan_residency = !no_residency_plan;
   config.uvm_migrate_reborn = uvm_migrate_reborn;
+  config.shim_mechanism = shim_mechanism;
+  shim_layout |= shim_mechanism;
   auto policy = memvirt::policy::ParsePolicyKind(values["--policy"]);
   if (!policy.ok()) return Usage(std::string(policy.status().message()));
   config.policy = *policy;
@@ -161,6 +168,11 @@ int main(int argc, char** argv) {
     auto n = memvirt::policy::ParsePositiveInt(values["--uvm-fault-batch"]);
     if (!n.ok()) return Usage("--uvm-fault-batch: " + std::string(n.status().message()));
     config.uvm_fault_batch_pages = static_cast<uint64_t>(*n);
+  }
+  if (values.count("--shim-remap-us")) {
+    auto v = memvirt::policy::ParseNonNegativeNumber(values["--shim-remap-us"]);
+    if (!v.ok()) return Usage("--shim-remap-us: " + std::string(v.status().message()));
+    config.shim_remap_us = *v;
   }
   auto trace = memvirt::trace::ReadTrace(values["--trace"]);
   if (!trace.ok()) {

@@ -4,6 +4,9 @@
 # scaled trace in both layouts without touching the driver (the simulated GPU
 # is given 1 byte: any allocation would fail), and the shim layout packs the
 # small trace's many small tensors into fewer blocks than the tensor layout.
+# The shim mechanism (shim layout, timed as the shim pages) predicts the same
+# bytes twice (determinism) and no less time than the shim layout on
+# overlapping copy engines.
 set -u
 tracegen=$1 replay=$2 dir=$3
 mkdir -p "$dir" || exit 1
@@ -23,6 +26,19 @@ tensor=$(blocks tensor) || exit 1
 shim=$(blocks shim) || exit 1
 echo "blocks: tensor layout $tensor, shim layout $shim"
 [ -n "$tensor" ] && [ -n "$shim" ] && [ "$shim" -lt "$tensor" ] || exit 1
+mechanism=$(blocks shim-mechanism) || exit 1
+[ -n "$mechanism" ] || exit 1
+predict() {  # predict LAYOUT: the whole --predict-only output
+  MEMSIM_DEVICE_MEMORY=1 "$replay" --trace "$trace" --scale 1 --predict-device-memory 64M \
+    --predict-layout "$1" --predict-only
+}
+first=$(predict shim-mechanism) && second=$(predict shim-mechanism) || exit 1
+[ "$first" = "$second" ] || { echo "shim-mechanism prediction not deterministic" >&2; exit 1; }
+slowdown() { echo "$1" | sed -n 's/.*"slowdown":\([0-9.]*\).*/\1/p'; }
+engines=$(slowdown "$(predict shim)") || exit 1
+synchronous=$(slowdown "$first")
+echo "slowdown: shim layout $engines, shim mechanism $synchronous"
+awk -v a="$synchronous" -v b="$engines" 'BEGIN { exit !(a + 1e-9 >= b) }' || exit 1
 if MEMSIM_DEVICE_MEMORY=1 "$replay" --trace "$trace" --scale 1 --predict-only 2>/dev/null; then
   echo "--predict-only without a device size was accepted" >&2
   exit 1

@@ -24,6 +24,8 @@
 //     PickVictimForPrefetch(). Demand fetches are issued when the previous
 //     kernel ends. The belady policy runs demand-only unless
 //     belady_lookahead: the traffic lower bound.
+//   - shim_mechanism replaces the engines and the prefetch rules above with
+//     the shim's synchronous paging (Note [shim mechanism] in simulator.cc).
 //   - Reported: the last iteration (G10 times the second of two); ideal_us is
 //     the compute sum of one iteration (what unlimited memory gives).
 //
@@ -81,6 +83,21 @@ struct SimConfig {
   // from its second iteration on, Note [G10 iterations] in simulator.cc),
   // instead of allocating them fresh (its first iteration).
   bool uvm_migrate_reborn = false;
+  // Time the run as the shim pages (Note [shim mechanism] in simulator.cc):
+  // demand page-ins at launch on one copy stream, evictions the host waits
+  // for, cuMemUnmap synchronizing the device, prefetch only into free
+  // memory, and the policy fed as the shim feeds it. Meant for a trace in
+  // the shim's layout (ShimLayout()).
+  bool shim_mechanism = false;
+  // With shim_mechanism: host time of one cuMemMap or cuMemUnmap call, in us.
+  double shim_remap_us = 0;
+  // With shim_mechanism: the trace's first `prologue_kernels` kernels run
+  // once, before the first iteration (a program's set-up, such as
+  // memvirt-replay's initialization launches of persistent tensors, which
+  // the shim's policy sees as steps); the iterations run the others. They
+  // may touch persistent tensors only, which then start empty (not in the
+  // host tier): the prologue fills them. Their time counts in no iteration.
+  uint64_t prologue_kernels = 0;
 };
 
 struct IterationStats {
