@@ -11,13 +11,15 @@
 //   device  a pointer array that a kernel copies from another one
 //   global  a pointer array in device memory outside the shim's reservation,
 //           as a module variable is (cuModuleGetGlobal + cuMemcpyHtoD)
-//   graph   as array, each window's memsets and fill captured into a graph
-//   spill   (under a daemon with an NVMe tier) the data blocks (half the
-//           device; pressure blocks 3x) are written by
-//           copies and pushed to the spill tier by pressure first; only then
-//           is the pointer array written and the blocks read through it
+//   graph   as large, each window's memsets and fill captured into a graph
+// With `spill` after the mode (under a daemon with an NVMe tier): the data
+// blocks (half the device; pressure blocks 3x) are written by copies and
+// pushed to the spill tier by pressure first; only then is the pointer array
+// written, and the blocks are read through it (except in graph mode, whose
+// graphs reach them first) and refilled through it without memsets, so no
+// operation names them.
 //
-// Usage: hidden_pointers KERNELS.so DEVICE_BYTES MODE
+// Usage: hidden_pointers KERNELS.so DEVICE_BYTES MODE [spill]
 // Prints "rounds R blocks B mismatches M"; a fault exits non-zero.
 #include "tests/shim/hidden_pointers.h"
 
@@ -64,7 +66,7 @@ int main(int argc, char** argv) {
   const uint64_t device_bytes = std::strtoull(argv[2], nullptr, 10);
   const std::string mode = argv[3];
   const bool hidden_struct = mode == "struct", global = mode == "global", graph = mode == "graph";
-  const bool spill = mode == "spill";
+  const bool spill = argc > 4 && std::string(argv[4]) == "spill";
   SetUpPrimaryContext();
   CUmodule mod;
   CHECK_CU(cuModuleLoad(&mod, argv[1]));
@@ -78,6 +80,27 @@ int main(int argc, char** argv) {
   CHECK_CU(cuStreamCreate(&fills, CU_STREAM_NON_BLOCKING));
   CHECK_CU(cuStreamCreate(&copies, CU_STREAM_NON_BLOCKING));
 
+  CUdeviceptr external_table = 0;
+  if (global) {  // created first, while the device has room for it
+    // As a module variable is (the simulated driver keeps those of its
+    // shared-object modules in host memory): device memory outside the
+    // shim's reservation, here the program's own VMM mapping, passed through
+    // by the shim; the kernels read it by its address, which is no block.
+    CUmemAllocationProp prop = {};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    size_t granularity = 0;
+    CHECK_CU(cuMemGetAllocationGranularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    CUmemGenericAllocationHandle handle;
+    CHECK_CU(cuMemCreate(&handle, granularity, &prop, 0));
+    CHECK_CU(cuMemAddressReserve(&external_table, granularity, 0, 0, 0));
+    CHECK_CU(cuMemMap(external_table, granularity, 0, handle, 0));
+    CUmemAccessDesc access = {};
+    access.location = prop.location;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    CHECK_CU(cuMemSetAccess(external_table, granularity, &access, 1));
+  }
   // Data blocks (3x the device, written only through hidden addresses; half
   // the device in `spill` mode) and pressure blocks (1x the device, written by copies the
   // shim sees; 3x in `spill` mode).
@@ -112,26 +135,9 @@ int main(int argc, char** argv) {
   // The pointer array the kernels read (`table`), written as the mode says.
   CUdeviceptr table = 0, table_source = 0;
   if (global) {
-    // As a module variable is (the simulated driver keeps those of its
-    // shared-object modules in host memory): device memory outside the
-    // shim's reservation, here the program's own VMM mapping, passed through
-    // by the shim; the kernels read it by its address, which is no block.
-    CUmemAllocationProp prop = {};
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id = 0;
-    size_t granularity = 0;
-    CHECK_CU(cuMemGetAllocationGranularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
-    CUmemGenericAllocationHandle handle;
-    CHECK_CU(cuMemCreate(&handle, granularity, &prop, 0));
-    CHECK_CU(cuMemAddressReserve(&table, granularity, 0, 0, 0));
-    CHECK_CU(cuMemMap(table, granularity, 0, handle, 0));
-    CUmemAccessDesc access = {};
-    access.location = prop.location;
-    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    CHECK_CU(cuMemSetAccess(table, granularity, &access, 1));
+    table = external_table;
     CHECK_CU(cuMemcpyHtoD(table, data.data(), blocks * sizeof(CUdeviceptr)));
-  } else if (mode == "large") {
+  } else if (mode == "large" || graph) {
     std::vector<CUdeviceptr> padded(std::max(blocks, 16384), 0);  // 128 KiB
     std::copy(data.begin(), data.end(), padded.begin());
     CHECK_CU(cuMemAlloc(&table, padded.size() * sizeof(CUdeviceptr)));
@@ -198,7 +204,7 @@ int main(int argc, char** argv) {
   };
 
   int mismatches = 0;
-  if (spill) {
+  if (spill && !graph) {
     // The blocks come back from the spill tier for the kernels that reach
     // them through the array.
     for (int j = 0; j < blocks; ++j) {
@@ -216,7 +222,9 @@ int main(int argc, char** argv) {
       // so the fills below write device chunks, which the pressure copies of
       // the next windows find idle by what the shim saw.
       if (graph) CHECK_CU(cuStreamBeginCapture(fills, CU_STREAM_CAPTURE_MODE_GLOBAL));
-      for (int j = w; j < w + kWindow; ++j) CHECK_CU(cuMemsetD8Async(data[j], 0, kBlock, fills));
+      for (int j = w; j < w + kWindow && !spill; ++j) {
+        CHECK_CU(cuMemsetD8Async(data[j], 0, kBlock, fills));
+      }
       fill(w, kWindow, seed);
       if (graph) {
         CUgraph g;
