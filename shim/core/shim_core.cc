@@ -144,6 +144,7 @@ CUresult ShimCore::Create(const Driver* driver, const CoreOptions& options, Cont
         std::make_unique<StreamTracker>(driver, options.event_batch, options.event_pace);
     core->copy_index_ = core->tracker_->Adopt(core->copy_stream_);
     core->policy_ = MakeResidencyPolicy(options.policy, num_chunks);
+    core->hidden_reach_all_ = options.hidden_reach_all;
     core->policy_->OnBudgetChange(device_budget);
     MEMSHIM_LOG(kInfo,
                 "virtual device memory: %llu MiB device budget, %llu MiB host tier, %llu MiB "

@@ -162,6 +162,7 @@ struct CoreOptions {
   // [eviction batches]); below 512 the bound on speculation does not hold.
   uint32_t lookahead_min_chunks = kLookaheadMinChunks;
   std::string policy = "lifetime";
+  bool hidden_reach_all = false;  // MEMSHIM_HIDDEN_REACH=all (Note [hidden reach])
 };
 
 // A byte range an operation may touch.
@@ -517,7 +518,9 @@ class ShimCore {
   enum class Reach { kNamed, kAddresses, kUnknown };
   Reach HiddenReach(const ParamLayout* layout, void** params, bool extra_buffer)
       MEMSHIM_REQUIRES(mu_);
-  // kAddresses if a touched_ chunk holds addresses or a module variable may.
+  // kAddresses if a touched_ chunk holds addresses or a module variable may;
+  // with hidden_reach_all_, always at least kAddresses, after marking the
+  // blocks of touched_ as hidden targets.
   Reach TouchedReach() MEMSHIM_REQUIRES(mu_);
   // Marks the blocks whose addresses are among the aligned words of
   // [data, data + bytes) as hidden targets; true if there was one.
@@ -642,6 +645,9 @@ class ShimCore {
   // (a module's __device__ variable, memory the shim passed through): any
   // kernel may read them, so every launch has hidden reach from then on.
   bool external_addresses_ MEMSHIM_GUARDED_BY(mu_) = false;
+  // MEMSHIM_HIDDEN_REACH=all: every block a launch names becomes a hidden
+  // target and every launch is a fence (fixed at creation).
+  bool hidden_reach_all_ = false;
   // Never recorded: cuEventQuery on it asks the driver whether the calling
   // thread may make a potentially unsafe call now (CheckUnsafeCall).
   CUevent probe_event_ = nullptr;

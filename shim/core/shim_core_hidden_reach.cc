@@ -57,13 +57,26 @@
 //   eviction, copied out or remapped while it runs (ChunkIdle). Graph
 //   launches are treated the same way (BeforeGraphLaunch).
 //   Not recognized: pointer arrays that a kernel builds from addresses it
-//   was given as plain arguments, and addresses hidden in a structure that
-//   also holds a plain one. Those kernels still never fault unless a block
-//   they reach is in the spill tier (every block is backed, Note [backed
-//   from allocation], and the sim's and the driver's cuMemUnmap wait for
-//   work enqueued before it), but a write through such an address to a
-//   chunk whose page-out copy runs concurrently can be lost (docs/shim.md,
-//   "Known limits").
+//   was given as plain arguments (but see Note [hidden reach everywhere]),
+//   and addresses hidden in a structure that also holds a plain one. Those kernels still never
+//   fault unless a block they reach is in the spill tier (every block is backed, Note [backed from
+//   allocation], and the sim's and the driver's cuMemUnmap wait for work enqueued before it), but a
+//   write through such an address to a chunk whose page-out copy runs concurrently can be lost
+//   (docs/shim.md, "Known limits").
+//
+// Note [hidden reach everywhere]
+//   With MEMSHIM_HIDDEN_REACH=all the shim assumes that any kernel may store
+//   the addresses it is given anywhere it writes, and that any kernel may
+//   follow addresses it finds in memory. A kernel can only know an address
+//   it was given (a launch argument: the block becomes a hidden target now),
+//   or one it reads from memory, where it was put by the host (scanned:
+//   already a target) or by earlier device work, which got it the same way.
+//   So every block whose address any kernel could know is a hidden target:
+//   never demoted to the spill tier, and brought back from it by the launch
+//   that first names it. Every launch has reach kAddresses (or kUnknown): it
+//   is a fence. The spill tier then holds only blocks no kernel has been
+//   given yet, and eviction waits for each running kernel: the price of
+//   programs that build pointer arrays on the device from plain arguments.
 #include <algorithm>
 #include <cstring>
 
@@ -187,6 +200,13 @@ void ShimCore::OnDeviceCopy(CUdeviceptr dst, uint64_t dst_bytes, CUdeviceptr src
 }
 
 ShimCore::Reach ShimCore::TouchedReach() {
+  if (hidden_reach_all_) {
+    // Note [hidden reach everywhere]: what it is given, it may store.
+    for (uint32_t c : touched_) {
+      if (table_[c].owner_first != kNoIndex) MarkTargetBlock(c);
+    }
+    return Reach::kAddresses;
+  }
   if (external_addresses_) return Reach::kAddresses;
   if (address_chunks_ > 0) {
     for (uint32_t c : touched_) {
@@ -197,10 +217,11 @@ ShimCore::Reach ShimCore::TouchedReach() {
 }
 
 ShimCore::Reach ShimCore::HiddenReach(const ParamLayout* layout, void** params, bool extra_buffer) {
+  const Reach touched = TouchedReach();
   if (extra_buffer || (layout != nullptr && HidesAnAddress(*layout, params))) {
     return Reach::kUnknown;
   }
-  return TouchedReach();
+  return touched;
 }
 
 bool ShimCore::HidesAnAddress(const ParamLayout& layout, void* const* params) {

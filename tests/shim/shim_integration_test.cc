@@ -354,9 +354,12 @@ TEST(ProcAddressTest, EveryHookedFlavourAtEveryVersionIsItsHook) {
 // copies on another stream page other blocks in and out. No illegal address
 // (every block is backed from allocation) and no lost write (no chunk is
 // paged out under such a kernel): every block matches its pattern.
-void ExpectEveryBlockFilledThroughHiddenAddresses(const char* mode) {
-  const ProgramResult r = RunProgram(
-      {MEMSHIM_HIDDEN_POINTERS, kKernels, std::to_string(kDevice), mode}, ShimEnv(kDevice));
+void ExpectEveryBlockFilledThroughHiddenAddresses(const char* mode,
+                                                  const std::string& hidden_reach = "") {
+  std::vector<std::string> env = ShimEnv(kDevice);
+  env.push_back("MEMSHIM_HIDDEN_REACH=" + hidden_reach);
+  const ProgramResult r =
+      RunProgram({MEMSHIM_HIDDEN_POINTERS, kKernels, std::to_string(kDevice), mode}, env);
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_EQ(Field(r.out, "mismatches"), "0");
   EXPECT_EQ(Field(r.out, "blocks"), std::to_string(3 * kDevice / (8 << 20)));
@@ -396,8 +399,15 @@ TEST(HiddenPointersTest, GraphKernelsReadingAPointerArrayUnderEvictionPressure) 
   ExpectEveryBlockFilledThroughHiddenAddresses("graph");
 }
 
+// Note [hidden reach everywhere]: an array a kernel builds from addresses it
+// was given as plain arguments, with MEMSHIM_HIDDEN_REACH=all.
+TEST(HiddenPointersTest, PointerArrayBuiltFromPlainArgumentsWithHiddenReachAll) {
+  ExpectEveryBlockFilledThroughHiddenAddresses("args", "all");
+}
+
 TEST(HiddenPointersTest, UnconstrainedWithoutTheShim) {
-  for (const char* mode : {"array", "struct", "large", "copy2d", "device", "global", "graph"}) {
+  for (const char* mode :
+       {"array", "struct", "large", "copy2d", "device", "global", "graph", "args"}) {
     const ProgramResult r = RunProgram(
         {MEMSHIM_HIDDEN_POINTERS, kKernels, std::to_string(kDevice), mode}, SimEnv(8 * kDevice));
     ASSERT_EQ(r.exit_code, 0) << mode << ": " << r.out;
