@@ -174,8 +174,23 @@ void ShimCore::OnHostWriteRows(CUdeviceptr dst, uint64_t dst_pitch, const void* 
                                uint64_t src_pitch, uint64_t width, uint64_t rows) {
   if (src == nullptr || width < sizeof(uint64_t) || rows == 0) return;
   const char* p = static_cast<const char*>(src);
+  // First without the lock (the reservation is fixed): most copies hold no
+  // word in it, and a large one is not scanned while launches wait.
+  uint64_t first = rows;
+  for (uint64_t r = 0; r < rows && first == rows; ++r) {
+    const char* row = p + r * src_pitch;
+    for (uint64_t off = 0; off + sizeof(uint64_t) <= width; off += sizeof(uint64_t)) {
+      uint64_t word;
+      std::memcpy(&word, row + off, sizeof(word));
+      if (Owns(word)) {
+        first = r;
+        break;
+      }
+    }
+  }
+  if (first == rows) return;
   MutexLock lock(&mu_);
-  for (uint64_t r = 0; r < rows; ++r) {
+  for (uint64_t r = first; r < rows; ++r) {
     if (!MarkTargetsIn(p + r * src_pitch, width)) continue;
     if (Owns(dst)) {
       MarkAddressChunks(dst + r * dst_pitch, width);
