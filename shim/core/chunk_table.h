@@ -61,10 +61,15 @@ struct ChunkEntry {
   // chunk's address (a remap failed; Note [failed transitions] in
   // shim_core.h). The next access maps it again before anything else.
   bool unmapped = false;
-  // A host-to-device copy wrote device addresses into it (a pointer array):
+  // Device addresses were written into it (a pointer array, by a copy from
+  // the host or from another such chunk, or by a kernel that read one):
   // kernels that read it are fenced (Note [hidden reach] in
   // shim_core_hidden_reach.cc). Cleared when the chunk is freed.
   bool holds_addresses = false;
+  // The address of its block was found in memory (a pointer array, a module
+  // variable): a kernel may reach it without naming it, so it is never
+  // demoted to the spill tier. Cleared when the chunk is freed.
+  bool hidden_target = false;
   uint8_t num_uses = 0;
   // kDevice only: held on the device for an export (ShimCore::PinBlock,
   // Note [pinned blocks] in shim_core_pin.cc): never a victim.

@@ -70,6 +70,13 @@ ShimConfig ParseShimConfig(GetEnvFn getenv_fn) {
     config.min_device_budget = min_budget;
   }
   if ((v = getenv_fn("MEMSHIM_POLICY")) != nullptr && *v != '\0') config.policy = v;
+  if ((v = getenv_fn("MEMSHIM_HIDDEN_REACH")) != nullptr) {
+    if (std::strcmp(v, "all") == 0) {
+      config.hidden_reach_all = true;
+    } else if (*v != '\0' && std::strcmp(v, "recognized") != 0) {
+      MEMSHIM_LOG(kWarn, "MEMSHIM_HIDDEN_REACH=%s is neither `all` nor `recognized`; ignored", v);
+    }
+  }
   if ((v = getenv_fn("MEMSHIM_STAGING_SLOTS")) != nullptr) {
     long n = strtol(v, nullptr, 10);
     if (n >= 0 && n <= 256) config.staging_slots = static_cast<uint32_t>(n);

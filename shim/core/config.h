@@ -31,6 +31,10 @@ struct ShimConfig {
   uint32_t event_batch = 32;                 // MEMSHIM_EVENT_BATCH: launches per batched event
   uint32_t event_pace = 512;                 // MEMSHIM_EVENT_PACE: Note [event pacing]; 0 = off
   uint32_t staging_slots = 8;                // MEMSHIM_STAGING_SLOTS: NVMe staging (0 = none)
+  // MEMSHIM_HIDDEN_REACH=all: any kernel may follow addresses it was given
+  // into memory (Note [hidden reach]); `recognized` (the default): only the
+  // ways the shim recognizes.
+  bool hidden_reach_all = false;
 };
 
 using GetEnvFn = const char* (*)(const char* name);

@@ -54,6 +54,19 @@ TEST(ShimConfigTest, ReadsEnvironment) {
   g_env = nullptr;
 }
 
+TEST(ShimConfigTest, ReadsHiddenReach) {
+  std::map<std::string, std::string> env = {{"MEMSHIM_HIDDEN_REACH", "all"}};
+  g_env = &env;
+  EXPECT_TRUE(ParseShimConfig(&FakeGetenv).hidden_reach_all);
+  env = {{"MEMSHIM_HIDDEN_REACH", "recognized"}};
+  EXPECT_FALSE(ParseShimConfig(&FakeGetenv).hidden_reach_all);
+  env = {{"MEMSHIM_HIDDEN_REACH", "everything"}};  // unknown: the default
+  EXPECT_FALSE(ParseShimConfig(&FakeGetenv).hidden_reach_all);
+  env = {};
+  EXPECT_FALSE(ParseShimConfig(&FakeGetenv).hidden_reach_all);
+  g_env = nullptr;
+}
+
 TEST(ShimConfigTest, ReadsDaemonLinkSettingsAndRejectsOutOfRange) {
   std::map<std::string, std::string> env = {{"MEMSHIM_DAEMON", "off"},
                                             {"MEMSHIM_DAEMON_PLUGIN", "/opt/x.so"},

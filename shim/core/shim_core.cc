@@ -110,6 +110,9 @@ CUresult ShimCore::Create(const Driver* driver, const CoreOptions& options, Cont
     core->va_bytes_ = 0;
     return r;
   }
+  if (driver->cuEventCreate(&core->probe_event_, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
+    core->probe_event_ = nullptr;  // CheckUnsafeCall then lets the driver-less path decide
+  }
   int numa = 0;
   if (driver->cuDeviceGetAttribute(&numa, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, core->device_) !=
           CUDA_SUCCESS ||
@@ -142,6 +145,7 @@ CUresult ShimCore::Create(const Driver* driver, const CoreOptions& options, Cont
         std::make_unique<StreamTracker>(driver, options.event_batch, options.event_pace);
     core->copy_index_ = core->tracker_->Adopt(core->copy_stream_);
     core->policy_ = MakeResidencyPolicy(options.policy, num_chunks);
+    core->hidden_reach_all_ = options.hidden_reach_all;
     core->policy_->OnBudgetChange(device_budget);
     MEMSHIM_LOG(kInfo,
                 "virtual device memory: %llu MiB device budget, %llu MiB host tier, %llu MiB "
@@ -189,6 +193,7 @@ ShimCore::~ShimCore() {
     pool_.reset();
   }
   if (copy_stream_ != nullptr) driver_->cuStreamDestroy_v2(copy_stream_);
+  if (probe_event_ != nullptr) driver_->cuEventDestroy_v2(probe_event_);
   if (va_bytes_ != 0) driver_->cuMemAddressFree(base_, va_bytes_);
 }
 
@@ -212,6 +217,7 @@ void ShimCore::OnChunksFreed(uint32_t first, uint32_t count) {
       e.holds_addresses = false;
       --address_chunks_;
     }
+    e.hidden_target = false;
     if (e.residence == Residence::kUnbacked) {
       --unbacked_owned_;
     } else if (e.residence == Residence::kNvme) {
@@ -1236,8 +1242,10 @@ CUresult ShimCore::BeforeLaunch(CUfunction function, void** params, void** extra
   const uint32_t index = tracker_->IndexOf(stream, per_thread);
   const bool capturing = IsCapturing(tracker_->HandleOf(index));
   if (!decodable) return OpaqueLocked(index, capturing, ticket);
-  if (HiddenReach(layout, params, /*extra_buffer=*/params == nullptr && extra != nullptr)) {
-    return FencedLocked(index, capturing, ticket);
+  if (const Reach reach =
+          HiddenReach(layout, params, /*extra_buffer=*/params == nullptr && extra != nullptr);
+      reach != Reach::kNamed) {
+    return FencedLocked(index, capturing, reach, ticket);
   }
   return MakeResident(index, /*host_wait=*/false, capturing, ticket);
 }

@@ -167,6 +167,7 @@ struct CoreOptions {
   // [eviction batches]); below 512 the bound on speculation does not hold.
   uint32_t lookahead_min_chunks = kLookaheadMinChunks;
   std::string policy = "lifetime";
+  bool hidden_reach_all = false;  // MEMSHIM_HIDDEN_REACH=all (Note [hidden reach])
 };
 
 // A byte range an operation may touch.
@@ -305,6 +306,20 @@ class ShimCore {
   // host-to-device copy): notes whether they hold addresses of live blocks
   // (Note [hidden reach] in shim_core_hidden_reach.cc).
   void OnHostWrite(CUdeviceptr dst, const void* src, uint64_t bytes) MEMSHIM_EXCLUDES(mu_);
+  // The same for `rows` rows of `width` bytes (2D/3D copies from host memory):
+  // row r goes from src + r * src_pitch to dst + r * dst_pitch.
+  void OnHostWriteRows(CUdeviceptr dst, uint64_t dst_pitch, const void* src, uint64_t src_pitch,
+                       uint64_t width, uint64_t rows) MEMSHIM_EXCLUDES(mu_);
+  // After a device-to-device copy from [src, src + src_bytes) to
+  // [dst, dst + dst_bytes) (1D, or the spans of a 2D/3D copy): the
+  // destination holds addresses if the source may (Note [hidden reach]).
+  void OnDeviceCopy(CUdeviceptr dst, uint64_t dst_bytes, CUdeviceptr src, uint64_t src_bytes)
+      MEMSHIM_EXCLUDES(mu_);
+  // Note [unsafe calls during capture] (relaxed_capture_mode.h):
+  // CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED where the driver would refuse a potentially unsafe call
+  // (cuMemAlloc, cuMemFree) of the calling thread in its current capture interaction mode, with the
+  // driver's side effects; CUDA_SUCCESS otherwise.
+  CUresult CheckUnsafeCall() MEMSHIM_EXCLUDES(mu_);
   // Before work whose reach is unknown (graph launches the shim cannot decode):
   // see Note [host mapping].
   CUresult BeforeOpaque(CUstream stream, bool per_thread, Ticket* ticket) MEMSHIM_EXCLUDES(mu_);
@@ -502,12 +517,28 @@ class ShimCore {
   // Note [hidden reach] (shim_core_hidden_reach.cc): whether a decoded launch,
   // whose touched_ chunks were gathered, may reach memory it does not name.
   // `layout` is null for a launch without parameters or with `extra_buffer`.
-  bool HiddenReach(const ParamLayout* layout, void** params, bool extra_buffer)
+  // kNamed: nothing hidden; kAddresses: it reads memory that holds addresses
+  // of known blocks (their chunks are hidden_target); kUnknown: an address may
+  // be hidden in its arguments (an `extra` buffer, a structure).
+  enum class Reach { kNamed, kAddresses, kUnknown };
+  Reach HiddenReach(const ParamLayout* layout, void** params, bool extra_buffer)
       MEMSHIM_REQUIRES(mu_);
+  // kAddresses if a touched_ chunk holds addresses or a module variable may;
+  // with hidden_reach_all_, always at least kAddresses, after marking the
+  // blocks of touched_ as hidden targets.
+  Reach TouchedReach() MEMSHIM_REQUIRES(mu_);
+  // Marks the blocks whose addresses are among the aligned words of
+  // [data, data + bytes) as hidden targets; true if there was one.
+  bool MarkTargetsIn(const char* data, uint64_t bytes) MEMSHIM_REQUIRES(mu_);
+  void MarkTargetBlock(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
+  // Marks the live chunks of [dst, dst + bytes) (in the reservation) as
+  // holding addresses.
+  void MarkAddressChunks(CUdeviceptr dst, uint64_t bytes) MEMSHIM_REQUIRES(mu_);
+  bool RangeHoldsAddresses(CUdeviceptr ptr, uint64_t bytes) MEMSHIM_REQUIRES(mu_);
   // A parameter of more than 8 bytes without a plain address of a live block.
   bool HidesAnAddress(const ParamLayout& layout, void* const* params) MEMSHIM_REQUIRES(mu_);
   // A decoded launch with hidden reach: resident as decoded, and fenced.
-  [[nodiscard]] CUresult FencedLocked(uint32_t stream, bool capturing, Ticket* ticket)
+  [[nodiscard]] CUresult FencedLocked(uint32_t stream, bool capturing, Reach reach, Ticket* ticket)
       MEMSHIM_REQUIRES(mu_);
   // Note [backed from allocation]: backs each unbacked chunk of
   // [first, first + count) as a first use would (device, else host).
@@ -612,6 +643,19 @@ class ShimCore {
   std::vector<StreamUse> opaque_uses_ MEMSHIM_GUARDED_BY(mu_);  // per stream index
   uint32_t unbacked_owned_ MEMSHIM_GUARDED_BY(mu_) = 0;
   uint32_t address_chunks_ MEMSHIM_GUARDED_BY(mu_) = 0;  // chunks with holds_addresses
+  // Hidden targets that were in the spill tier when they became targets: the
+  // next launch with hidden reach brings them back (Note [hidden reach]).
+  std::vector<uint32_t> spilled_targets_ MEMSHIM_GUARDED_BY(mu_);
+  // Addresses of blocks were written to device memory outside the reservation
+  // (a module's __device__ variable, memory the shim passed through): any
+  // kernel may read them, so every launch has hidden reach from then on.
+  bool external_addresses_ MEMSHIM_GUARDED_BY(mu_) = false;
+  // MEMSHIM_HIDDEN_REACH=all: every block a launch names becomes a hidden
+  // target and every launch is a fence (fixed at creation).
+  bool hidden_reach_all_ = false;
+  // Never recorded: cuEventQuery on it asks the driver whether the calling
+  // thread may make a potentially unsafe call now (CheckUnsafeCall).
+  CUevent probe_event_ = nullptr;
   int captures_active_ MEMSHIM_GUARDED_BY(mu_) = 0;
   // Per executable graph (Note [graph residency] in shim_core_graph.cc): the
   // argument words of its kernel nodes that lie in the reservation and the
@@ -624,6 +668,9 @@ class ShimCore {
     size_t nodes = 0;
     std::vector<uint64_t> words;  // sorted, distinct
     std::vector<MemRange> ranges;
+    // A kernel node's arguments came in an `extra` buffer: its launches have
+    // reach kUnknown (Note [hidden reach]).
+    bool extra_buffer = false;
     uint64_t launches = 0;
     uint64_t page_ins = 0;  // chunks filled from the host tier before its launches
   };
@@ -631,8 +678,8 @@ class ShimCore {
   void PlanKernelNode(CUgraphNode node, GraphPlan* plan) MEMSHIM_REQUIRES(mu_);
   [[nodiscard]] CUresult ReferencesLocked(const uint64_t* words, size_t num_words,
                                           const MemRange* ranges, size_t num_ranges,
-                                          uint32_t stream, bool capturing, Ticket* ticket)
-      MEMSHIM_REQUIRES(mu_);
+                                          uint32_t stream, bool capturing, bool extra_buffer,
+                                          Ticket* ticket) MEMSHIM_REQUIRES(mu_);
   std::unordered_map<CUgraphExec, GraphPlan> graph_plans_ MEMSHIM_GUARDED_BY(mu_);
   CoreStats stats_ MEMSHIM_GUARDED_BY(mu_);
   // Allocation hints for the control plane (bounded; see TakeUsage()).

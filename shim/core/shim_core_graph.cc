@@ -107,6 +107,7 @@ void ShimCore::PlanKernelNode(CUgraphNode node, GraphPlan* plan) {
       return;
     }
   }
+  if (buffer != nullptr) plan->extra_buffer = true;  // Note [hidden reach]
   for (size_t off = 0; buffer != nullptr && off + sizeof(uint64_t) <= bytes; off += 8) {
     keep(buffer + off);
   }
@@ -228,11 +229,16 @@ void ShimCore::OnGraphExecForget(CUgraphExec exec) {
 
 CUresult ShimCore::ReferencesLocked(const uint64_t* words, size_t num_words, const MemRange* ranges,
                                     size_t num_ranges, uint32_t stream, bool capturing,
-                                    Ticket* ticket) {
+                                    bool extra_buffer, Ticket* ticket) {
   ++stamp_;
   touched_.clear();
   ScanBytes(words, num_words * sizeof(uint64_t));  // each word as a launch argument
   for (size_t i = 0; i < num_ranges; ++i) TouchRange(ranges[i]);
+  // As for a kernel launch (Note [hidden reach]): a graph whose kernels read
+  // pointer arrays, or one with an `extra` buffer, is a fence.
+  if (const Reach reach = extra_buffer ? Reach::kUnknown : TouchedReach(); reach != Reach::kNamed) {
+    return FencedLocked(stream, capturing, reach, ticket);
+  }
   return MakeResident(stream, /*host_wait=*/false, capturing, ticket);
 }
 
@@ -244,7 +250,8 @@ CUresult ShimCore::BeforeReferences(const uint64_t* words, size_t num_words, con
   ProcessDeferred();
   const uint32_t index = tracker_->IndexOf(stream, per_thread);
   const bool capturing = IsCapturing(tracker_->HandleOf(index));
-  return ReferencesLocked(words, num_words, ranges, num_ranges, index, capturing, ticket);
+  return ReferencesLocked(words, num_words, ranges, num_ranges, index, capturing,
+                          /*extra_buffer=*/false, ticket);
 }
 
 CUresult ShimCore::BeforeGraphLaunch(CUgraphExec exec, CUstream stream, bool per_thread,
@@ -263,7 +270,7 @@ CUresult ShimCore::BeforeGraphLaunch(CUgraphExec exec, CUstream stream, bool per
   GraphPlan& plan = it->second;
   const uint64_t page_ins = stats_.page_ins;
   CUresult r = ReferencesLocked(plan.words.data(), plan.words.size(), plan.ranges.data(),
-                                plan.ranges.size(), index, capturing, ticket);
+                                plan.ranges.size(), index, capturing, plan.extra_buffer, ticket);
   ++plan.launches;
   plan.page_ins += stats_.page_ins - page_ins;
   return r;

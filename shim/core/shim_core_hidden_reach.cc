@@ -22,19 +22,42 @@
 //     CUtensorMap) none of whose aligned words is the address of a live
 //     block: such a parameter may hold an address encoded or unaligned (a
 //     tensor map's global address); structures whose addresses are plain
-//     aligned words (PyTorch's TensorIterator arrays) are decoded, or
-//   * it touches a chunk that a host-to-device copy wrote addresses of live
-//     blocks into (a pointer array; OnHostWrite scans copies of up to
-//     kAddressScanBytes).
+//     aligned words (PyTorch's TensorIterator arrays) are decoded
+//   (reach kUnknown: any block), or when
+//   * it touches a chunk that holds addresses of live blocks (a pointer
+//     array), or any module variable may (reach kAddresses: the blocks
+//     those addresses name, the hidden targets).
+//   Where addresses come from, and what is marked:
+//   * every host-to-device copy, of any size, 1D, 2D or 3D (the rows of the
+//     host side), is scanned word by word once the driver accepted it (OnHostWrite,
+//     OnHostWriteRows): the chunks written get holds_addresses, the blocks
+//     named get hidden_target;
+//   * such a copy into device memory outside the reservation (a module's
+//     __device__ variable through cuModuleGetGlobal, memory the shim passed
+//     through) sets external_addresses_: any kernel may read it, so from then
+//     on every launch has reach kAddresses;
+//   * a device-to-device copy from a chunk that holds addresses marks its
+//     destination (outside the reservation: external_addresses_);
+//   * a launch with reach kAddresses may copy or compute addresses from
+//     what it reads into anything it writes: the chunks its arguments name
+//     get holds_addresses (a pointer array built on the device from another
+//     one is recognized).
+//   A hidden target is never demoted to the spill tier (DemotionEligible):
+//   every chunk such a kernel may reach keeps a mapping, the device's or a
+//   host slot's. Blocks that were in the spill tier when they became targets
+//   are brought back by the next launch with hidden reach, with its own
+//   chunks (spilled_targets_). A launch with reach kUnknown may reach any
+//   block, so it backs everything first (OpaqueLocked) if some owned chunk
+//   has nothing mapped (unbacked, spilled, or a failed remap); so does any
+//   launch with hidden reach when a chunk is unbacked or unmapped.
 //   Such a launch is made resident as decoded, after every page-out in
 //   flight has finished (none of them copies a chunk the kernel may write),
 //   and is then a fence: its (stream, seq) counts as a use of every chunk
 //   until it completes, as an opaque launch does, so no chunk is chosen for
-//   eviction, copied out or remapped while it runs (ChunkIdle). If some
-//   owned chunk has nothing mapped (unbacked, in the spill tier, or a failed
-//   remap), the launch is opaque instead (BackAllOwned maps everything first).
-//   Not recognized: pointer arrays written on the device (by a kernel or a
-//   device-to-device copy) or by copies larger than kAddressScanBytes,
+//   eviction, copied out or remapped while it runs (ChunkIdle). Graph
+//   launches are treated the same way (BeforeGraphLaunch).
+//   Not recognized: pointer arrays that a kernel builds from addresses it
+//   was given as plain arguments (but see Note [hidden reach everywhere]),
 //   and addresses hidden in a structure that also holds a plain one. Every
 //   block is backed when such a kernel starts (Note [backed from
 //   allocation]), but a chunk it reaches may be evicted while it runs, and a
@@ -42,19 +65,28 @@
 //   sim/src/api_vmm.cc): it can fault, and a write through such an address
 //   to a chunk whose page-out copy runs concurrently can be lost
 //   (docs/shim.md, "Known limits").
+//
+// Note [hidden reach everywhere]
+//   With MEMSHIM_HIDDEN_REACH=all the shim assumes that any kernel may store
+//   the addresses it is given anywhere it writes, and that any kernel may
+//   follow addresses it finds in memory. A kernel can only know an address
+//   it was given (a launch argument: the block becomes a hidden target now),
+//   or one it reads from memory, where it was put by the host (scanned:
+//   already a target) or by earlier device work, which got it the same way.
+//   So every block whose address any kernel could know is a hidden target:
+//   never demoted to the spill tier, and brought back from it by the launch
+//   that first names it. Every launch has reach kAddresses (or kUnknown): it
+//   is a fence. The spill tier then holds only blocks no kernel has been
+//   given yet, and eviction waits for each running kernel: the price of
+//   programs that build pointer arrays on the device from plain arguments.
+#include <algorithm>
 #include <cstring>
 
 #include "shim/core/log.h"
 #include "shim/core/shim_core.h"
 
 namespace memvirt::shim {
-namespace {
-
-// Host-to-device copies up to this size are scanned for addresses (8192
-// words: pointer arrays of batched GEMMs and foreach kernels).
-constexpr uint64_t kAddressScanBytes = 64 << 10;
-
-}  // namespace
+namespace {}  // namespace
 
 void ShimCore::BackAtAllocation(uint32_t first, uint32_t count) {
   if (unbacked_owned_ == 0) return;  // warm chunks, as a re-allocated block's: nothing to back
@@ -86,19 +118,36 @@ CUresult ShimCore::PlaceOnHost(uint32_t chunk) {
   return CUDA_SUCCESS;
 }
 
-void ShimCore::OnHostWrite(CUdeviceptr dst, const void* src, uint64_t bytes) {
-  if (src == nullptr || bytes < sizeof(uint64_t) || bytes > kAddressScanBytes || !Owns(dst)) {
-    return;
+void ShimCore::MarkTargetBlock(uint32_t chunk) {
+  const uint32_t first = table_[chunk].owner_first;
+  ChunkEntry& head = table_[first];
+  if (head.hidden_target) return;  // the whole block is marked at once
+  const uint32_t count = head.kind == ChunkKind::kLarge ? head.owner_count : 1;
+  for (uint32_t c = first; c < first + count; ++c) {
+    ChunkEntry& e = table_[c];
+    e.hidden_target = true;
+    if (e.residence == Residence::kNvme) spilled_targets_.push_back(c);
   }
-  const char* p = static_cast<const char*>(src);
-  bool addresses = false;
-  MutexLock lock(&mu_);
-  for (uint64_t off = 0; off + sizeof(uint64_t) <= bytes && !addresses; off += sizeof(uint64_t)) {
+}
+
+bool ShimCore::MarkTargetsIn(const char* data, uint64_t bytes) {
+  bool found = false;
+  uint32_t last = kNoIndex;  // owner of the previous hit (arrays of one block's rows)
+  for (uint64_t off = 0; off + sizeof(uint64_t) <= bytes; off += sizeof(uint64_t)) {
     uint64_t word;
-    std::memcpy(&word, p + off, sizeof(word));
-    addresses = table_.Contains(word) && table_[table_.IndexOf(word)].owner_first != kNoIndex;
+    std::memcpy(&word, data + off, sizeof(word));
+    if (!table_.Contains(word)) continue;
+    const uint32_t owner = table_[table_.IndexOf(word)].owner_first;
+    if (owner == kNoIndex || owner == last) continue;
+    last = owner;
+    found = true;
+    MarkTargetBlock(owner);
   }
-  if (!addresses) return;
+  return found;
+}
+
+void ShimCore::MarkAddressChunks(CUdeviceptr dst, uint64_t bytes) {
+  if (bytes == 0 || !Owns(dst)) return;
   const uint64_t end = std::min<uint64_t>(dst - base_ + bytes, table_.bytes());
   for (uint32_t c = table_.IndexOf(dst); c <= static_cast<uint32_t>((end - 1) >> kChunkShift);
        ++c) {
@@ -109,14 +158,87 @@ void ShimCore::OnHostWrite(CUdeviceptr dst, const void* src, uint64_t bytes) {
   }
 }
 
-bool ShimCore::HiddenReach(const ParamLayout* layout, void** params, bool extra_buffer) {
-  if (extra_buffer) return true;
-  if (address_chunks_ > 0) {
-    for (uint32_t c : touched_) {
-      if (table_[c].holds_addresses) return true;
+bool ShimCore::RangeHoldsAddresses(CUdeviceptr ptr, uint64_t bytes) {
+  if (address_chunks_ == 0 || bytes == 0 || !Owns(ptr)) return false;
+  const uint64_t end = std::min<uint64_t>(ptr - base_ + bytes, table_.bytes());
+  for (uint32_t c = table_.IndexOf(ptr); c <= static_cast<uint32_t>((end - 1) >> kChunkShift);
+       ++c) {
+    if (table_[c].holds_addresses) return true;
+  }
+  return false;
+}
+
+void ShimCore::OnHostWrite(CUdeviceptr dst, const void* src, uint64_t bytes) {
+  OnHostWriteRows(dst, bytes, src, bytes, bytes, 1);
+}
+
+void ShimCore::OnHostWriteRows(CUdeviceptr dst, uint64_t dst_pitch, const void* src,
+                               uint64_t src_pitch, uint64_t width, uint64_t rows) {
+  if (src == nullptr || width < sizeof(uint64_t) || rows == 0) return;
+  const char* p = static_cast<const char*>(src);
+  // First without the lock (the reservation is fixed): most copies hold no
+  // word in it, and a large one is not scanned while launches wait.
+  uint64_t first = rows;
+  for (uint64_t r = 0; r < rows && first == rows; ++r) {
+    const char* row = p + r * src_pitch;
+    for (uint64_t off = 0; off + sizeof(uint64_t) <= width; off += sizeof(uint64_t)) {
+      uint64_t word;
+      std::memcpy(&word, row + off, sizeof(word));
+      if (Owns(word)) {
+        first = r;
+        break;
+      }
     }
   }
-  return layout != nullptr && HidesAnAddress(*layout, params);
+  if (first == rows) return;
+  MutexLock lock(&mu_);
+  for (uint64_t r = first; r < rows; ++r) {
+    if (!MarkTargetsIn(p + r * src_pitch, width)) continue;
+    if (Owns(dst)) {
+      MarkAddressChunks(dst + r * dst_pitch, width);
+    } else if (!external_addresses_) {
+      external_addresses_ = true;
+      MEMSHIM_LOG(kInfo,
+                  "addresses of blocks written to device memory outside the reservation (a "
+                  "module variable?): every launch is fenced from now on");
+    }
+  }
+}
+
+void ShimCore::OnDeviceCopy(CUdeviceptr dst, uint64_t dst_bytes, CUdeviceptr src,
+                            uint64_t src_bytes) {
+  MutexLock lock(&mu_);
+  if (!RangeHoldsAddresses(src, src_bytes)) return;
+  if (Owns(dst)) {
+    MarkAddressChunks(dst, dst_bytes);
+  } else if (dst_bytes != 0) {
+    external_addresses_ = true;
+  }
+}
+
+ShimCore::Reach ShimCore::TouchedReach() {
+  if (hidden_reach_all_) {
+    // Note [hidden reach everywhere]: what it is given, it may store.
+    for (uint32_t c : touched_) {
+      if (table_[c].owner_first != kNoIndex) MarkTargetBlock(c);
+    }
+    return Reach::kAddresses;
+  }
+  if (external_addresses_) return Reach::kAddresses;
+  if (address_chunks_ > 0) {
+    for (uint32_t c : touched_) {
+      if (table_[c].holds_addresses) return Reach::kAddresses;
+    }
+  }
+  return Reach::kNamed;
+}
+
+ShimCore::Reach ShimCore::HiddenReach(const ParamLayout* layout, void** params, bool extra_buffer) {
+  const Reach touched = TouchedReach();
+  if (extra_buffer || (layout != nullptr && HidesAnAddress(*layout, params))) {
+    return Reach::kUnknown;
+  }
+  return touched;
 }
 
 bool ShimCore::HidesAnAddress(const ParamLayout& layout, void* const* params) {
@@ -138,17 +260,44 @@ bool ShimCore::HidesAnAddress(const ParamLayout& layout, void* const* params) {
   return false;
 }
 
-CUresult ShimCore::FencedLocked(uint32_t stream, bool capturing, Ticket* ticket) {
+CUresult ShimCore::FencedLocked(uint32_t stream, bool capturing, Reach reach, Ticket* ticket) {
   ++stats_.fenced_launches;
-  if (unbacked_owned_ > 0 || stats_.spilled_chunks > 0 || unmapped_host_ > 0) {
+  if (unbacked_owned_ > 0 || unmapped_host_ > 0 ||
+      (reach == Reach::kUnknown && stats_.spilled_chunks > 0)) {
     return OpaqueLocked(stream, capturing, ticket);  // something it may reach has nothing mapped
+  }
+  // Its arguments' chunks, then the hidden targets still in the spill tier.
+  const size_t named = touched_.size();
+  for (uint32_t c : spilled_targets_) {
+    const ChunkEntry& e = table_[c];
+    if (e.residence == Residence::kNvme && e.hidden_target) TouchChunk(c);
   }
   FinishPageOut();
   const CUresult r = MakeResident(stream, /*host_wait=*/false, capturing, ticket);
-  if (r != CUDA_SUCCESS || capturing) return r;
+  if (r != CUDA_SUCCESS) return r;  // spilled_targets_ kept: the next one tries again
+  spilled_targets_.clear();
+  if (reach == Reach::kAddresses) {
+    // It may copy what it reads into what it writes (Note [hidden reach]).
+    for (size_t i = 0; i < named; ++i) {
+      ChunkEntry& e = table_[touched_[i]];
+      if (e.kind == ChunkKind::kFree || e.holds_addresses) continue;
+      e.holds_addresses = true;
+      ++address_chunks_;
+    }
+  }
+  if (capturing) return r;
   FinishPageOut();  // page-outs MakeResident started for room
   AddFence(stream, tracker_->issued(stream));
   return CUDA_SUCCESS;
+}
+
+// Note [unsafe calls during capture]: see relaxed_capture_mode.h.
+CUresult ShimCore::CheckUnsafeCall() {
+  if (probe_event_ == nullptr) return CUDA_SUCCESS;
+  // In the calling thread's own mode (no RelaxedCaptureMode here): the
+  // driver refuses the query exactly when it would refuse cuMemAlloc.
+  const CUresult r = driver_->cuEventQuery(probe_event_);
+  return r == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED ? r : CUDA_SUCCESS;
 }
 
 }  // namespace memvirt::shim

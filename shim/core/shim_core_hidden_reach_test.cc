@@ -128,6 +128,108 @@ TEST_F(ShimCoreHiddenReachTest, PointerArraysWrittenFromTheHostFenceTheKernelsTh
   EXPECT_EQ(fake_.faults(), 0u);
 }
 
+// Note [hidden reach]: every host copy is scanned (no size limit, 2D rows),
+// and the mark follows addresses through device copies and through kernels
+// that read a pointer array.
+TEST_F(ShimCoreHiddenReachTest, AddressesAreFollowedThroughLargeAnd2DCopiesDeviceCopiesAndKernels) {
+  CUstream s = fake_.CreateStream();
+  CUdeviceptr data, large, rows, copied, built, plain;
+  ASSERT_EQ(core_->Alloc(&data, 2 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(core_->Alloc(&large, 2 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(core_->Alloc(&rows, 2 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(core_->Alloc(&copied, 2 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(core_->Alloc(&built, 2 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(core_->Alloc(&plain, 2 * kMiB), CUDA_SUCCESS);
+  CUfunction f = fake_.MakeFunction({8});
+  CUfunction g = fake_.MakeFunction({8, 8});
+  auto fenced_by = [&](CUdeviceptr arg) {
+    const uint64_t before = core_->stats().fenced_launches;
+    EXPECT_EQ(LaunchWith(f, &arg, s, arg, 16, {}), CUDA_SUCCESS);
+    return core_->stats().fenced_launches > before;
+  };
+  // 256 KiB, the address in its last word.
+  std::vector<CUdeviceptr> big(32768, 0);
+  big.back() = data;
+  core_->OnHostWrite(large, big.data(), big.size() * sizeof(CUdeviceptr));
+  EXPECT_TRUE(fenced_by(large));
+  // Two rows of 16 bytes from a host pitch of 64: the address in the second.
+  CUdeviceptr pitched[16] = {};
+  pitched[9] = data;
+  core_->OnHostWriteRows(rows, 16, pitched, 64, 16, 2);
+  EXPECT_TRUE(fenced_by(rows));
+  // A device copy of an array, and a kernel that reads one and writes another.
+  core_->OnDeviceCopy(copied, 64, rows, 64);
+  EXPECT_TRUE(fenced_by(copied));
+  EXPECT_FALSE(fenced_by(built));
+  {
+    void* params[] = {&built, &large};
+    ShimCore::Ticket ticket;
+    ASSERT_EQ(core_->BeforeLaunch(g, params, nullptr, s, false, &ticket), CUDA_SUCCESS);
+  }
+  EXPECT_TRUE(fenced_by(built));
+  // What holds no address stays unfenced: a device copy from plain memory too.
+  core_->OnDeviceCopy(plain, 64, data, 64);
+  EXPECT_FALSE(fenced_by(plain));
+  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  EXPECT_EQ(fake_.faults(), 0u);
+}
+
+// Addresses written to device memory outside the reservation (a module's
+// __device__ variable) may be read by any kernel: every launch is a fence.
+TEST_F(ShimCoreHiddenReachTest, AddressesWrittenOutsideTheReservationFenceEveryLaunch) {
+  CUstream s = fake_.CreateStream();
+  CUdeviceptr data, plain;
+  ASSERT_EQ(core_->Alloc(&data, 2 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(core_->Alloc(&plain, 2 * kMiB), CUDA_SUCCESS);
+  CUfunction f = fake_.MakeFunction({8});
+  ASSERT_EQ(LaunchWith(f, &plain, s, plain, 16, {}), CUDA_SUCCESS);
+  EXPECT_EQ(core_->stats().fenced_launches, 0u);
+  const CUdeviceptr outside = core_->base() - 4096;
+  const uint64_t scalars[2] = {1, 2};
+  core_->OnHostWrite(outside, scalars, sizeof(scalars));  // no address: nothing changes
+  ASSERT_EQ(LaunchWith(f, &plain, s, plain, 16, {}), CUDA_SUCCESS);
+  EXPECT_EQ(core_->stats().fenced_launches, 0u);
+  const CUdeviceptr pointers[2] = {data, 0};
+  core_->OnHostWrite(outside, pointers, sizeof(pointers));
+  ASSERT_EQ(LaunchWith(f, &plain, s, plain, 16, {}), CUDA_SUCCESS);
+  EXPECT_EQ(core_->stats().fenced_launches, 1u);
+  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+}
+
+// A graph whose kernel reads a pointer array is a fence at each launch, as
+// the same launch made eagerly is.
+TEST_F(ShimCoreHiddenReachTest, GraphLaunchesThatReadAPointerArrayAreFenced) {
+  CUstream s = fake_.CreateStream();
+  CUdeviceptr data, table, plain;
+  ASSERT_EQ(core_->Alloc(&data, 2 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(core_->Alloc(&table, 2 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(core_->Alloc(&plain, 2 * kMiB), CUDA_SUCCESS);
+  const CUdeviceptr pointers[1] = {data};
+  core_->OnHostWrite(table, pointers, sizeof(pointers));
+  CUfunction f = fake_.MakeFunction({8});
+  CUgraph reads = fake_.MakeGraph();
+  fake_.AddKernelNode(reads, f, {table});
+  CUgraph other = fake_.MakeGraph();
+  fake_.AddKernelNode(other, f, {plain});
+  auto exec_reads = reinterpret_cast<CUgraphExec>(reads);
+  auto exec_other = reinterpret_cast<CUgraphExec>(other);
+  core_->OnGraphInstantiate(exec_reads, reads);
+  core_->OnGraphInstantiate(exec_other, other);
+  ASSERT_TRUE(core_->TEST_GraphPlanOf(exec_reads).decodable);
+  {
+    ShimCore::Ticket ticket;
+    ASSERT_EQ(core_->BeforeGraphLaunch(exec_other, s, false, &ticket), CUDA_SUCCESS);
+  }
+  EXPECT_EQ(core_->stats().fenced_launches, 0u);
+  {
+    ShimCore::Ticket ticket;
+    ASSERT_EQ(core_->BeforeGraphLaunch(exec_reads, s, false, &ticket), CUDA_SUCCESS);
+  }
+  EXPECT_EQ(core_->stats().fenced_launches, 1u);
+  EXPECT_EQ(core_->stats().opaque_launches, 0u);
+  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+}
+
 // A graph's kernel node whose structure parameter may hide an address makes
 // its launches opaque (a fence that backs everything first); plain addresses
 // in the same structure keep the graph decodable.

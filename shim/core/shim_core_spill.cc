@@ -108,6 +108,7 @@ bool ShimCore::AcquireStaging(uint32_t keep_chunk, uint32_t* slot) {
 bool ShimCore::DemotionEligible(uint32_t chunk) {
   const ChunkEntry& e = table_[chunk];
   if (e.residence != Residence::kHost || !e.live_data || e.stamp == stamp_) return false;
+  if (e.hidden_target) return false;  // a kernel may reach it unnamed (Note [hidden reach])
   return e.fill_seq == 0 || tracker_->IsComplete(copy_index_, e.fill_seq);
 }
 

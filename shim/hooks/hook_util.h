@@ -62,14 +62,16 @@ inline CUresult Access(Fn fn, std::initializer_list<MemRange> ranges, CUstream s
   return Forward(fn, args...);  // `ticket` closes the enqueue window after the call
 }
 
-// Host-to-device copies: as Access, after the core has looked at the host
-// bytes for addresses of its blocks (Note [hidden reach] in
-// shim/core/shim_core_hidden_reach.cc).
+// Host-to-device copies: as Access; once the driver accepted the copy (and
+// so could read the host bytes), the core looks at them for addresses of its
+// blocks (Note [hidden reach] in shim/core/shim_core_hidden_reach.cc).
 template <typename Fn, typename... Args>
 inline CUresult AccessFromHost(Fn fn, CUdeviceptr dst, const void* src, size_t bytes,
                                CUstream stream, bool per_thread, bool synchronous, Args... args) {
+  const CUresult r = Access(fn, {MemRange{dst, bytes}}, stream, per_thread, synchronous, args...);
+  if (r != CUDA_SUCCESS) return r;
   if (ShimCore* core = Runtime::Get().core()) core->OnHostWrite(dst, src, bytes);
-  return Access(fn, {MemRange{dst, bytes}}, stream, per_thread, synchronous, args...);
+  return r;
 }
 
 // Kernel launches: decode the arguments, make what they reach resident.

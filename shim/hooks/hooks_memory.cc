@@ -16,7 +16,11 @@ using memvirt::shim::hooks::Runtime;
 namespace {
 
 CUresult Alloc(CUdeviceptr* dptr, size_t bytes) {
-  if (ShimCore* core = Runtime::Get().CoreForAlloc()) return core->Alloc(dptr, bytes);
+  if (ShimCore* core = Runtime::Get().CoreForAlloc()) {
+    // Note [unsafe calls during capture] in relaxed_capture_mode.h.
+    if (const CUresult r = core->CheckUnsafeCall(); r != CUDA_SUCCESS) return r;
+    return core->Alloc(dptr, bytes);
+  }
   return Forward(Real().cuMemAlloc_v2, dptr, bytes);
 }
 
@@ -84,6 +88,7 @@ MEMSHIM_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytes) {
 MEMSHIM_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t width,
                                            size_t height, unsigned int element_bytes) {
   if (ShimCore* core = Runtime::Get().CoreForAlloc()) {
+    if (const CUresult r = core->CheckUnsafeCall(); r != CUDA_SUCCESS) return r;
     return core->AllocPitch(dptr, pitch, width, height, element_bytes);
   }
   return Forward(Real().cuMemAllocPitch_v2, dptr, pitch, width, height, element_bytes);
@@ -91,6 +96,7 @@ MEMSHIM_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, siz
 
 MEMSHIM_EXPORT CUresult cuMemFree_v2(CUdeviceptr ptr) {
   if (ShimCore* core = Owner(ptr)) {
+    if (const CUresult r = core->CheckUnsafeCall(); r != CUDA_SUCCESS) return r;
     if (DeferFreeOfExported(core, ptr)) return CUDA_SUCCESS;  // Note [shim ipc]
     return Free(core, ptr);
   }

@@ -178,6 +178,7 @@ ShimCore* Runtime::CoreForAlloc() {
   options.event_batch = config_.event_batch;
   options.event_pace = config_.event_pace;
   options.policy = config_.policy;
+  options.hidden_reach_all = config_.hidden_reach_all;
   std::unique_ptr<ShimCore> created;
   CUresult r = ShimCore::Create(&driver_, options, ControlFor(device), &created);
   if (r == CUDA_ERROR_INVALID_CONTEXT) return nullptr;  // retry once a context exists

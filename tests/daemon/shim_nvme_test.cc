@@ -154,6 +154,79 @@ TEST_F(ShimNvmeTest, TwoDevicesShareOneHostBudgetAndBothSpillToNvme) {
             << " MiB\n";
 }
 
+// Note [hidden reach] (shim/core/shim_core_hidden_reach.cc): blocks written by copies are pushed
+// to the NVMe tier (a 64 MiB device, a 64 MiB host tier, 224 MiB of data), and only then is a
+// pointer array naming them written; kernels reach them only through it. Their launches bring
+// the spilled blocks back (not all spilled data, which device and host cannot hold at once), no
+// illegal address, every checksum right; the blocks stay out of the NVMe tier afterwards while
+// the kernels refill them under pressure. One test per way the array is written or read
+// (tests/shim/hidden_pointers.cc).
+class ShimNvmeHiddenReachTest : public ShimNvmeTest {
+ protected:
+  void ExpectSpilledBlocksReachedThroughTheArray(const std::string& mode,
+                                                 const std::string& hidden_reach = "") {
+    Daemon d(dir_.path(), DaemonFlags("1G"));
+    ASSERT_TRUE(d.Start()) << d.process().Stderr();
+    auto p = Subprocess::Spawn(
+        {MEMSHIM_HIDDEN_POINTERS, MEMSHIM_TEST_KERNELS, std::to_string(kDeviceBytes), mode,
+         "spill"},
+        dir_.path() + "/hidden-" + mode,
+        {"LD_PRELOAD=" MEMSHIM_LIBRARY, "MEMSIM_DEVICE_MEMORY=" + std::to_string(kDeviceBytes),
+         "MEMSHIM_DAEMON_SOCKET=" + d.socket(), "MEMSHIM_LOG=info", "MEMSHIM_REPORT_INTERVAL_MS=50",
+         "MEMSHIM_MIN_DEVICE_BUDGET=8M", "MEMSHIM_HIDDEN_REACH=" + hidden_reach,
+         "ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0"});
+    double max_nvme = 0;
+    while (p->Running()) {
+      auto s = d.StatusJson();
+      ASSERT_TRUE(s.has_value()) << d.process().Stderr();
+      if (const auto* entry = FindProcess(*s, p->pid())) {
+        max_nvme = std::max(max_nvme, Field(FirstGpu(*entry), "nvme_bytes"));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ASSERT_EQ(p->Wait(seconds(1)), std::optional<int>(0)) << p->Stdout() << p->Stderr();
+    EXPECT_NE(p->Stdout().find("mismatches 0"), std::string::npos) << p->Stdout();
+    EXPECT_GT(max_nvme, 0) << p->Stderr();
+  }
+};
+
+// A pointer array written by a small host-to-device copy (recognized before too: the launch then
+// tried to bring back all spilled data and failed with CUDA_ERROR_OUT_OF_MEMORY).
+TEST_F(ShimNvmeHiddenReachTest,
+       SpilledBlocksReachedOnlyThroughAPointerArrayComeBackBeforeTheKernel) {
+  ExpectSpilledBlocksReachedThroughTheArray("array");
+}
+
+// Arrays the shim did not recognize before (the kernels then read unmapped addresses:
+// CUDA_ERROR_ILLEGAL_ADDRESS), and graph launches, which were not fenced.
+TEST_F(ShimNvmeHiddenReachTest, ArrayWrittenByALargeCopy) {
+  ExpectSpilledBlocksReachedThroughTheArray("large");
+}
+
+TEST_F(ShimNvmeHiddenReachTest, ArrayWrittenByA2DCopy) {
+  ExpectSpilledBlocksReachedThroughTheArray("copy2d");
+}
+
+TEST_F(ShimNvmeHiddenReachTest, ArrayCopiedByAKernel) {
+  ExpectSpilledBlocksReachedThroughTheArray("device");
+}
+
+TEST_F(ShimNvmeHiddenReachTest, ArrayOutsideTheReservationAsAModuleVariable) {
+  ExpectSpilledBlocksReachedThroughTheArray("global");
+}
+
+TEST_F(ShimNvmeHiddenReachTest, GraphWhoseKernelReadsTheArray) {
+  ExpectSpilledBlocksReachedThroughTheArray("graph");
+}
+
+// Note [hidden reach everywhere]: an array a kernel builds from addresses it was given as plain
+// arguments is not recognized (without the setting this test fails: the blocks are spilled
+// while the kernels reach them unnamed); with MEMSHIM_HIDDEN_REACH=all the blocks named by the
+// building kernel come back with it and are never demoted again.
+TEST_F(ShimNvmeHiddenReachTest, ArrayBuiltByAKernelFromPlainArgumentsWithHiddenReachAll) {
+  ExpectSpilledBlocksReachedThroughTheArray("args", "all");
+}
+
 // Note [what a restart keeps] (docs/nvme.md): a daemon restart keeps no NVMe contents. A process
 // whose data was on NVMe then fails its next access to that data with a CUDA error; it never
 // computes on wrong data.

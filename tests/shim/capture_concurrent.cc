@@ -7,12 +7,19 @@
 // sequences] in shim/core/relaxed_capture_mode.h). Then the captured graph is
 // launched and one checksum over both threads' results is printed.
 //
-// Usage: capture_concurrent KERNELS.so FOOTPRINT_BYTES overlap|sequential
+// The worker switches to RELAXED mode around its cuMemAlloc and cuMemFree
+// calls only, as a program must under the driver, which refuses them
+// ("potentially unsafe") in GLOBAL mode while another thread captures in
+// GLOBAL mode; its launches, copies and memsets (and the shim's paging under
+// them) run in GLOBAL mode.
+//
+// Usage: capture_concurrent KERNELS.so FOOTPRINT_BYTES overlap|sequential|unsafe
 // overlap: the worker runs while the capture is open; sequential: the worker
-// runs first and the capture after it (the same result: the reference, which
-// the plain driver can run, since it refuses the worker's cuMemAlloc during a
-// GLOBAL capture). Exit: 0 ok, 3 out of memory, 1 other error (also a capture
-// that was invalidated).
+// runs first and the capture after it (the same result: the reference).
+// Exit: 0 ok, 3 out of memory, 1 other error (also a capture that was
+// invalidated). unsafe: the worker calls cuMemAlloc in GLOBAL mode while the
+// capture is open and prints "alloc R end E" (the results of that
+// cuMemAlloc and of cuStreamEndCapture); exit 0.
 #include <cuda.h>
 
 #include <atomic>
@@ -33,6 +40,26 @@ constexpr int kCapturedLaunches = 64;
 
 // The worker: kTrainLayers layers of weights, gradients and momentum, and
 // activations allocated and freed every iteration, all on its own stream.
+// The calling thread in RELAXED mode while it lives.
+class RelaxedScope {
+ public:
+  RelaxedScope() { CHECK_CU(cuThreadExchangeStreamCaptureMode(&mode_)); }
+  ~RelaxedScope() { cuThreadExchangeStreamCaptureMode(&mode_); }
+
+ private:
+  CUstreamCaptureMode mode_ = CU_STREAM_CAPTURE_MODE_RELAXED;
+};
+
+CUresult Alloc(CUdeviceptr* p, uint64_t bytes) {
+  RelaxedScope relaxed;
+  return cuMemAlloc(p, bytes);
+}
+
+CUresult Free(CUdeviceptr p) {
+  RelaxedScope relaxed;
+  return cuMemFree(p);
+}
+
 struct Worker {
   uint64_t layer_bytes = 0;
   std::vector<CUdeviceptr> w, g, m;
@@ -43,16 +70,16 @@ struct Worker {
     CUstream s;
     CHECK_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     uint64_t n = layer_bytes / sizeof(float);
-    CHECK_CU(cuMemAlloc(&input, layer_bytes));
+    CHECK_CU(Alloc(&input, layer_bytes));
     uint64_t seed = 1;
     Launch(k.init, s, {&input, &n, &seed});
     w.resize(kTrainLayers);
     g.resize(kTrainLayers);
     m.resize(kTrainLayers);
     for (int l = 0; l < kTrainLayers; ++l) {
-      CHECK_CU(cuMemAlloc(&w[l], layer_bytes));
-      CHECK_CU(cuMemAlloc(&g[l], layer_bytes));
-      CHECK_CU(cuMemAlloc(&m[l], layer_bytes));
+      CHECK_CU(Alloc(&w[l], layer_bytes));
+      CHECK_CU(Alloc(&g[l], layer_bytes));
+      CHECK_CU(Alloc(&m[l], layer_bytes));
       uint64_t layer_seed = 100 + l;
       Launch(k.init, s, {&w[l], &n, &layer_seed});
       CHECK_CU(cuMemsetD32Async(m[l], 0, n, s));
@@ -60,7 +87,7 @@ struct Worker {
     std::vector<CUdeviceptr> a(kTrainLayers);
     for (int it = 0; it < kIterations; ++it) {
       for (int l = 0; l < kTrainLayers; ++l) {
-        CHECK_CU(cuMemAlloc(&a[l], layer_bytes));
+        CHECK_CU(Alloc(&a[l], layer_bytes));
         CUdeviceptr in = l == 0 ? input : a[l - 1];
         Launch(k.forward, s, {&a[l], &in, &w[l], &n});
       }
@@ -69,7 +96,7 @@ struct Worker {
         Launch(k.sgd, s, {&w[l], &m[l], &g[l], &n});
       }
       // Freed with work still queued: the shim keeps them until it completed.
-      for (int l = 0; l < kTrainLayers; ++l) CHECK_CU(cuMemFree(a[l]));
+      for (int l = 0; l < kTrainLayers; ++l) CHECK_CU(Free(a[l]));
     }
   }
 };
@@ -126,6 +153,24 @@ int main(int argc, char** argv) {
   const TrainKernels k = LoadTrainKernels(argv[1]);
   Capturer capturer;
   capturer.Prepare(k);
+  if (std::string(argv[3]) == "unsafe") {
+    // Documented: a GLOBAL-mode thread may make no potentially unsafe call
+    // (cuMemAlloc) while another thread captures in GLOBAL mode; the call
+    // fails and the capture is invalidated.
+    capturer.Begin();
+    capturer.CaptureSteps(k);
+    CUresult alloc = CUDA_SUCCESS;
+    std::thread other([&] {
+      CHECK_CU(cuCtxSetCurrent(ctx));
+      CUdeviceptr p = 0;
+      alloc = cuMemAlloc(&p, 1 << 20);
+    });
+    other.join();
+    CUgraph graph = nullptr;
+    const CUresult end = cuStreamEndCapture(capturer.s, &graph);
+    std::printf("alloc %d end %d\n", static_cast<int>(alloc), static_cast<int>(end));
+    return 0;
+  }
   Worker worker;
   worker.layer_bytes = TrainLayerBytes(footprint);
 

@@ -97,6 +97,24 @@ MEMSIM_KERNEL(fill_indirect, sizeof(unsigned char**), sizeof(uint64_t), sizeof(u
   for (uint64_t j = first; j < first + count; ++j) FillPattern(table[j], bytes, j, seed);
 }
 
+// table[first + i] = a_i: a pointer array a kernel builds from addresses it
+// was given as plain arguments.
+MEMSIM_KERNEL(store_addresses, sizeof(uint64_t*), sizeof(uint64_t), sizeof(uint64_t),
+              sizeof(uint64_t), sizeof(uint64_t), sizeof(uint64_t)) {
+  uint64_t* table = *static_cast<uint64_t**>(params[0]);
+  const uint64_t first = *static_cast<uint64_t*>(params[1]);
+  for (int i = 0; i < 4; ++i) table[first + i] = *static_cast<uint64_t*>(params[2 + i]);
+}
+
+// dst[i] = src[i] for i < count (8-byte words): a pointer array built on the
+// device from another one.
+MEMSIM_KERNEL(copy_words, sizeof(uint64_t*), sizeof(uint64_t*), sizeof(uint64_t)) {
+  uint64_t* dst = *static_cast<uint64_t**>(params[0]);
+  const uint64_t* src = *static_cast<uint64_t**>(params[1]);
+  const uint64_t count = *static_cast<uint64_t*>(params[2]);
+  for (uint64_t i = 0; i < count; ++i) dst[i] = src[i];
+}
+
 // *out = FNV-1a over the `bytes` bytes of block `index` of the pointer array `table`.
 MEMSIM_KERNEL(fnv_indirect, sizeof(uint64_t*), sizeof(unsigned char**), sizeof(uint64_t),
               sizeof(uint64_t)) {
