@@ -1,0 +1,397 @@
+// The application's own use of the VMM API, paged like cuMemAlloc memory.
+//
+// Note [application VMM]
+//   Frameworks map physical memory of their own: PyTorch's expandable
+//   segments reserve an address range (cuMemAddressReserve), create physical
+//   memory in granules (cuMemCreate), map it at the end of the range
+//   (cuMemMap, cuMemSetAccess) and later unmap and release it (cuMemUnmap,
+//   cuMemRelease). The core pages that memory as it pages its own blocks:
+//   * cuMemAddressReserve (with a current context) is served from the core's
+//     reservation: whole chunks, aligned as asked, taken from the free
+//     ranges as kReserved chunks (no capacity is used). cuMemAddressFree
+//     gives them back.
+//   * cuMemCreate of device memory on the core's device, in whole chunks,
+//     without properties the core cannot honour (compression, a
+//     non-default usage), answers a virtual handle (kVirtualHandleTag): no
+//     physical memory, only the handle's size held from the virtual capacity
+//     (CUDA_ERROR_OUT_OF_MEMORY beyond it, where frameworks expect the
+//     driver's out-of-memory answer). Requested shareable handle types are
+//     recorded; PyTorch requests one by default and uses it only to share
+//     a segment with another process, which the shim refuses (export below).
+//   * cuMemMap of a virtual handle into such a range makes the mapped chunks
+//     one block of the core (kLarge, app_mapped): backed at mapping like an
+//     allocation (Note [backed from allocation]), made resident before the
+//     launches, copies and memsets that reach it, evicted to the host tier
+//     and the spill tier like any block. Each chunk of a handle is mapped
+//     at most once at a time (a second mapping would alias the first's
+//     bytes, which chunk-by-chunk paging cannot keep: refused with
+//     CUDA_ERROR_NOT_SUPPORTED).
+//   * cuMemSetAccess is validated as the driver validates it; the core's
+//     mappings already grant read/write to the device and its peers (Note
+//     [peer access]), so nothing changes (the shim is never stricter than
+//     the grant, so a kernel never faults where the driver would not).
+//   * cuMemUnmap takes whole mappings only, as documented ("cannot unmap a
+//     sub-range of an address range mapped by cuMemCreate / cuMemMap":
+//     CUDA_ERROR_INVALID_VALUE); it waits for the work that may use them
+//     (the driver's unmap is synchronous), frees their backing at once and
+//     leaves the chunks reserved. Their bytes are discarded: the driver
+//     keeps a handle's memory while the handle is held, so mapping an
+//     unmapped part of a handle that is still held again is refused
+//     (CUDA_ERROR_NOT_SUPPORTED) rather than answered with other bytes.
+//   * cuMemRelease drops a reference; the handle's capacity is freed once
+//     it is released and none of it is mapped, in either order.
+//     cuMemRetainAllocationHandle on a mapped chunk returns its handle (one
+//     more reference); cuMemGetAllocationPropertiesFromHandle answers the
+//     properties it was created with.
+//   * cuMemExportToShareableHandle of a virtual handle is refused with
+//     CUDA_ERROR_NOT_SUPPORTED: its bytes live in 2 MiB chunks that move,
+//     so no one file descriptor names them.
+//   Everything else is the driver's and passed through: handles created at
+//   a host location, of other devices than the core's, with properties
+//   above, imported handles, and memory created before the device had a
+//   core (counted against the device budget, Note [pinned app memory]). A
+//   driver handle mapped into a range the core gave out is mapped by the
+//   driver (kForeign chunks: the core frees what it had there first and
+//   never touches them); queries and copies on them go to the driver.
+#include <algorithm>
+
+#include "shim/core/log.h"
+#include "shim/core/shim_core.h"
+
+namespace memvirt::shim {
+
+CUresult ShimCore::AppCreate(uint64_t bytes, const CUmemAllocationProp& prop,
+                             CUmemGenericAllocationHandle* handle) {
+  if (handle == nullptr || bytes == 0 || bytes % kChunkBytes != 0) return CUDA_ERROR_INVALID_VALUE;
+  MutexLock lock(&mu_);
+  ProcessDeferred();
+  const uint64_t chunks = bytes >> kChunkShift;
+  if (chunks > table_.size() || !allocator_->Commit(static_cast<uint32_t>(chunks))) {
+    MEMSHIM_LOG(kInfo, "cuMemCreate of %llu bytes exceeds the virtual capacity",
+                static_cast<unsigned long long>(bytes));
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  const CUmemGenericAllocationHandle h = kVirtualHandleTag |
+                                         (static_cast<uint64_t>(device_ & 0xff) << 40) |
+                                         (next_virtual_handle_++ & ((1ull << 40) - 1));
+  VirtualHandle& v = virtual_handles_[h];
+  v.prop = prop;
+  v.chunks = static_cast<uint32_t>(chunks);
+  v.state.assign(chunks, 0);
+  *handle = h;
+  return CUDA_SUCCESS;
+}
+
+void ShimCore::DestroyIfUnused(CUmemGenericAllocationHandle handle) {
+  auto it = virtual_handles_.find(handle);
+  if (it == virtual_handles_.end() || it->second.refs != 0 || it->second.mapped != 0) return;
+  allocator_->Uncommit(it->second.chunks);
+  virtual_handles_.erase(it);
+}
+
+CUresult ShimCore::AppRelease(CUmemGenericAllocationHandle handle) {
+  MutexLock lock(&mu_);
+  auto it = virtual_handles_.find(handle);
+  if (it == virtual_handles_.end() || it->second.refs == 0) return CUDA_ERROR_INVALID_VALUE;
+  --it->second.refs;
+  DestroyIfUnused(handle);
+  return CUDA_SUCCESS;
+}
+
+CUresult ShimCore::AppProperties(CUmemAllocationProp* prop, CUmemGenericAllocationHandle handle) {
+  MutexLock lock(&mu_);
+  auto it = virtual_handles_.find(handle);
+  if (prop == nullptr || it == virtual_handles_.end() || it->second.refs == 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  *prop = it->second.prop;
+  return CUDA_SUCCESS;
+}
+
+CUresult ShimCore::AppReserve(uint64_t bytes, uint64_t alignment, CUdeviceptr* ptr) {
+  if (ptr == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (alignment < kChunkBytes) alignment = kChunkBytes;
+  if ((alignment & (alignment - 1)) != 0) return CUDA_ERROR_INVALID_VALUE;
+  const uint64_t chunks = (bytes + kChunkBytes - 1) >> kChunkShift;
+  MutexLock lock(&mu_);
+  uint32_t first = 0;
+  if (chunks > table_.size() ||
+      !allocator_->Reserve(static_cast<uint32_t>(chunks), alignment, &first)) {
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  app_reservations_[first] = static_cast<uint32_t>(chunks);
+  *ptr = table_.AddressOf(first);
+  return CUDA_SUCCESS;
+}
+
+std::map<uint32_t, uint32_t>::const_iterator ShimCore::ReservationOf(uint32_t c) const {
+  auto it = app_reservations_.upper_bound(c);
+  if (it == app_reservations_.begin()) return app_reservations_.end();
+  --it;
+  return c < it->first + it->second ? it : app_reservations_.end();
+}
+
+std::map<uint32_t, ShimCore::AppMapping>::const_iterator ShimCore::MappingOf(uint32_t c) const {
+  auto it = app_mappings_.upper_bound(c);
+  if (it == app_mappings_.begin()) return app_mappings_.end();
+  --it;
+  return c < it->first + it->second.count ? it : app_mappings_.end();
+}
+
+bool ShimCore::AppRange(CUdeviceptr ptr, uint64_t bytes, uint32_t* first, uint32_t* count) const {
+  if (!table_.Contains(ptr) || bytes == 0 || (ptr - base_) % kChunkBytes != 0 ||
+      bytes % kChunkBytes != 0) {
+    return false;
+  }
+  const uint32_t f = table_.IndexOf(ptr);
+  auto it = ReservationOf(f);
+  if (it == app_reservations_.end()) return false;
+  const uint64_t n = bytes >> kChunkShift;
+  if (f + n > static_cast<uint64_t>(it->first) + it->second) return false;
+  *first = f;
+  *count = static_cast<uint32_t>(n);
+  return true;
+}
+
+bool ShimCore::InAppReservation(CUdeviceptr ptr) {
+  MutexLock lock(&mu_);
+  return table_.Contains(ptr) && ReservationOf(table_.IndexOf(ptr)) != app_reservations_.end();
+}
+
+CUresult ShimCore::AppAddressFree(CUdeviceptr ptr, uint64_t bytes) {
+  MutexLock lock(&mu_);
+  if (!table_.Contains(ptr)) return CUDA_ERROR_INVALID_VALUE;
+  auto it = app_reservations_.find(table_.IndexOf(ptr));
+  if (it == app_reservations_.end() || table_.AddressOf(it->first) != ptr ||
+      (bytes + kChunkBytes - 1) >> kChunkShift != it->second) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  for (uint32_t c = it->first; c < it->first + it->second; ++c) {
+    if (table_[c].kind != ChunkKind::kReserved) return CUDA_ERROR_INVALID_VALUE;  // still mapped
+  }
+  allocator_->Unreserve(it->first, it->second);
+  app_reservations_.erase(it);
+  return CUDA_SUCCESS;
+}
+
+CUresult ShimCore::DropBacking(uint32_t chunk) {
+  ChunkEntry& e = table_[chunk];
+  if (e.evicting) FinishPageOut();  // its page-out copy reads it
+  if (e.residence == Residence::kUnbacked) return CUDA_SUCCESS;
+  if (e.residence == Residence::kNvme) {
+    DropSpilled(chunk);
+    return CUDA_SUCCESS;
+  }
+  if (e.pinned) return CUDA_ERROR_NOT_SUPPORTED;  // exported to another process
+  if (!ChunkIdle(chunk)) tracker_->CoverAll();
+  if (const CUresult r = WaitChunkIdle(chunk); r != CUDA_SUCCESS) return r;
+  if (e.unmapped) {
+    e.unmapped = false;
+    --unmapped_host_;
+  } else if (const CUresult r = pool_->UnmapAt(table_.AddressOf(chunk)); r != CUDA_SUCCESS) {
+    return r;
+  }
+  if (e.residence == Residence::kDevice) {
+    pool_->ReleaseDevice(e.phys);
+  } else {
+    pool_->ReleaseHost(e.phys);
+  }
+  e.residence = Residence::kUnbacked;
+  e.fill_seq = 0;
+  policy_->OnEvicted(chunk);
+  ++stats_.drops;
+  return CUDA_SUCCESS;
+}
+
+CUresult ShimCore::AppMap(CUdeviceptr ptr, uint64_t bytes, uint64_t offset,
+                          CUmemGenericAllocationHandle handle) {
+  MutexLock lock(&mu_);
+  ProcessDeferred();
+  auto h = virtual_handles_.find(handle);
+  if (h == virtual_handles_.end() || h->second.refs == 0) return CUDA_ERROR_INVALID_VALUE;
+  VirtualHandle& v = h->second;
+  uint32_t first = 0, count = 0;
+  if (offset % kChunkBytes != 0 || !AppRange(ptr, bytes, &first, &count) ||
+      (offset >> kChunkShift) + count > v.chunks) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  for (uint32_t c = first; c < first + count; ++c) {
+    if (table_[c].kind != ChunkKind::kReserved) return CUDA_ERROR_INVALID_VALUE;  // mapped
+  }
+  const uint32_t at = static_cast<uint32_t>(offset >> kChunkShift);
+  for (uint32_t i = at; i < at + count; ++i) {
+    if (v.state[i] != 0) {
+      MEMSHIM_LOG(kWarn,
+                  "cuMemMap of handle %#llx: part of it is %s; the shim pages each part of a "
+                  "handle at one address and does not keep the bytes of an unmapped part "
+                  "(CUDA_ERROR_NOT_SUPPORTED)",
+                  static_cast<unsigned long long>(handle),
+                  v.state[i] == 1 ? "mapped already" : "unmapped already");
+      return CUDA_ERROR_NOT_SUPPORTED;
+    }
+  }
+  allocator_->MapReserved(first, count);
+  for (uint32_t c = first; c < first + count; ++c) table_[c].app_mapped = true;
+  for (uint32_t i = at; i < at + count; ++i) v.state[i] = 1;
+  v.mapped += count;
+  app_mappings_[first] = {handle, at, count};
+  // Note [contiguous mappings]
+  //   Adjacent mappings in one reservation are one contiguous range to the
+  //   application (a tensor of an expandable segment may span two handles),
+  //   so they form one block: a kernel given an address in it makes all of
+  //   it resident, as for a cuMemAlloc block, and copies may cross from one
+  //   mapping into the next. cuMemUnmap splits the block again.
+  auto res = ReservationOf(first);
+  uint32_t lo = first, hi = first + count;
+  if (lo > res->first && table_[lo - 1].app_mapped) lo = table_[lo - 1].owner_first;
+  if (hi < res->first + res->second && table_[hi].app_mapped) {
+    hi = table_[hi].owner_first + table_[hi].owner_count;
+  }
+  if (lo != first || hi != first + count) allocator_->Regroup(lo, hi - lo);
+  OnChunksCommitted(first, count);
+  BackAtAllocation(first, count);
+  LogAllocEvent(static_cast<uint64_t>(first) << kChunkShift, bytes, /*freed=*/false);
+  return CUDA_SUCCESS;
+}
+
+CUresult ShimCore::AppUnmap(CUdeviceptr ptr, uint64_t bytes) {
+  MutexLock lock(&mu_);
+  ProcessDeferred();
+  uint32_t first = 0, count = 0;
+  if (!AppRange(ptr, bytes, &first, &count)) return CUDA_ERROR_INVALID_VALUE;
+  // Whole mappings only (Note [application VMM]).
+  for (uint32_t c = first; c < first + count;) {
+    auto it = app_mappings_.find(c);
+    if (it == app_mappings_.end() || c + it->second.count > first + count) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    c += it->second.count;
+  }
+  // The driver's unmap is synchronous: work that may use the range first.
+  FinishPageOut();
+  tracker_->CoverAll();
+  for (uint32_t c = first; c < first + count; ++c) {
+    if (const CUresult r = WaitChunkIdle(c); r != CUDA_SUCCESS) return r;
+  }
+  CUresult result = CUDA_SUCCESS;
+  for (uint32_t m = first; m < first + count;) {
+    auto it = app_mappings_.find(m);
+    const AppMapping mapping = it->second;
+    app_mappings_.erase(it);
+    const uint32_t n = mapping.count;
+    LogAllocEvent(static_cast<uint64_t>(m) << kChunkShift, static_cast<uint64_t>(n) << kChunkShift,
+                  /*freed=*/true);
+    if (!buffer_ids_.empty()) buffer_ids_.erase(static_cast<uint64_t>(m) << kChunkShift);
+    // Note [contiguous mappings]: the block around the mapping splits.
+    const uint32_t lo = table_[m].owner_first, hi = lo + table_[m].owner_count;
+    allocator_->UnmapToReserved(m, n);
+    for (uint32_t c = m; c < m + n; ++c) table_[c].app_mapped = false;
+    if (lo < m) allocator_->Regroup(lo, m - lo);
+    if (m + n < hi) allocator_->Regroup(m + n, hi - (m + n));
+    OnChunksFreed(m, n);
+    for (uint32_t c = m; c < m + n; ++c) {
+      // A chunk whose backing cannot be freed now stays dead-listed: it is
+      // reclaimed later, and a driver mapping there fails meanwhile.
+      if (const CUresult r = DropBacking(c); r != CUDA_SUCCESS) result = r;
+    }
+    VirtualHandle& v = virtual_handles_[mapping.handle];
+    for (uint32_t i = mapping.offset_chunks; i < mapping.offset_chunks + n; ++i) v.state[i] = 2;
+    v.mapped -= n;
+    DestroyIfUnused(mapping.handle);
+    m += n;
+  }
+  if (result != CUDA_SUCCESS) {
+    MEMSHIM_LOG(kWarn, "cuMemUnmap: freeing the backing of the range failed (%d); it is freed later",
+                result);
+  }
+  return CUDA_SUCCESS;  // the range is unmapped either way
+}
+
+CUresult ShimCore::BeginForeignMap(CUdeviceptr ptr, uint64_t bytes) {
+  MutexLock lock(&mu_);
+  uint32_t first = 0, count = 0;
+  if (!AppRange(ptr, bytes, &first, &count)) return CUDA_ERROR_INVALID_VALUE;
+  for (uint32_t c = first; c < first + count; ++c) {
+    if (table_[c].kind != ChunkKind::kReserved) return CUDA_ERROR_INVALID_VALUE;
+  }
+  for (uint32_t c = first; c < first + count; ++c) {
+    if (const CUresult r = DropBacking(c); r != CUDA_SUCCESS) return r;
+  }
+  for (uint32_t c = first; c < first + count; ++c) table_[c].kind = ChunkKind::kForeign;
+  return CUDA_SUCCESS;
+}
+
+void ShimCore::EndForeignMap(CUdeviceptr ptr, uint64_t bytes, bool mapped) {
+  if (mapped) return;
+  OnForeignUnmap(ptr, bytes);
+}
+
+bool ShimCore::IsForeign(CUdeviceptr ptr, uint64_t bytes) {
+  MutexLock lock(&mu_);
+  if (!table_.Contains(ptr)) return false;
+  const uint32_t first = table_.IndexOf(ptr);
+  const uint64_t end = std::min<uint64_t>(ptr - base_ + std::max<uint64_t>(bytes, 1), table_.bytes());
+  for (uint32_t c = first; c <= static_cast<uint32_t>((end - 1) >> kChunkShift); ++c) {
+    if (table_[c].kind != ChunkKind::kForeign) return false;
+  }
+  return true;
+}
+
+void ShimCore::OnForeignUnmap(CUdeviceptr ptr, uint64_t bytes) {
+  MutexLock lock(&mu_);
+  uint32_t first = 0, count = 0;
+  if (!AppRange(ptr, bytes, &first, &count)) return;
+  for (uint32_t c = first; c < first + count; ++c) {
+    if (table_[c].kind == ChunkKind::kForeign) table_[c].kind = ChunkKind::kReserved;
+  }
+}
+
+CUresult ShimCore::AppSetAccess(CUdeviceptr ptr, uint64_t bytes, const CUmemAccessDesc* desc,
+                                size_t count) {
+  if (desc == nullptr || count == 0) return CUDA_ERROR_INVALID_VALUE;
+  for (size_t i = 0; i < count; ++i) {
+    if (desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_NONE &&
+        desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READ &&
+        desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    const CUmemLocationType t = desc[i].location.type;
+    if (t == CU_MEM_LOCATION_TYPE_DEVICE) {
+      int devices = 0;
+      if (driver_->cuDeviceGetCount != nullptr && driver_->cuDeviceGetCount(&devices) == CUDA_SUCCESS &&
+          (desc[i].location.id < 0 || desc[i].location.id >= devices)) {
+        return CUDA_ERROR_INVALID_DEVICE;
+      }
+    } else if (t != CU_MEM_LOCATION_TYPE_HOST && t != CU_MEM_LOCATION_TYPE_HOST_NUMA &&
+               t != CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+  }
+  MutexLock lock(&mu_);
+  uint32_t first = 0, n = 0;
+  if (!AppRange(ptr, bytes, &first, &n)) return CUDA_ERROR_INVALID_VALUE;
+  for (uint32_t c = first; c < first + n; ++c) {
+    if (!table_[c].app_mapped) return CUDA_ERROR_INVALID_VALUE;  // the range must be mapped
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult ShimCore::AppRetain(CUmemGenericAllocationHandle* handle, CUdeviceptr ptr) {
+  if (handle == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  MutexLock lock(&mu_);
+  if (!table_.Contains(ptr)) return CUDA_ERROR_INVALID_VALUE;
+  const uint32_t c = table_.IndexOf(ptr);
+  if (!table_[c].app_mapped) return CUDA_ERROR_INVALID_VALUE;
+  auto it = MappingOf(c);
+  if (it == app_mappings_.end()) return CUDA_ERROR_INVALID_VALUE;
+  ++virtual_handles_[it->second.handle].refs;
+  *handle = it->second.handle;
+  return CUDA_SUCCESS;
+}
+
+bool ShimCore::IsAppMapped(CUdeviceptr ptr) {
+  MutexLock lock(&mu_);
+  return table_.Contains(ptr) && table_[table_.IndexOf(ptr)].app_mapped;
+}
+
+}  // namespace memvirt::shim
