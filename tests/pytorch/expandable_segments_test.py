@@ -7,8 +7,9 @@ torch.cuda.empty_cache() unmapped and released their memory, and after they grew
 says in its log that it pages this memory, and its exit summary shows evictions and page-ins.
 
 Usage: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True MEMSHIM_LOG=info \\
-       expandable_segments_test.py --device-memory BYTES [--factor F]
-(the test runs itself again as a child to read the shim's log)
+       expandable_segments_test.py --device-memory BYTES [--factor F] [--expect-oom]
+(the test runs itself again as a child to read the shim's log; with --expect-oom, run without
+the shim, the same footprint must raise torch.OutOfMemoryError cleanly)
 """
 import argparse
 import re
@@ -23,7 +24,29 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--device-memory", type=parse_bytes, required=True)
 parser.add_argument("--factor", type=int, default=3)
 parser.add_argument("--child", action="store_true")
+parser.add_argument("--expect-oom", action="store_true",
+                    help="without the shim: the footprint raises torch.OutOfMemoryError cleanly")
 args = parser.parse_args()
+chunk = 8 << 20
+count = args.factor * args.device_memory // chunk
+
+if args.expect_oom:
+    # Copies only: PyTorch's kernels do not run on the simulated driver.
+    def pattern(i):
+        return torch.arange(chunk // 4, dtype=torch.int32) * (i + 3) + i
+
+    kept = []
+    try:
+        for i in range(count):
+            kept.append(torch.empty(chunk // 4, dtype=torch.int32, device="cuda"))
+            kept[-1].copy_(pattern(i))
+        check(False, "%dx the device in expandable segments fails without the shim" % args.factor)
+    except torch.OutOfMemoryError:
+        check(True, "%dx the device in expandable segments raises torch.OutOfMemoryError"
+              % args.factor)
+    check(len(kept) > 0 and all(torch.equal(t.cpu(), pattern(i)) for i, t in enumerate(kept)),
+          "the tensors allocated before it are intact", len(kept))
+    finish()
 
 if not args.child:
     run = subprocess.run([sys.executable, __file__, "--child"] + sys.argv[1:], text=True,
@@ -42,8 +65,6 @@ import os  # noqa: E402  (the child's checks)
 
 check("expandable_segments:True" in os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""),
       "expandable segments requested")
-chunk = 8 << 20
-count = args.factor * args.device_memory // chunk
 cpus, devs = [], []
 
 
