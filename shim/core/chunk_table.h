@@ -36,7 +36,9 @@ enum class ChunkKind : uint8_t {
 
 // True for chunks of live blocks (cuMemAlloc blocks, slabs, mapped
 // application VMM): what the residency machinery pages.
-inline bool OwnedKind(ChunkKind kind) { return kind == ChunkKind::kLarge || kind == ChunkKind::kSlab; }
+inline bool OwnedKind(ChunkKind kind) {
+  return kind == ChunkKind::kLarge || kind == ChunkKind::kSlab;
+}
 
 enum class Residence : uint8_t {
   kUnbacked = 0,  // no physical memory mapped at the chunk's VA

@@ -387,8 +387,8 @@ class ShimCore {
   CUresult AppUnmap(CUdeviceptr ptr, uint64_t bytes) MEMSHIM_EXCLUDES(mu_);
   // cuMemSetAccess on virtual-handle mappings: validated; the core's
   // mappings already grant read/write to the device and its peers.
-  CUresult AppSetAccess(CUdeviceptr ptr, uint64_t bytes, const CUmemAccessDesc* desc,
-                        size_t count) MEMSHIM_EXCLUDES(mu_);
+  CUresult AppSetAccess(CUdeviceptr ptr, uint64_t bytes, const CUmemAccessDesc* desc, size_t count)
+      MEMSHIM_EXCLUDES(mu_);
   // cuMemRetainAllocationHandle on a virtual-handle mapping.
   CUresult AppRetain(CUmemGenericAllocationHandle* handle, CUdeviceptr ptr) MEMSHIM_EXCLUDES(mu_);
   // cuMemGetAllocationPropertiesFromHandle of a virtual handle.

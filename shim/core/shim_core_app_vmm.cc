@@ -301,7 +301,8 @@ CUresult ShimCore::AppUnmap(CUdeviceptr ptr, uint64_t bytes) {
     m += n;
   }
   if (result != CUDA_SUCCESS) {
-    MEMSHIM_LOG(kWarn, "cuMemUnmap: freeing the backing of the range failed (%d); it is freed later",
+    MEMSHIM_LOG(kWarn,
+                "cuMemUnmap: freeing the backing of the range failed (%d); it is freed later",
                 result);
   }
   return CUDA_SUCCESS;  // the range is unmapped either way
@@ -330,7 +331,8 @@ bool ShimCore::IsForeign(CUdeviceptr ptr, uint64_t bytes) {
   MutexLock lock(&mu_);
   if (!table_.Contains(ptr)) return false;
   const uint32_t first = table_.IndexOf(ptr);
-  const uint64_t end = std::min<uint64_t>(ptr - base_ + std::max<uint64_t>(bytes, 1), table_.bytes());
+  const uint64_t end =
+      std::min<uint64_t>(ptr - base_ + std::max<uint64_t>(bytes, 1), table_.bytes());
   for (uint32_t c = first; c <= static_cast<uint32_t>((end - 1) >> kChunkShift); ++c) {
     if (table_[c].kind != ChunkKind::kForeign) return false;
   }
@@ -358,7 +360,8 @@ CUresult ShimCore::AppSetAccess(CUdeviceptr ptr, uint64_t bytes, const CUmemAcce
     const CUmemLocationType t = desc[i].location.type;
     if (t == CU_MEM_LOCATION_TYPE_DEVICE) {
       int devices = 0;
-      if (driver_->cuDeviceGetCount != nullptr && driver_->cuDeviceGetCount(&devices) == CUDA_SUCCESS &&
+      if (driver_->cuDeviceGetCount != nullptr &&
+          driver_->cuDeviceGetCount(&devices) == CUDA_SUCCESS &&
           (desc[i].location.id < 0 || desc[i].location.id >= devices)) {
         return CUDA_ERROR_INVALID_DEVICE;
       }

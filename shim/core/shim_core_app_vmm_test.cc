@@ -110,9 +110,9 @@ TEST_F(ShimCoreAppVmmTest, CapacityIsHeldUntilReleasedAndUnmappedInEitherOrder) 
 TEST_F(ShimCoreAppVmmTest, UnmapTakesWholeMappingsOnly) {
   MapHandles(3, 4 * kMiB);
   EXPECT_EQ(core_->AppUnmap(base_ + 2 * kMiB, 2 * kMiB), CUDA_ERROR_INVALID_VALUE);  // sub-range
-  EXPECT_EQ(core_->AppUnmap(base_, 6 * kMiB), CUDA_ERROR_INVALID_VALUE);  // cuts the second
+  EXPECT_EQ(core_->AppUnmap(base_, 6 * kMiB), CUDA_ERROR_INVALID_VALUE);         // cuts the second
   EXPECT_EQ(core_->AppAddressFree(base_, 12 * kMiB), CUDA_ERROR_INVALID_VALUE);  // still mapped
-  EXPECT_EQ(core_->AppUnmap(base_, 8 * kMiB), CUDA_SUCCESS);  // two whole mappings
+  EXPECT_EQ(core_->AppUnmap(base_, 8 * kMiB), CUDA_SUCCESS);              // two whole mappings
   EXPECT_EQ(core_->AppUnmap(base_, 4 * kMiB), CUDA_ERROR_INVALID_VALUE);  // nothing mapped
   // The third is one block on its own now.
   CUdeviceptr range_base = 0;
@@ -150,13 +150,11 @@ TEST_F(ShimCoreAppVmmTest, QueriesAnswerForTheMappingAndTheReservation) {
   int ipc = 1;
   ASSERT_EQ(core_->PointerAttribute(CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, &start, second),
             CUDA_SUCCESS);
-  ASSERT_EQ(core_->PointerAttribute(CU_POINTER_ATTRIBUTE_RANGE_SIZE, &size, second),
-            CUDA_SUCCESS);
+  ASSERT_EQ(core_->PointerAttribute(CU_POINTER_ATTRIBUTE_RANGE_SIZE, &size, second), CUDA_SUCCESS);
   ASSERT_EQ(core_->PointerAttribute(CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES, &types, second),
             CUDA_SUCCESS);
-  ASSERT_EQ(
-      core_->PointerAttribute(CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, &ipc, second),
-      CUDA_SUCCESS);
+  ASSERT_EQ(core_->PointerAttribute(CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, &ipc, second),
+            CUDA_SUCCESS);
   EXPECT_EQ(start, base_);
   EXPECT_EQ(size, 8 * kMiB);
   EXPECT_EQ(types, static_cast<unsigned long long>(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));

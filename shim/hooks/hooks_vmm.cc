@@ -161,8 +161,8 @@ MEMSHIM_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmem
   return core->AppSetAccess(ptr, size, desc, count);
 }
 
-MEMSHIM_EXPORT CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp* prop,
-                                                               CUmemGenericAllocationHandle handle) {
+MEMSHIM_EXPORT CUresult cuMemGetAllocationPropertiesFromHandle(
+    CUmemAllocationProp* prop, CUmemGenericAllocationHandle handle) {
   if (ShimCore::IsVirtualHandle(handle)) {
     ShimCore* core = HandleCore(handle);
     return core != nullptr ? core->AppProperties(prop, handle) : CUDA_ERROR_INVALID_VALUE;

@@ -86,8 +86,8 @@ int main(int argc, char** argv) {
   CHECK_CU(cuMemGetAllocationGranularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
   const uint64_t handle_bytes = 4 * granularity;
   const uint64_t count = (factor * device + handle_bytes - 1) / handle_bytes;
-  std::printf("handles %" PRIu64 " of %" PRIu64 " bytes: %" PRIu64 " bytes\n", count,
-              handle_bytes, count * handle_bytes);
+  std::printf("handles %" PRIu64 " of %" PRIu64 " bytes: %" PRIu64 " bytes\n", count, handle_bytes,
+              count * handle_bytes);
 
   CUdeviceptr base;
   const uint64_t reserved = (count + 2) * handle_bytes;
@@ -145,8 +145,7 @@ int main(int argc, char** argv) {
     CHECK_CU(cuMemcpyDtoH(got.data(), tmp, handle_bytes));
     const bool ok =
         std::memcmp(got.data(), r[i].expected.data() + handle_bytes / 2, handle_bytes / 2) == 0 &&
-        std::memcmp(got.data() + handle_bytes / 2, r[i + 1].expected.data(), handle_bytes / 2) ==
-            0;
+        std::memcmp(got.data() + handle_bytes / 2, r[i + 1].expected.data(), handle_bytes / 2) == 0;
     Expect(ok, "a copy across two adjacent mappings");
     CHECK_CU(cuMemFree(tmp));
   }
