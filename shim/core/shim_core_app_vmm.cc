@@ -46,13 +46,17 @@
 //   * cuMemExportToShareableHandle of a virtual handle is refused with
 //     CUDA_ERROR_NOT_SUPPORTED: its bytes live in 2 MiB chunks that move,
 //     so no one file descriptor names them.
-//   Everything else is the driver's and passed through: handles created at
-//   a host location, of other devices than the core's, with properties
-//   above, imported handles, and memory created before the device had a
-//   core (counted against the device budget, Note [pinned app memory]). A
+//   Everything else is the driver's and passed through (the hooks say once
+//   in the log what the shim does not page): handles at a host location, of
+//   a device without a core, of sizes not in whole chunks, compressible or
+//   with a usage hint, imported handles. Device memory among them stays
+//   resident and counts against the device budget (OnAppPhysicalCreate). A
 //   driver handle mapped into a range the core gave out is mapped by the
 //   driver (kForeign chunks: the core frees what it had there first and
 //   never touches them); queries and copies on them go to the driver.
+//   allocFlags.gpuDirectRDMACapable, which PyTorch sets where the device
+//   supports RDMA on VMM memory, is accepted: no NIC can register chunks
+//   that move, as none can register the shim's cuMemAlloc memory.
 #include <algorithm>
 
 #include "shim/core/log.h"
@@ -240,7 +244,11 @@ CUresult ShimCore::AppMap(CUdeviceptr ptr, uint64_t bytes, uint64_t offset,
   //   application (a tensor of an expandable segment may span two handles),
   //   so they form one block: a kernel given an address in it makes all of
   //   it resident, as for a cuMemAlloc block, and copies may cross from one
-  //   mapping into the next. cuMemUnmap splits the block again.
+  //   mapping into the next. cuMemUnmap splits the block again. The cost: a
+  //   run larger than the device budget (an expandable segment grown past
+  //   the device) cannot be resident at once for a kernel that names it; the
+  //   rest of it stays in the host tier for that launch (Note [host
+  //   mapping]). Copies and memsets touch exactly their ranges.
   auto res = ReservationOf(first);
   uint32_t lo = first, hi = first + count;
   if (lo > res->first && table_[lo - 1].app_mapped) lo = table_[lo - 1].owner_first;

@@ -77,7 +77,7 @@ MEMSHIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t
       const CUresult r = Forward(Real().cuMemCreate, handle, size, prop, flags);
       if (r == CUDA_SUCCESS) {
         auto scoped = OwnerContext(core);
-        core->OnAppPhysicalCreate(*handle, size);  // Note [pinned app memory]
+        core->OnAppPhysicalCreate(*handle, size);  // resident, counted against the budget
       }
       return r;
     }
