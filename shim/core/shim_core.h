@@ -389,6 +389,12 @@ class ShimCore {
   // mappings already grant read/write to the device and its peers.
   CUresult AppSetAccess(CUdeviceptr ptr, uint64_t bytes, const CUmemAccessDesc* desc, size_t count)
       MEMSHIM_EXCLUDES(mu_);
+  // cuMemExportToShareableHandle of a virtual handle (Note [exported
+  // handles]): the handle becomes driver memory, pinned, and that is
+  // exported.
+  CUresult AppExport(void* shareable, CUmemGenericAllocationHandle handle,
+                     CUmemAllocationHandleType type, unsigned long long flags)
+      MEMSHIM_EXCLUDES(mu_);
   // cuMemRetainAllocationHandle on a virtual-handle mapping.
   CUresult AppRetain(CUmemGenericAllocationHandle* handle, CUdeviceptr ptr) MEMSHIM_EXCLUDES(mu_);
   // cuMemGetAllocationPropertiesFromHandle of a virtual handle.
@@ -642,7 +648,14 @@ class ShimCore {
     // Per chunk of the handle: 0 never mapped, 1 mapped, 2 unmapped (its
     // bytes were discarded: mapping it again is refused).
     std::vector<uint8_t> state;
+    // Once exported (Note [exported handles]): the driver's memory that
+    // holds it now; its mappings are the driver's (kForeign).
+    CUmemGenericAllocationHandle real = 0;
   };
+  // Moves a virtual handle's bytes into driver memory of its own, mapped
+  // where the handle was (Note [exported handles]).
+  [[nodiscard]] CUresult Materialize(CUmemGenericAllocationHandle handle, VirtualHandle* v)
+      MEMSHIM_REQUIRES(mu_);
   struct AppMapping {
     CUmemGenericAllocationHandle handle;
     uint32_t offset_chunks;  // where in the handle
@@ -666,6 +679,10 @@ class ShimCore {
   bool AppRange(CUdeviceptr ptr, uint64_t bytes, uint32_t* first, uint32_t* count) const
       MEMSHIM_REQUIRES(mu_);
   void DestroyIfUnused(CUmemGenericAllocationHandle handle) MEMSHIM_REQUIRES(mu_);
+  // The chunks [m, m + n) of a mapping (its record already dropped) become
+  // reserved: no block, freed like a block's (their backing is dropped by
+  // the caller).
+  void ReleaseMappingChunks(uint32_t m, uint32_t n) MEMSHIM_REQUIRES(mu_);
   std::unordered_map<CUmemGenericAllocationHandle, uint64_t> app_handles_ MEMSHIM_GUARDED_BY(mu_);
   // Pin counts of pinned chunks (ChunkEntry::pinned), Note [pinned blocks].
   std::unordered_map<uint32_t, uint32_t> pin_counts_ MEMSHIM_GUARDED_BY(mu_);

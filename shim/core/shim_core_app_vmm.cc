@@ -17,7 +17,7 @@
 //     (CUDA_ERROR_OUT_OF_MEMORY beyond it, where frameworks expect the
 //     driver's out-of-memory answer). Requested shareable handle types are
 //     recorded; PyTorch requests one by default and uses it only to share
-//     a segment with another process, which the shim refuses (export below).
+//     a segment with another process (export below).
 //   * cuMemMap of a virtual handle into such a range makes the mapped chunks
 //     one block of the core (kLarge, app_mapped): backed at mapping like an
 //     allocation (Note [backed from allocation]), made resident before the
@@ -43,9 +43,8 @@
 //     cuMemRetainAllocationHandle on a mapped chunk returns its handle (one
 //     more reference); cuMemGetAllocationPropertiesFromHandle answers the
 //     properties it was created with.
-//   * cuMemExportToShareableHandle of a virtual handle is refused with
-//     CUDA_ERROR_NOT_SUPPORTED: its bytes live in 2 MiB chunks that move,
-//     so no one file descriptor names them.
+//   * cuMemExportToShareableHandle of a virtual handle pins it: Note
+//     [exported handles].
 //   Everything else is the driver's and passed through (the hooks say once
 //   in the log what the shim does not page): handles at a host location, of
 //   a device without a core, of sizes not in whole chunks, compressible or
@@ -89,7 +88,13 @@ CUresult ShimCore::AppCreate(uint64_t bytes, const CUmemAllocationProp& prop,
 void ShimCore::DestroyIfUnused(CUmemGenericAllocationHandle handle) {
   auto it = virtual_handles_.find(handle);
   if (it == virtual_handles_.end() || it->second.refs != 0 || it->second.mapped != 0) return;
-  allocator_->Uncommit(it->second.chunks);
+  if (it->second.real != 0) {  // Note [exported handles]: the driver frees it once unmapped
+    (void)driver_->cuMemRelease(it->second.real);
+    app_pinned_bytes_ -= static_cast<uint64_t>(it->second.chunks) << kChunkShift;
+    EnforceDeviceLimit();
+  } else {
+    allocator_->Uncommit(it->second.chunks);
+  }
   virtual_handles_.erase(it);
 }
 
@@ -223,6 +228,16 @@ CUresult ShimCore::AppMap(CUdeviceptr ptr, uint64_t bytes, uint64_t offset,
     if (table_[c].kind != ChunkKind::kReserved) return CUDA_ERROR_INVALID_VALUE;  // mapped
   }
   const uint32_t at = static_cast<uint32_t>(offset >> kChunkShift);
+  if (v.real != 0) {  // Note [exported handles]: the driver's memory, mapped by the driver
+    for (uint32_t c = first; c < first + count; ++c) {
+      if (const CUresult r = DropBacking(c); r != CUDA_SUCCESS) return r;
+    }
+    const CUresult r = driver_->cuMemMap(ptr, bytes, offset, v.real, 0);
+    if (r == CUDA_SUCCESS) {
+      for (uint32_t c = first; c < first + count; ++c) table_[c].kind = ChunkKind::kForeign;
+    }
+    return r;
+  }
   for (uint32_t i = at; i < at + count; ++i) {
     if (v.state[i] != 0) {
       MEMSHIM_LOG(kWarn,
@@ -262,6 +277,19 @@ CUresult ShimCore::AppMap(CUdeviceptr ptr, uint64_t bytes, uint64_t offset,
   return CUDA_SUCCESS;
 }
 
+void ShimCore::ReleaseMappingChunks(uint32_t m, uint32_t n) {
+  LogAllocEvent(static_cast<uint64_t>(m) << kChunkShift, static_cast<uint64_t>(n) << kChunkShift,
+                /*freed=*/true);
+  if (!buffer_ids_.empty()) buffer_ids_.erase(static_cast<uint64_t>(m) << kChunkShift);
+  // Note [contiguous mappings]: the block around the mapping splits.
+  const uint32_t lo = table_[m].owner_first, hi = lo + table_[m].owner_count;
+  allocator_->UnmapToReserved(m, n);
+  for (uint32_t c = m; c < m + n; ++c) table_[c].app_mapped = false;
+  if (lo < m) allocator_->Regroup(lo, m - lo);
+  if (m + n < hi) allocator_->Regroup(m + n, hi - (m + n));
+  OnChunksFreed(m, n);
+}
+
 CUresult ShimCore::AppUnmap(CUdeviceptr ptr, uint64_t bytes) {
   MutexLock lock(&mu_);
   ProcessDeferred();
@@ -287,16 +315,7 @@ CUresult ShimCore::AppUnmap(CUdeviceptr ptr, uint64_t bytes) {
     const AppMapping mapping = it->second;
     app_mappings_.erase(it);
     const uint32_t n = mapping.count;
-    LogAllocEvent(static_cast<uint64_t>(m) << kChunkShift, static_cast<uint64_t>(n) << kChunkShift,
-                  /*freed=*/true);
-    if (!buffer_ids_.empty()) buffer_ids_.erase(static_cast<uint64_t>(m) << kChunkShift);
-    // Note [contiguous mappings]: the block around the mapping splits.
-    const uint32_t lo = table_[m].owner_first, hi = lo + table_[m].owner_count;
-    allocator_->UnmapToReserved(m, n);
-    for (uint32_t c = m; c < m + n; ++c) table_[c].app_mapped = false;
-    if (lo < m) allocator_->Regroup(lo, m - lo);
-    if (m + n < hi) allocator_->Regroup(m + n, hi - (m + n));
-    OnChunksFreed(m, n);
+    ReleaseMappingChunks(m, n);
     for (uint32_t c = m; c < m + n; ++c) {
       // A chunk whose backing cannot be freed now stays dead-listed: it is
       // reclaimed later, and a driver mapping there fails meanwhile.
@@ -314,6 +333,130 @@ CUresult ShimCore::AppUnmap(CUdeviceptr ptr, uint64_t bytes) {
                 result);
   }
   return CUDA_SUCCESS;  // the range is unmapped either way
+}
+
+// Note [exported handles]
+//   A virtual handle's bytes live in chunks that move, so no file descriptor
+//   or fabric handle can name them. cuMemExportToShareableHandle (of a type
+//   requested at creation, as the driver requires) therefore pins the
+//   handle for good: the core creates driver memory of the handle's size and
+//   properties (its size moves from the virtual capacity to the pinned
+//   device memory that shrinks the device budget, as for memory the shim
+//   does not page), copies every mapped chunk's bytes into it after the
+//   work using them (from the device chunk, the host slot's mirror, or
+//   promoted from the spill tier), and maps it where the handle was mapped,
+//   with the core's access; those chunks become the driver's (kForeign), and
+//   the driver's handle is exported. Later mappings of the handle map the
+//   driver's memory; its last release releases that. An unmapped part of
+//   the handle had its bytes discarded (Note [application VMM]): such a
+//   handle is not exported (CUDA_ERROR_NOT_SUPPORTED). PyTorch exports only
+//   to share a segment with another process (torch.multiprocessing); NCCL
+//   exports its buffers for peers: both keep working, without paging that
+//   memory.
+CUresult ShimCore::AppExport(void* shareable, CUmemGenericAllocationHandle handle,
+                             CUmemAllocationHandleType type, unsigned long long flags) {
+  MutexLock lock(&mu_);
+  auto it = virtual_handles_.find(handle);
+  if (shareable == nullptr || it == virtual_handles_.end() || it->second.refs == 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  VirtualHandle& v = it->second;
+  if ((v.prop.requestedHandleTypes & type) == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (driver_->cuMemExportToShareableHandle == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  if (v.real == 0) {
+    if (const CUresult r = Materialize(handle, &v); r != CUDA_SUCCESS) return r;
+  }
+  return driver_->cuMemExportToShareableHandle(shareable, v.real, type, flags);
+}
+
+CUresult ShimCore::Materialize(CUmemGenericAllocationHandle handle, VirtualHandle* v) {
+  for (uint8_t state : v->state) {
+    if (state == 2) {
+      MEMSHIM_LOG(kWarn,
+                  "handle %#llx: part of it was unmapped and its bytes discarded; not exported",
+                  static_cast<unsigned long long>(handle));
+      return CUDA_ERROR_NOT_SUPPORTED;
+    }
+  }
+  const uint64_t bytes = static_cast<uint64_t>(v->chunks) << kChunkShift;
+  std::vector<std::pair<uint32_t, AppMapping>> mappings;
+  for (const auto& [first, m] : app_mappings_) {
+    if (m.handle == handle) mappings.push_back({first, m});
+  }
+  // Work that may use its chunks completes first; then room on the device.
+  FinishPageOut();
+  tracker_->CoverAll();
+  for (const auto& [first, m] : mappings) {
+    for (uint32_t c = first; c < first + m.count; ++c) {
+      if (const CUresult r = WaitChunkIdle(c); r != CUDA_SUCCESS) return r;
+    }
+  }
+  app_pinned_bytes_ += bytes;
+  EnforceDeviceLimit();
+  CUmemGenericAllocationHandle real = 0;
+  CUdeviceptr staging = 0;
+  CUresult r = driver_->cuMemCreate(&real, bytes, &v->prop, 0);
+  if (r == CUDA_SUCCESS) r = driver_->cuMemAddressReserve(&staging, bytes, 0, 0, 0);
+  if (r == CUDA_SUCCESS && (r = pool_->MapRange(staging, bytes, 0, real)) != CUDA_SUCCESS) {
+    (void)driver_->cuMemAddressFree(staging, bytes);
+    staging = 0;
+  }
+  // The bytes, chunk by chunk, from wherever they are now.
+  fills_.clear();
+  for (const auto& [first, m] : mappings) {
+    for (uint32_t i = 0; i < m.count && r == CUDA_SUCCESS; ++i) {
+      const uint32_t c = first + i;
+      if (table_[c].residence == Residence::kNvme) r = PageIn(c, /*may_evict=*/true);
+      if (r != CUDA_SUCCESS || table_[c].residence == Residence::kUnbacked) continue;  // no bytes
+      const ChunkEntry& e = table_[c];
+      const CUdeviceptr src =
+          e.residence == Residence::kHost ? pool_->mirror(e.phys) : table_.AddressOf(c);
+      r = driver_->cuMemcpyDtoDAsync_v2(
+          staging + (static_cast<uint64_t>(m.offset_chunks + i) << kChunkShift), src, kChunkBytes,
+          copy_stream_);
+    }
+  }
+  const uint64_t seq = tracker_->Issue(copy_index_);
+  if (const CUresult w = tracker_->WaitFor(copy_index_, seq); r == CUDA_SUCCESS) r = w;
+  CommitFills(seq);
+  if (staging != 0) {
+    (void)driver_->cuMemUnmap(staging, bytes);
+    (void)driver_->cuMemAddressFree(staging, bytes);
+  }
+  if (r != CUDA_SUCCESS) {  // nothing changed for the application
+    if (real != 0) (void)driver_->cuMemRelease(real);
+    app_pinned_bytes_ -= bytes;
+    EnforceDeviceLimit();
+    MEMSHIM_LOG(kError, "handle %#llx could not be moved to driver memory for export (%d)",
+                static_cast<unsigned long long>(handle), r);
+    return r;
+  }
+  // Where the handle was mapped, the driver's memory now.
+  for (const auto& [m, mapping] : mappings) {
+    const uint32_t n = mapping.count;
+    app_mappings_.erase(m);
+    ReleaseMappingChunks(m, n);
+    for (uint32_t c = m; c < m + n; ++c) {
+      if (const CUresult d = DropBacking(c); d != CUDA_SUCCESS && r == CUDA_SUCCESS) r = d;
+    }
+    const CUresult mapped =
+        pool_->MapRange(table_.AddressOf(m), static_cast<uint64_t>(n) << kChunkShift,
+                        static_cast<uint64_t>(mapping.offset_chunks) << kChunkShift, real);
+    if (mapped != CUDA_SUCCESS) {
+      MEMSHIM_LOG(kError, "mapping exported handle %#llx at %p failed (%d); that range is unmapped",
+                  static_cast<unsigned long long>(handle),
+                  reinterpret_cast<void*>(table_.AddressOf(m)), mapped);
+      if (r == CUDA_SUCCESS) r = mapped;
+      continue;
+    }
+    for (uint32_t c = m; c < m + n; ++c) table_[c].kind = ChunkKind::kForeign;
+  }
+  v->mapped = 0;
+  v->real = real;
+  allocator_->Uncommit(v->chunks);
+  MEMSHIM_LOG(kInfo, "handle %#llx exported: %llu bytes pinned in driver memory",
+              static_cast<unsigned long long>(handle), static_cast<unsigned long long>(bytes));
+  return r;
 }
 
 CUresult ShimCore::BeginForeignMap(CUdeviceptr ptr, uint64_t bytes) {

@@ -62,8 +62,8 @@ MEMSHIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t
         static std::atomic<bool> logged{false};
         LogOnce(&logged,
                 "the application maps device memory of its own (cuMemCreate, e.g. PyTorch's "
-                "expandable segments): the shim pages it like cuMemAlloc memory; its handles "
-                "cannot be exported (cuMemExportToShareableHandle: CUDA_ERROR_NOT_SUPPORTED)");
+                "expandable segments): the shim pages it like cuMemAlloc memory; a handle "
+                "exported to another process (cuMemExportToShareableHandle) is pinned");
         return core->AppCreate(size, *prop, handle);
       } else {
         static std::atomic<bool> logged{false};
@@ -142,14 +142,31 @@ MEMSHIM_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
   return r;
 }
 
+// A range of the shim's reservation may hold the core's mappings and the
+// driver's (an exported handle, Note [exported handles]) side by side: each
+// run goes to its owner.
 MEMSHIM_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
   ShimCore* core = Runtime::Get().OwnerOf(ptr);
   if (core == nullptr) return Forward(Real().cuMemUnmap, ptr, size);
   auto scoped = OwnerContext(core);
-  if (!core->IsForeign(ptr, size)) return core->AppUnmap(ptr, size);
-  const CUresult r = Forward(Real().cuMemUnmap, ptr, size);
-  if (r == CUDA_SUCCESS) core->OnForeignUnmap(ptr, size);
-  return r;
+  const CUdeviceptr end = ptr + size;
+  if (size == 0 || end < ptr || (ptr - core->base()) % memvirt::shim::kChunkBytes != 0) {
+    return core->AppUnmap(ptr, size);  // answers the malformed range
+  }
+  CUresult result = CUDA_SUCCESS;
+  for (CUdeviceptr at = ptr; at < end && result == CUDA_SUCCESS;) {
+    const bool foreign = core->IsForeign(at, 1);
+    CUdeviceptr run = at + memvirt::shim::kChunkBytes;
+    while (run < end && core->IsForeign(run, 1) == foreign) run += memvirt::shim::kChunkBytes;
+    run = run < end ? run : end;
+    if (!foreign) {
+      result = core->AppUnmap(at, run - at);
+    } else if ((result = Forward(Real().cuMemUnmap, at, run - at)) == CUDA_SUCCESS) {
+      core->OnForeignUnmap(at, run - at);
+    }
+    at = run;
+  }
+  return result;
 }
 
 MEMSHIM_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc* desc,
@@ -170,19 +187,17 @@ MEMSHIM_EXPORT CUresult cuMemGetAllocationPropertiesFromHandle(
   return Forward(Real().cuMemGetAllocationPropertiesFromHandle, prop, handle);
 }
 
-// A virtual handle names chunks that move (Note [application VMM]): no file
-// descriptor or fabric handle can name them.
+// Note [exported handles] in shim/core/shim_core_app_vmm.cc: a virtual
+// handle is pinned in driver memory, and that is exported.
 MEMSHIM_EXPORT CUresult cuMemExportToShareableHandle(void* shareable,
                                                      CUmemGenericAllocationHandle handle,
                                                      CUmemAllocationHandleType type,
                                                      unsigned long long flags) {
   if (ShimCore::IsVirtualHandle(handle)) {
-    static std::atomic<bool> logged{false};
-    LogOnce(&logged,
-            "cuMemExportToShareableHandle of device memory the shim pages: "
-            "CUDA_ERROR_NOT_SUPPORTED (share such memory through legacy IPC of cuMemAlloc "
-            "memory instead)");
-    return HandleCore(handle) != nullptr ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_INVALID_VALUE;
+    ShimCore* core = HandleCore(handle);
+    if (core == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    auto scoped = OwnerContext(core);
+    return core->AppExport(shareable, handle, type, flags);
   }
   return Forward(Real().cuMemExportToShareableHandle, shareable, handle, type, flags);
 }

@@ -11,6 +11,7 @@
 // Exit: 0 every check held, 1 a check failed or a driver call failed
 // unexpectedly, 3 out of memory.
 #include <cuda.h>
+#include <unistd.h>
 
 #include <cinttypes>
 #include <cstdio>
@@ -182,10 +183,28 @@ int main(int argc, char** argv) {
     Expect(types == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
            "the allowed handle types are those requested");
     Expect(cuMemFree(r[i].ptr) != CUDA_SUCCESS, "cuMemFree refuses mapped VMM memory");
+    // Exported (the shim pins the handle in driver memory), imported again and mapped at a
+    // second address: the same bytes.
     int fd = -1;
     const CUresult exported =
         cuMemExportToShareableHandle(&fd, r[i].handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
     std::printf("export %d\n", static_cast<int>(exported));
+    if (exported == CUDA_SUCCESS) {
+      CUmemGenericAllocationHandle imported;
+      CHECK_CU(cuMemImportFromShareableHandle(&imported, reinterpret_cast<void*>(intptr_t{fd}),
+                                              CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+      CUdeviceptr alias;
+      CHECK_CU(cuMemAddressReserve(&alias, handle_bytes, 0, 0, 0));
+      CHECK_CU(cuMemMap(alias, handle_bytes, 0, imported, 0));
+      CHECK_CU(cuMemSetAccess(alias, handle_bytes, &access, 1));
+      std::vector<unsigned char> got(handle_bytes);
+      CHECK_CU(cuMemcpyDtoH(got.data(), alias, handle_bytes));
+      Expect(got == r[i].expected, "the exported handle imported again holds its bytes");
+      CHECK_CU(cuMemUnmap(alias, handle_bytes));
+      CHECK_CU(cuMemRelease(imported));
+      CHECK_CU(cuMemAddressFree(alias, handle_bytes));
+      close(fd);
+    }
   }
 
   // A sub-range of one mapping: the documentation refuses it.
