@@ -366,8 +366,6 @@ class ShimCore {
   // cuMemAddressFree of a range AppReserve() gave out: CUDA_ERROR_INVALID_VALUE
   // unless (ptr, bytes) names one, or while something is mapped in it.
   CUresult AppAddressFree(CUdeviceptr ptr, uint64_t bytes) MEMSHIM_EXCLUDES(mu_);
-  // True if `ptr` lies in a range AppReserve() gave out.
-  bool InAppReservation(CUdeviceptr ptr) MEMSHIM_EXCLUDES(mu_);
   // cuMemMap of a virtual handle: the range becomes a block of the core,
   // backed and paged like cuMemAlloc memory. REQUIRES: Owns(ptr).
   CUresult AppMap(CUdeviceptr ptr, uint64_t bytes, uint64_t offset,

@@ -162,11 +162,6 @@ bool ShimCore::AppRange(CUdeviceptr ptr, uint64_t bytes, uint32_t* first, uint32
   return true;
 }
 
-bool ShimCore::InAppReservation(CUdeviceptr ptr) {
-  MutexLock lock(&mu_);
-  return table_.Contains(ptr) && ReservationOf(table_.IndexOf(ptr)) != app_reservations_.end();
-}
-
 CUresult ShimCore::AppAddressFree(CUdeviceptr ptr, uint64_t bytes) {
   MutexLock lock(&mu_);
   if (!table_.Contains(ptr)) return CUDA_ERROR_INVALID_VALUE;

@@ -1,6 +1,8 @@
 // Application VMM (Note [application VMM] in shim_core_app_vmm.cc) over the
 // fake driver: virtual handles mapped by the application page like blocks.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <vector>
 
@@ -200,6 +202,50 @@ TEST_F(ShimCoreAppVmmTest, ADriverMappingInAReservedRangeIsLeftToTheDriver) {
   core_->OnForeignUnmap(r, 4 * kMiB);
   EXPECT_FALSE(core_->IsForeign(r, 4 * kMiB));
   EXPECT_EQ(core_->AppAddressFree(r, 4 * kMiB), CUDA_SUCCESS);
+}
+
+// Note [exported handles]: export moves the handle's bytes into driver memory mapped where it
+// was; the exported descriptor and the application's addresses hold the same bytes.
+TEST_F(ShimCoreAppVmmTest, AnExportedHandleIsPinnedInDriverMemory) {
+  CUstream s = fake_.CreateStream();
+  std::vector<CUdeviceptr> at;
+  MapSeparately(6, 4 * kMiB, &at);  // 3x the device budget: some of it in the host tier
+  for (int i = 0; i < 6; ++i) ASSERT_EQ(Write(s, at[i], 4 * kMiB, 50 + i), CUDA_SUCCESS);
+  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  const uint64_t free_before = FreeBytes();
+  int fd = -1;
+  EXPECT_EQ(core_->AppExport(&fd, handles_[0], CU_MEM_HANDLE_TYPE_FABRIC, 0),
+            CUDA_ERROR_INVALID_VALUE);  // not a requested type
+  ASSERT_EQ(core_->AppExport(&fd, handles_[0], CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+            CUDA_SUCCESS);
+  ASSERT_GE(fd, 0);
+  void* exported = mmap(nullptr, 4 * kMiB, PROT_READ, MAP_SHARED, fd, 0);
+  ASSERT_NE(exported, MAP_FAILED);
+  EXPECT_EQ(Checksum(exported, 4 * kMiB), PatternChecksum(4 * kMiB, 50));
+  munmap(exported, 4 * kMiB);
+  close(fd);
+  EXPECT_TRUE(core_->IsForeign(at[0], 4 * kMiB));         // the driver's mapping now
+  EXPECT_EQ(FreeBytes(), free_before + 4 * kMiB);         // out of the virtual capacity
+  EXPECT_EQ(core_->stats().device_chunk_limit, 4u - 2u);  // pinned in the device budget
+  uint64_t sum = 0;
+  ASSERT_EQ(Read(s, at[0], 4 * kMiB, &sum), CUDA_SUCCESS);  // the application's address
+  for (int i = 1; i < 6; ++i) {                             // the others keep paging around it
+    uint64_t other = 0;
+    ASSERT_EQ(Read(s, at[i], 4 * kMiB, &other), CUDA_SUCCESS);
+    ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+    EXPECT_EQ(other, PatternChecksum(4 * kMiB, 50 + i)) << "handle " << i;
+  }
+  EXPECT_EQ(sum, PatternChecksum(4 * kMiB, 50));
+  // Exported again: the same driver memory. Released and unmapped: the budget comes back.
+  ASSERT_EQ(core_->AppExport(&fd, handles_[0], CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+            CUDA_SUCCESS);
+  close(fd);
+  ASSERT_EQ(fake_.driver().cuMemUnmap(at[0], 4 * kMiB), CUDA_SUCCESS);
+  core_->OnForeignUnmap(at[0], 4 * kMiB);
+  ASSERT_EQ(core_->AppRelease(handles_[0]), CUDA_SUCCESS);
+  EXPECT_EQ(core_->stats().device_chunk_limit, 4u);
+  EXPECT_EQ(core_->AppAddressFree(at[0], 4 * kMiB), CUDA_SUCCESS);
+  EXPECT_EQ(fake_.faults(), 0u);
 }
 
 }  // namespace
