@@ -58,21 +58,21 @@ MEMSHIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t
   if (handle != nullptr && flags == 0 && prop != nullptr &&
       prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE) {
     if (ShimCore* core = DeviceCore(prop->location.id)) {
-      if (const char* why = NotPaged(prop, size); why == nullptr) {
+      const char* why = NotPaged(prop, size);
+      if (why == nullptr) {
         static std::atomic<bool> logged{false};
         LogOnce(&logged,
                 "the application maps device memory of its own (cuMemCreate, e.g. PyTorch's "
                 "expandable segments): the shim pages it like cuMemAlloc memory; a handle "
                 "exported to another process (cuMemExportToShareableHandle) is pinned");
         return core->AppCreate(size, *prop, handle);
-      } else {
-        static std::atomic<bool> logged{false};
-        if (!logged.exchange(true, std::memory_order_relaxed)) {
-          MEMSHIM_LOG(kInfo,
-                      "the application maps device memory of its own that the shim does not "
-                      "page (%s): it stays resident and counts against the device budget",
-                      why);
-        }
+      }
+      static std::atomic<bool> not_paged_logged{false};
+      if (!not_paged_logged.exchange(true, std::memory_order_relaxed)) {
+        MEMSHIM_LOG(kInfo,
+                    "the application maps device memory of its own that the shim does not page "
+                    "(%s): it stays resident and counts against the device budget",
+                    why);
       }
       const CUresult r = Forward(Real().cuMemCreate, handle, size, prop, flags);
       if (r == CUDA_SUCCESS) {
