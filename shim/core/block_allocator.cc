@@ -182,14 +182,7 @@ bool BlockAllocator::Free(uint64_t offset, Release* out) {
     if (e.owner_first != chunk || (offset & (kChunkBytes - 1)) != 0) return false;
     const uint32_t count = e.owner_count;
     out->bytes = e.block_bytes;
-    for (uint32_t i = 0; i < count; ++i) {
-      ChunkEntry& c = (*table_)[chunk + i];
-      c.kind = ChunkKind::kFree;
-      c.owner_first = kNoIndex;
-      c.owner_count = 0;
-      c.block_bytes = 0;
-    }
-    live_bytes_ -= static_cast<uint64_t>(count) << kChunkShift;
+    Disown(chunk, count, ChunkKind::kFree);
     FreeRange(chunk, count);
     out->freed_first = chunk;
     out->freed_count = count;
@@ -254,9 +247,13 @@ void BlockAllocator::Regroup(uint32_t first, uint32_t count) {
 }
 
 void BlockAllocator::UnmapToReserved(uint32_t first, uint32_t count) {
+  Disown(first, count, ChunkKind::kReserved);
+}
+
+void BlockAllocator::Disown(uint32_t first, uint32_t count, ChunkKind kind) {
   for (uint32_t i = 0; i < count; ++i) {
     ChunkEntry& e = (*table_)[first + i];
-    e.kind = ChunkKind::kReserved;
+    e.kind = kind;
     e.owner_first = kNoIndex;
     e.owner_count = 0;
     e.block_bytes = 0;

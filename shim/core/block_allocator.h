@@ -118,6 +118,8 @@ class BlockAllocator {
   void InsertFreeRange(uint32_t first, uint32_t count);  // map only, no accounting
   void FlushRangeCache();
   bool AllocateSmall(int size_class, uint64_t* offset, Allocation* out);
+  // The kLarge chunks [first, first + count) leave their block as `kind`.
+  void Disown(uint32_t first, uint32_t count, ChunkKind kind);
 
   ChunkTable* table_;
   uint32_t max_committed_;
