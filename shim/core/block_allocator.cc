@@ -182,14 +182,7 @@ bool BlockAllocator::Free(uint64_t offset, Release* out) {
     if (e.owner_first != chunk || (offset & (kChunkBytes - 1)) != 0) return false;
     const uint32_t count = e.owner_count;
     out->bytes = e.block_bytes;
-    for (uint32_t i = 0; i < count; ++i) {
-      ChunkEntry& c = (*table_)[chunk + i];
-      c.kind = ChunkKind::kFree;
-      c.owner_first = kNoIndex;
-      c.owner_count = 0;
-      c.block_bytes = 0;
-    }
-    live_bytes_ -= static_cast<uint64_t>(count) << kChunkShift;
+    Disown(chunk, count, ChunkKind::kFree);
     FreeRange(chunk, count);
     out->freed_first = chunk;
     out->freed_count = count;
@@ -210,6 +203,67 @@ bool BlockAllocator::Free(uint64_t offset, Release* out) {
   live_bytes_ -= size;
   class_free_[slab.size_class].push_back(offset);
   out->bytes = size;
+  return true;
+}
+
+bool BlockAllocator::Reserve(uint32_t count, uint64_t alignment, uint32_t* first) {
+  FlushRangeCache();
+  const uint64_t align_chunks = std::max<uint64_t>(alignment >> kChunkShift, 1);
+  const uint64_t want = count + align_chunks - 1;  // room for any misalignment
+  if (want > table_->size()) return false;
+  auto it = free_by_size_.lower_bound({static_cast<uint32_t>(want), 0});
+  if (it == free_by_size_.end()) return false;
+  const uint32_t len = it->first, start = it->second;
+  free_by_size_.erase(it);
+  free_by_start_.erase(start);
+  const uint64_t address = table_->AddressOf(start);
+  const uint64_t aligned = (address + alignment - 1) / alignment * alignment;
+  const uint32_t at = start + static_cast<uint32_t>((aligned - address) >> kChunkShift);
+  if (at > start) InsertFreeRange(start, at - start);
+  if (at + count < start + len) InsertFreeRange(at + count, start + len - (at + count));
+  for (uint32_t c = at; c < at + count; ++c) (*table_)[c].kind = ChunkKind::kReserved;
+  *first = at;
+  return true;
+}
+
+void BlockAllocator::Unreserve(uint32_t first, uint32_t count) {
+  for (uint32_t c = first; c < first + count; ++c) (*table_)[c].kind = ChunkKind::kFree;
+  InsertFreeRange(first, count);
+}
+
+void BlockAllocator::MapReserved(uint32_t first, uint32_t count) {
+  for (uint32_t c = first; c < first + count; ++c) (*table_)[c].kind = ChunkKind::kLarge;
+  Regroup(first, count);
+  live_bytes_ += static_cast<uint64_t>(count) << kChunkShift;
+}
+
+void BlockAllocator::Regroup(uint32_t first, uint32_t count) {
+  for (uint32_t i = 0; i < count; ++i) {
+    ChunkEntry& e = (*table_)[first + i];
+    e.owner_first = first;
+    e.owner_count = count;
+    e.block_bytes = i == 0 ? static_cast<uint64_t>(count) << kChunkShift : 0;
+  }
+}
+
+void BlockAllocator::UnmapToReserved(uint32_t first, uint32_t count) {
+  Disown(first, count, ChunkKind::kReserved);
+}
+
+void BlockAllocator::Disown(uint32_t first, uint32_t count, ChunkKind kind) {
+  for (uint32_t i = 0; i < count; ++i) {
+    ChunkEntry& e = (*table_)[first + i];
+    e.kind = kind;
+    e.owner_first = kNoIndex;
+    e.owner_count = 0;
+    e.block_bytes = 0;
+  }
+  live_bytes_ -= static_cast<uint64_t>(count) << kChunkShift;
+}
+
+bool BlockAllocator::Commit(uint32_t count) {
+  if (committed_ + static_cast<uint64_t>(count) > max_committed_) return false;
+  committed_ += count;
   return true;
 }
 

@@ -69,6 +69,30 @@ class BlockAllocator {
   // For any address inside a live block: its start offset and usable size.
   bool Lookup(uint64_t offset, uint64_t* block_offset, uint64_t* block_bytes) const;
 
+  // ---- Application VMM (Note [application VMM] in shim_core_app_vmm.cc) ----
+  // Takes `count` chunks whose first address is a multiple of `alignment`
+  // bytes out of the free ranges, as kReserved chunks; commits nothing.
+  // False if no free range can hold them. REQUIRES: count > 0, alignment a
+  // power of two.
+  bool Reserve(uint32_t count, uint64_t alignment, uint32_t* first);
+  // Gives a reserved range back. REQUIRES: every chunk of it kReserved.
+  void Unreserve(uint32_t first, uint32_t count);
+  // Makes kReserved [first, first + count) one live kLarge block (its
+  // capacity is committed separately, with Commit()). REQUIRES: every chunk
+  // of it kReserved.
+  void MapReserved(uint32_t first, uint32_t count);
+  // Turns [first, first + count), part of a block made by MapReserved()
+  // and Regroup(), back into kReserved chunks; the rest of that block is
+  // left for the caller to Regroup().
+  void UnmapToReserved(uint32_t first, uint32_t count);
+  // Makes the kLarge chunks [first, first + count) one block (adjacent
+  // mappings of application VMM form one contiguous allocation).
+  void Regroup(uint32_t first, uint32_t count);
+  // Capacity held without a block (a virtual handle's): false if it would
+  // exceed max_committed_chunks().
+  bool Commit(uint32_t count);
+  void Uncommit(uint32_t count) { committed_ -= count; }
+
   uint32_t committed_chunks() const { return committed_; }
   uint32_t max_committed_chunks() const { return max_committed_; }
   uint64_t live_bytes() const { return live_bytes_; }
@@ -94,6 +118,8 @@ class BlockAllocator {
   void InsertFreeRange(uint32_t first, uint32_t count);  // map only, no accounting
   void FlushRangeCache();
   bool AllocateSmall(int size_class, uint64_t* offset, Allocation* out);
+  // The kLarge chunks [first, first + count) leave their block as `kind`.
+  void Disown(uint32_t first, uint32_t count, ChunkKind kind);
 
   ChunkTable* table_;
   uint32_t max_committed_;

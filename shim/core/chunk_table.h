@@ -24,7 +24,21 @@ enum class ChunkKind : uint8_t {
   kFree = 0,   // not part of any live block
   kLarge = 1,  // part of a chunk-aligned block of owner_count chunks
   kSlab = 2,   // holds small objects of one size class
+  // Note [application VMM] (shim_core_app_vmm.cc): part of an address range
+  // the application reserved (cuMemAddressReserve served from the
+  // reservation) with nothing of its own mapped there. A virtual handle
+  // mapped there makes the chunks a kLarge block (app_mapped).
+  kReserved = 3,
+  // Part of such a range with a driver handle the shim does not page mapped
+  // there by the application: the driver's memory, never touched by the core.
+  kForeign = 4,
 };
+
+// True for chunks of live blocks (cuMemAlloc blocks, slabs, mapped
+// application VMM): what the residency machinery pages.
+inline bool OwnedKind(ChunkKind kind) {
+  return kind == ChunkKind::kLarge || kind == ChunkKind::kSlab;
+}
 
 enum class Residence : uint8_t {
   kUnbacked = 0,  // no physical memory mapped at the chunk's VA
@@ -74,6 +88,9 @@ struct ChunkEntry {
   // kDevice only: held on the device for an export (ShimCore::PinBlock,
   // Note [pinned blocks] in shim_core_pin.cc): never a victim.
   bool pinned = false;
+  // kLarge only: the block is application VMM memory (a virtual handle mapped
+  // by cuMemMap, Note [application VMM]), not a cuMemAlloc block.
+  bool app_mapped = false;
   uint32_t phys = kNoIndex;  // device handle index or host slot index
   uint64_t fill_seq = 0;     // copy-stream sequence of the last page-in (0: none)
   uint64_t stamp = 0;        // id of the last operation that touched it (deduplication)

@@ -107,10 +107,15 @@ CUmemAllocationProp PhysicalPool::HostSlotProperties() const {
 }
 
 CUresult PhysicalPool::MapAt(CUdeviceptr va, CUmemGenericAllocationHandle handle) {
-  CUresult r = driver_->cuMemMap(va, kChunkBytes, 0, handle, 0);
+  return MapRange(va, kChunkBytes, 0, handle);
+}
+
+CUresult PhysicalPool::MapRange(CUdeviceptr va, uint64_t bytes, uint64_t offset,
+                                CUmemGenericAllocationHandle handle) {
+  CUresult r = driver_->cuMemMap(va, bytes, offset, handle, 0);
   if (r != CUDA_SUCCESS) return r;
-  r = driver_->cuMemSetAccess(va, kChunkBytes, access_.data(), access_.size());
-  if (r != CUDA_SUCCESS) driver_->cuMemUnmap(va, kChunkBytes);
+  r = driver_->cuMemSetAccess(va, bytes, access_.data(), access_.size());
+  if (r != CUDA_SUCCESS) driver_->cuMemUnmap(va, bytes);
   return r;
 }
 

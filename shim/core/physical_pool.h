@@ -87,6 +87,9 @@ class PhysicalPool {
   // Maps `handle` at `va` (one chunk) with read/write access for the device
   // and its peers.
   [[nodiscard]] CUresult MapAt(CUdeviceptr va, CUmemGenericAllocationHandle handle);
+  // Maps `bytes` of `handle` from `offset` at `va`, with the same access.
+  [[nodiscard]] CUresult MapRange(CUdeviceptr va, uint64_t bytes, uint64_t offset,
+                                  CUmemGenericAllocationHandle handle);
   [[nodiscard]] CUresult UnmapAt(CUdeviceptr va);
 
   // Budget in device chunks. Lowering it below device_in_use() is allowed: the

@@ -38,14 +38,15 @@ CUresult AnswerPointerAttribute(const AllocationFacts& facts, CUpointer_attribut
     case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
       return Put<int>(data, facts.device_ordinal);
     case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
-      return Put<CUdeviceptr>(data, facts.base);
+      return Put<CUdeviceptr>(data, facts.range_bytes != 0 ? facts.range_base : facts.base);
     case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+      return Put<size_t>(data, facts.range_bytes != 0 ? facts.range_bytes : facts.bytes);
     case CU_POINTER_ATTRIBUTE_MAPPING_SIZE:
       return Put<size_t>(data, facts.bytes);
     case CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR:
       return Put<void*>(data, reinterpret_cast<void*>(facts.base));
     case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES:
-      return Put<unsigned long long>(data, 0);
+      return Put<unsigned long long>(data, facts.handle_types);
     case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS:
       return Put<unsigned int>(data, CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE);
     case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:

@@ -41,6 +41,13 @@ struct AllocationFacts {
   uint64_t bytes = 0;
   unsigned long long buffer_id = 0;
   bool ipc_capable = false;  // legacy IPC available (IS_LEGACY_CUDA_IPC_CAPABLE)
+  // Application VMM (Note [application VMM] in shim_core_app_vmm.cc): the
+  // reservation holding the mapping (RANGE_START_ADDR / RANGE_SIZE, as the
+  // driver documents for VMM memory; base/bytes are the mapping) and the
+  // handle types requested at cuMemCreate. Zero range: the allocation's own.
+  CUdeviceptr range_base = 0;
+  uint64_t range_bytes = 0;
+  unsigned long long handle_types = 0;
 };
 
 // Attributes passed by the application are read, and zeroed, by the table

@@ -289,7 +289,7 @@ CUresult ShimCore::FreeLocked(uint64_t offset) {
 
 bool ShimCore::BlockIdle(uint64_t offset) {
   const ChunkEntry& e = table_[static_cast<uint32_t>(offset >> kChunkShift)];
-  if (e.kind == ChunkKind::kFree) return true;
+  if (!OwnedKind(e.kind)) return true;
   for (uint32_t c = e.owner_first; c < e.owner_first + e.owner_count; ++c) {
     if (!ChunkIdle(c)) return false;
   }
@@ -301,7 +301,8 @@ CUresult ShimCore::Free(CUdeviceptr ptr) {
   ProcessDeferred();
   const uint64_t offset = ptr - base_;
   uint64_t block = 0, bytes = 0;
-  if (!allocator_->Lookup(offset, &block, &bytes) || block != offset) {
+  if (!allocator_->Lookup(offset, &block, &bytes) || block != offset ||
+      table_[static_cast<uint32_t>(offset >> kChunkShift)].app_mapped) {  // VMM: not freeable
     return CUDA_ERROR_INVALID_VALUE;
   }
   for (const PendingFree& f : pending_frees_) {
@@ -324,7 +325,8 @@ CUresult ShimCore::FreeAsync(CUdeviceptr ptr, CUstream stream, bool per_thread) 
   MutexLock lock(&mu_);
   uint64_t block = 0, bytes = 0;
   const uint64_t offset = ptr - base_;
-  if (!allocator_->Lookup(offset, &block, &bytes) || block != offset) {
+  if (!allocator_->Lookup(offset, &block, &bytes) || block != offset ||
+      table_[static_cast<uint32_t>(offset >> kChunkShift)].app_mapped) {  // VMM: not freeable
     return CUDA_ERROR_INVALID_VALUE;
   }
   for (const PendingFree& f : pending_frees_) {
@@ -396,6 +398,13 @@ CUresult ShimCore::GetAddressRange(CUdeviceptr* base, size_t* size, CUdeviceptr 
   if (!allocator_->Lookup(ptr - base_, &block, &bytes) || FreedButPending(block)) {
     return CUDA_ERROR_NOT_FOUND;
   }
+  if (table_[static_cast<uint32_t>(block >> kChunkShift)].app_mapped) {
+    auto mapping = MappingOf(table_.IndexOf(ptr));  // the cuMemMap range, as the driver answers
+    if (mapping != app_mappings_.end()) {
+      block = static_cast<uint64_t>(mapping->first) << kChunkShift;
+      bytes = static_cast<uint64_t>(mapping->second.count) << kChunkShift;
+    }
+  }
   if (base != nullptr) *base = base_ + block;
   if (size != nullptr) *size = bytes;
   return CUDA_SUCCESS;
@@ -411,6 +420,16 @@ bool ShimCore::FreedButPending(uint64_t block) const {
 bool ShimCore::FactsOf(CUdeviceptr ptr, AllocationFacts* facts) {
   uint64_t block = 0, bytes = 0;
   if (!allocator_->Lookup(ptr - base_, &block, &bytes) || FreedButPending(block)) return false;
+  // Application VMM: the allocation is the cuMemMap range (Note [contiguous
+  // mappings] in shim_core_app_vmm.cc).
+  auto mapping = app_mappings_.cend();
+  if (table_[static_cast<uint32_t>(block >> kChunkShift)].app_mapped) {
+    mapping = MappingOf(table_.IndexOf(ptr));
+    if (mapping != app_mappings_.end()) {
+      block = static_cast<uint64_t>(mapping->first) << kChunkShift;
+      bytes = static_cast<uint64_t>(mapping->second.count) << kChunkShift;
+    }
+  }
   facts->context = context_;
   facts->device_ordinal = device_;
   facts->base = base_ + block;
@@ -419,6 +438,15 @@ bool ShimCore::FactsOf(CUdeviceptr ptr, AllocationFacts* facts) {
   if (inserted) it->second = next_buffer_id_++;
   facts->buffer_id = it->second;
   facts->ipc_capable = pool_->device_chunks_exportable();  // Note [shim ipc] in ipc_export.h
+  if (mapping != app_mappings_.cend()) {  // Note [application VMM]: VMM memory, as the driver says
+    facts->ipc_capable = false;
+    auto r = ReservationOf(mapping->first);
+    if (r != app_reservations_.end()) {
+      facts->range_base = table_.AddressOf(r->first);
+      facts->range_bytes = static_cast<uint64_t>(r->second) << kChunkShift;
+    }
+    facts->handle_types = virtual_handles_[mapping->second.handle].prop.requestedHandleTypes;
+  }
   return true;
 }
 
@@ -625,7 +653,7 @@ void ShimCore::TouchRange(const MemRange& range) {
   const uint32_t first = table_.IndexOf(range.ptr);
   const uint32_t last = static_cast<uint32_t>((end - 1) >> kChunkShift);
   for (uint32_t c = first; c <= last; ++c) {
-    if (table_[c].kind != ChunkKind::kFree) TouchChunk(c);
+    if (OwnedKind(table_[c].kind)) TouchChunk(c);
   }
 }
 
@@ -633,7 +661,19 @@ bool ShimCore::WithinOneBlock(const MemRange& range) {
   if (range.bytes == 0 || !table_.Contains(range.ptr)) return true;
   uint64_t block = 0, bytes = 0;
   const uint64_t offset = range.ptr - base_;
-  if (!allocator_->Lookup(offset, &block, &bytes)) return false;
+  if (!allocator_->Lookup(offset, &block, &bytes)) {
+    // The driver's own mapping in a range the application reserved here
+    // (Note [application VMM]): the driver checks it.
+    if (table_[table_.IndexOf(range.ptr)].kind != ChunkKind::kForeign ||
+        range.bytes > table_.bytes() - offset) {
+      return false;
+    }
+    const uint32_t last = static_cast<uint32_t>((offset + range.bytes - 1) >> kChunkShift);
+    for (uint32_t c = table_.IndexOf(range.ptr); c <= last; ++c) {
+      if (table_[c].kind != ChunkKind::kForeign) return false;
+    }
+    return true;
+  }
   return range.bytes <= bytes - (offset - block);  // no overflow: offset < block + bytes
 }
 
@@ -730,7 +770,7 @@ bool ShimCore::ReclaimDead(bool device, bool host) {
   for (size_t i = 0; i < dead_.size(); ++i) {
     const uint32_t c = dead_[i];
     ChunkEntry& e = table_[c];
-    if (e.kind != ChunkKind::kFree || e.residence == Residence::kUnbacked) {
+    if (OwnedKind(e.kind) || e.residence == Residence::kUnbacked) {
       e.dead_listed = false;  // reused or already reclaimed: leaves the list
       continue;
     }
@@ -776,7 +816,7 @@ uint32_t ShimCore::StartPageOut(const std::vector<uint32_t>& victims, bool may_w
       if (pool_->UnmapAt(table_.AddressOf(v)) != CUDA_SUCCESS) continue;
       pool_->ReleaseDevice(e.phys);
       e.residence = Residence::kUnbacked;
-      if (e.kind != ChunkKind::kFree) ++unbacked_owned_;
+      if (OwnedKind(e.kind)) ++unbacked_owned_;
       policy_->OnEvicted(v);
       ++stats_.drops;
       ++dropped;
@@ -1045,7 +1085,7 @@ CUresult ShimCore::PageIn(uint32_t chunk, bool may_evict) {
       pool_->ReleaseDevice(dev);
       return r;
     }
-    if (e.kind != ChunkKind::kFree) --unbacked_owned_;
+    if (OwnedKind(e.kind)) --unbacked_owned_;
     ++stats_.first_touches;
   }
   e.residence = Residence::kDevice;
@@ -1152,7 +1192,7 @@ CUresult ShimCore::MakeResident(uint32_t stream, bool host_wait, bool capturing,
     policy_->PrefetchCandidatesInto(room, &prefetch_);  // reused buffer: no allocation
     for (uint32_t c : prefetch_) {
       const ChunkEntry& e = table_[c];
-      if (e.kind == ChunkKind::kFree || e.residence != Residence::kHost) continue;
+      if (!OwnedKind(e.kind) || e.residence != Residence::kHost) continue;
       if (PageIn(c, /*may_evict=*/false) != CUDA_SUCCESS) break;
       ++stats_.prefetches;
     }
@@ -1196,11 +1236,11 @@ CUresult ShimCore::BackAllOwned() {
                        (unbacked_owned_ > 0 || stats_.spilled_chunks > 0 || unmapped_host_ > 0);
        ++c) {
     const ChunkEntry& e = table_[c];
-    if (e.kind != ChunkKind::kFree && e.residence == Residence::kHost && e.unmapped) {
+    if (OwnedKind(e.kind) && e.residence == Residence::kHost && e.unmapped) {
       if (const CUresult r = MapHostSlot(c); r != CUDA_SUCCESS) return r;
       continue;
     }
-    if (e.kind == ChunkKind::kFree ||
+    if (!OwnedKind(e.kind) ||
         (e.residence != Residence::kUnbacked && e.residence != Residence::kNvme)) {
       continue;
     }

@@ -133,6 +133,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -359,8 +360,71 @@ class ShimCore {
   void OnStreamDestroy(CUstream stream, bool per_thread) MEMSHIM_EXCLUDES(mu_);
   void OnCaptureBegin(CUstream stream, bool per_thread) MEMSHIM_EXCLUDES(mu_);
   void OnCaptureEnd() MEMSHIM_EXCLUDES(mu_);
-  // Physical memory the application creates itself through the VMM API: it
-  // is pinned on the device and reduces the shim's device budget.
+  // ---- Application VMM (Note [application VMM], shim_core_app_vmm.cc) ------
+  // Virtual allocation handles the core hands out for the application's
+  // cuMemCreate of device memory: a tag in the top 16 bits, the device in the
+  // next 8, a sequence number below (never a driver handle: those are
+  // addresses of driver objects).
+  static constexpr uint64_t kVirtualHandleTag = 0x5356ull << 48;
+  static bool IsVirtualHandle(CUmemGenericAllocationHandle h) {
+    return (h & (0xffffull << 48)) == kVirtualHandleTag;
+  }
+  static CUdevice VirtualHandleDevice(CUmemGenericAllocationHandle h) {
+    return static_cast<CUdevice>((h >> 40) & 0xff);
+  }
+  // cuMemCreate: a virtual handle of `bytes` (a multiple of the chunk) with
+  // `prop` (device-located on this core's device), holding that much of the
+  // virtual capacity until it is freed. CUDA_ERROR_OUT_OF_MEMORY beyond the
+  // capacity.
+  CUresult AppCreate(uint64_t bytes, const CUmemAllocationProp& prop,
+                     CUmemGenericAllocationHandle* handle) MEMSHIM_EXCLUDES(mu_);
+  // cuMemRelease of a virtual handle: CUDA_ERROR_INVALID_VALUE if unknown.
+  CUresult AppRelease(CUmemGenericAllocationHandle handle) MEMSHIM_EXCLUDES(mu_);
+  // cuMemAddressReserve served from the reservation (whole chunks, aligned
+  // as asked): CUDA_ERROR_OUT_OF_MEMORY if no free range holds it.
+  CUresult AppReserve(uint64_t bytes, uint64_t alignment, CUdeviceptr* ptr) MEMSHIM_EXCLUDES(mu_);
+  // cuMemAddressFree of a range AppReserve() gave out: CUDA_ERROR_INVALID_VALUE
+  // unless (ptr, bytes) names one, or while something is mapped in it.
+  CUresult AppAddressFree(CUdeviceptr ptr, uint64_t bytes) MEMSHIM_EXCLUDES(mu_);
+  // cuMemMap of a virtual handle: the range becomes a block of the core,
+  // backed and paged like cuMemAlloc memory. REQUIRES: Owns(ptr).
+  CUresult AppMap(CUdeviceptr ptr, uint64_t bytes, uint64_t offset,
+                  CUmemGenericAllocationHandle handle) MEMSHIM_EXCLUDES(mu_);
+  // cuMemMap of a driver handle into a range AppReserve() gave out: Begin
+  // frees whatever the core still has mapped there and marks the chunks the
+  // driver's (kForeign); End(false) undoes that after a failed map.
+  CUresult BeginForeignMap(CUdeviceptr ptr, uint64_t bytes) MEMSHIM_EXCLUDES(mu_);
+  void EndForeignMap(CUdeviceptr ptr, uint64_t bytes, bool mapped) MEMSHIM_EXCLUDES(mu_);
+  // Whether [ptr, ptr + bytes) is all kForeign (the driver's mapping: the
+  // hooks forward), and, after a successful forwarded cuMemUnmap, marks it
+  // reserved again.
+  bool IsForeign(CUdeviceptr ptr, uint64_t bytes) MEMSHIM_EXCLUDES(mu_);
+  void OnForeignUnmap(CUdeviceptr ptr, uint64_t bytes) MEMSHIM_EXCLUDES(mu_);
+  // cuMemUnmap of whole virtual-handle mappings (waits for work using them,
+  // as the driver's unmap does; their data is discarded).
+  CUresult AppUnmap(CUdeviceptr ptr, uint64_t bytes) MEMSHIM_EXCLUDES(mu_);
+  // cuMemSetAccess on virtual-handle mappings: validated; the core's
+  // mappings already grant read/write to the device and its peers.
+  CUresult AppSetAccess(CUdeviceptr ptr, uint64_t bytes, const CUmemAccessDesc* desc, size_t count)
+      MEMSHIM_EXCLUDES(mu_);
+  // cuMemExportToShareableHandle of a virtual handle (Note [exported
+  // handles]): the handle becomes driver memory, pinned, and that is
+  // exported.
+  CUresult AppExport(void* shareable, CUmemGenericAllocationHandle handle,
+                     CUmemAllocationHandleType type, unsigned long long flags)
+      MEMSHIM_EXCLUDES(mu_);
+  // cuMemRetainAllocationHandle on a virtual-handle mapping.
+  CUresult AppRetain(CUmemGenericAllocationHandle* handle, CUdeviceptr ptr) MEMSHIM_EXCLUDES(mu_);
+  // cuMemGetAllocationPropertiesFromHandle of a virtual handle.
+  CUresult AppProperties(CUmemAllocationProp* prop, CUmemGenericAllocationHandle handle)
+      MEMSHIM_EXCLUDES(mu_);
+  // True if `ptr` is in a live block the application mapped itself (no
+  // cuMemFree, no legacy IPC: the driver refuses both on VMM memory).
+  bool IsAppMapped(CUdeviceptr ptr) MEMSHIM_EXCLUDES(mu_);
+
+  // Physical memory the application creates itself through the VMM API and
+  // the core does not page (a driver handle): it is pinned on the device and
+  // reduces the shim's device budget.
   void OnAppPhysicalCreate(CUmemGenericAllocationHandle handle, uint64_t bytes)
       MEMSHIM_EXCLUDES(mu_);
   void OnAppPhysicalRelease(CUmemGenericAllocationHandle handle) MEMSHIM_EXCLUDES(mu_);
@@ -607,6 +671,52 @@ class ShimCore {
   uint32_t device_budget_chunks_ MEMSHIM_GUARDED_BY(mu_) = 0;
   uint32_t lookahead_min_chunks_ MEMSHIM_GUARDED_BY(mu_) = kLookaheadMinChunks;
   uint64_t app_pinned_bytes_ MEMSHIM_GUARDED_BY(mu_) = 0;
+  // Note [application VMM]: virtual handles, the ranges the application
+  // reserved in the reservation (first chunk -> count) and its mappings of
+  // virtual handles (first chunk -> handle and chunk offset in it).
+  struct VirtualHandle {
+    CUmemAllocationProp prop{};
+    uint32_t chunks = 0;
+    uint32_t refs = 1;    // cuMemCreate and cuMemRetainAllocationHandle, less cuMemRelease
+    uint32_t mapped = 0;  // chunks of it mapped now
+    // Per chunk of the handle: 0 never mapped, 1 mapped, 2 unmapped (its
+    // bytes were discarded: mapping it again is refused).
+    std::vector<uint8_t> state;
+    // Once exported (Note [exported handles]): the driver's memory that
+    // holds it now; its mappings are the driver's (kForeign).
+    CUmemGenericAllocationHandle real = 0;
+  };
+  // Moves a virtual handle's bytes into driver memory of its own, mapped
+  // where the handle was (Note [exported handles]).
+  [[nodiscard]] CUresult Materialize(CUmemGenericAllocationHandle handle, VirtualHandle* v)
+      MEMSHIM_REQUIRES(mu_);
+  struct AppMapping {
+    CUmemGenericAllocationHandle handle;
+    uint32_t offset_chunks;  // where in the handle
+    uint32_t count;          // chunks
+  };
+  std::unordered_map<CUmemGenericAllocationHandle, VirtualHandle> virtual_handles_
+      MEMSHIM_GUARDED_BY(mu_);
+  uint64_t next_virtual_handle_ MEMSHIM_GUARDED_BY(mu_) = 1;
+  std::map<uint32_t, uint32_t> app_reservations_ MEMSHIM_GUARDED_BY(mu_);
+  std::map<uint32_t, AppMapping> app_mappings_ MEMSHIM_GUARDED_BY(mu_);
+  // The mapping holding app_mapped chunk `c`, or app_mappings_.end().
+  std::map<uint32_t, AppMapping>::const_iterator MappingOf(uint32_t c) const MEMSHIM_REQUIRES(mu_);
+  // Frees what backs unowned `chunk` now (after waiting for its last uses),
+  // so that its address may be given to another mapping.
+  [[nodiscard]] CUresult DropBacking(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
+  // The reservation holding chunk `c`, or app_reservations_.end().
+  std::map<uint32_t, uint32_t>::const_iterator ReservationOf(uint32_t c) const
+      MEMSHIM_REQUIRES(mu_);
+  // Chunk range [*first, *first + *count) of (ptr, bytes) if it is whole
+  // chunks inside one application reservation.
+  bool AppRange(CUdeviceptr ptr, uint64_t bytes, uint32_t* first, uint32_t* count) const
+      MEMSHIM_REQUIRES(mu_);
+  void DestroyIfUnused(CUmemGenericAllocationHandle handle) MEMSHIM_REQUIRES(mu_);
+  // The chunks [m, m + n) of a mapping (its record already dropped) become
+  // reserved: no block, freed like a block's (their backing is dropped by
+  // the caller).
+  void ReleaseMappingChunks(uint32_t m, uint32_t n) MEMSHIM_REQUIRES(mu_);
   std::unordered_map<CUmemGenericAllocationHandle, uint64_t> app_handles_ MEMSHIM_GUARDED_BY(mu_);
   // Pin counts of pinned chunks (ChunkEntry::pinned), Note [pinned blocks].
   std::unordered_map<uint32_t, uint32_t> pin_counts_ MEMSHIM_GUARDED_BY(mu_);

@@ -114,7 +114,7 @@ CUresult ShimCore::PlaceOnHost(uint32_t chunk) {
   }
   e.residence = Residence::kHost;
   e.phys = slot;
-  if (e.kind != ChunkKind::kFree) --unbacked_owned_;
+  if (OwnedKind(e.kind)) --unbacked_owned_;
   return CUDA_SUCCESS;
 }
 
@@ -152,7 +152,7 @@ void ShimCore::MarkAddressChunks(CUdeviceptr dst, uint64_t bytes) {
   for (uint32_t c = table_.IndexOf(dst); c <= static_cast<uint32_t>((end - 1) >> kChunkShift);
        ++c) {
     ChunkEntry& e = table_[c];
-    if (e.kind == ChunkKind::kFree || e.holds_addresses) continue;
+    if (!OwnedKind(e.kind) || e.holds_addresses) continue;
     e.holds_addresses = true;
     ++address_chunks_;
   }

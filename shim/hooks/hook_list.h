@@ -12,7 +12,9 @@
   X(cuMemAllocAsync_ptsz) X(cuMemAllocFromPoolAsync) X(cuMemAllocFromPoolAsync_ptsz)               \
   X(cuMemFreeAsync) X(cuMemFreeAsync_ptsz) X(cuMemGetInfo_v2) X(cuMemGetAddressRange_v2)           \
   X(cuPointerGetAttribute) X(cuPointerGetAttributes) X(cuMemCreate) X(cuMemRelease)                \
-  X(cuMemRetainAllocationHandle)                                                                   \
+  X(cuMemRetainAllocationHandle) X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemMap)            \
+  X(cuMemUnmap) X(cuMemSetAccess) X(cuMemGetAllocationPropertiesFromHandle)                        \
+  X(cuMemExportToShareableHandle)                                                                  \
   /* legacy IPC */                                                                                 \
   X(cuIpcGetMemHandle) X(cuIpcOpenMemHandle) X(cuIpcOpenMemHandle_v2) X(cuIpcCloseMemHandle)       \
   /* launches */                                                                                   \

@@ -10,6 +10,7 @@
 #include <initializer_list>
 
 #include "shim/core/shim_core.h"
+#include "shim/driver/scoped_context.h"
 #include "shim/hooks/cross_device.h"
 #include "shim/hooks/runtime.h"
 
@@ -23,6 +24,14 @@ inline const RealFunctions& Real() { return Runtime::Get().real(); }
 template <typename Fn, typename... Args>
 inline CUresult Forward(Fn fn, Args... args) {
   return fn != nullptr ? fn(args...) : CUDA_ERROR_NOT_INITIALIZED;
+}
+
+// The context of `owner` while a call on its memory runs (Note [core routing]
+// in runtime.h); with one device nothing is pushed and the driver is not
+// asked.
+inline ScopedContext OwnerContext(const ShimCore* owner) {
+  const Runtime& runtime = Runtime::Get();
+  return ScopedContext(runtime.driver(), runtime.single_core() ? nullptr : owner->context());
 }
 
 // Access() without an only core: no core yet, or several devices. The

@@ -57,7 +57,11 @@ bool DeferFreeOfExported(ShimCore* core, CUdeviceptr ptr) {
 }  // namespace memvirt::shim::hooks
 
 MEMSHIM_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr dptr) {
-  if (ShimCore* core = Owner(dptr)) return Exporter()->Export(core, dptr, handle);
+  if (ShimCore* core = Owner(dptr); core != nullptr && !core->IsForeign(dptr, 1)) {
+    // The driver refuses VMM memory (Note [application VMM]).
+    if (core->IsAppMapped(dptr)) return CUDA_ERROR_INVALID_VALUE;
+    return Exporter()->Export(core, dptr, handle);
+  }
   return Forward(Real().cuIpcGetMemHandle, handle, dptr);
 }
 
@@ -91,11 +95,15 @@ MEMSHIM_EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr dptr) {
 //   as "not VMM memory" (NCCL's user-buffer registration then uses legacy
 //   IPC, which CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE offers, or
 //   does not register the buffer). No handle of a shim chunk is ever given
-//   out, so cuMemExportToShareableHandle and
-//   cuMemGetAllocationPropertiesFromHandle only ever see the application's
-//   own handles and are not hooked.
+//   out. Memory the application mapped itself answers with the application's
+//   handle: its virtual handle (Note [application VMM] in
+//   shim/core/shim_core_app_vmm.cc), or the driver's for a driver handle the
+//   application mapped in a range reserved in the shim's reservation.
 MEMSHIM_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* handle,
                                                     void* addr) {
-  if (Owner(reinterpret_cast<CUdeviceptr>(addr)) != nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const CUdeviceptr ptr = reinterpret_cast<CUdeviceptr>(addr);
+  if (ShimCore* core = Owner(ptr); core != nullptr && !core->IsForeign(ptr, 1)) {
+    return core->AppRetain(handle, ptr);  // CUDA_ERROR_INVALID_VALUE for cuMemAlloc memory
+  }
   return Forward(Real().cuMemRetainAllocationHandle, handle, addr);
 }

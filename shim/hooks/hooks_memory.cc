@@ -1,6 +1,4 @@
 // Allocation, address queries and the application's own VMM use.
-#include <atomic>
-
 #include "shim/core/log.h"
 #include "shim/driver/scoped_context.h"
 #include "shim/hooks/hook_util.h"
@@ -10,6 +8,7 @@ using memvirt::shim::ScopedContext;
 using memvirt::shim::ShimCore;
 using memvirt::shim::hooks::DeferFreeOfExported;
 using memvirt::shim::hooks::Forward;
+using memvirt::shim::hooks::OwnerContext;
 using memvirt::shim::hooks::Real;
 using memvirt::shim::hooks::Runtime;
 
@@ -25,26 +24,6 @@ CUresult Alloc(CUdeviceptr* dptr, size_t bytes) {
 }
 
 ShimCore* Owner(CUdeviceptr ptr) { return Runtime::Get().OwnerOf(ptr); }
-
-// The owner's context while it runs (Note [core routing] in runtime.h); with
-// one device nothing is pushed and the driver is not asked.
-ScopedContext OwnerContext(const ShimCore* owner) {
-  const Runtime& runtime = Runtime::Get();
-  return ScopedContext(runtime.driver(), runtime.single_core() ? nullptr : owner->context());
-}
-
-// The core of `device` for the application's own device memory: created if
-// `device` is the current context's (as for an allocation), else only if it
-// exists already.
-ShimCore* DeviceCore(int device) {
-  Runtime& runtime = Runtime::Get();
-  if (ShimCore* core = runtime.CoreOfDevice(device)) return core;
-  CUdevice current = -1;
-  if (runtime.driver()->cuCtxGetDevice(&current) != CUDA_SUCCESS || current != device) {
-    return nullptr;
-  }
-  return runtime.CoreForAlloc();
-}
 
 // Note [allocation during capture]
 //   On a capturing stream, cuMemAllocAsync and friends record graph memory
@@ -144,53 +123,30 @@ MEMSHIM_EXPORT CUresult cuMemGetInfo_v2(size_t* free, size_t* total) {
   return Forward(Real().cuMemGetInfo_v2, free, total);
 }
 
+// Queries on an address in the reservation that the core does not know may
+// be about the driver's own mapping in a range the application reserved
+// there (Note [application VMM] in shim/core/shim_core_app_vmm.cc): those go
+// to the driver.
 MEMSHIM_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr* base, size_t* size, CUdeviceptr ptr) {
-  if (ShimCore* core = Owner(ptr)) return core->GetAddressRange(base, size, ptr);
+  if (ShimCore* core = Owner(ptr)) {
+    const CUresult r = core->GetAddressRange(base, size, ptr);
+    if (r != CUDA_ERROR_NOT_FOUND || !core->IsForeign(ptr, 1)) return r;
+  }
   return Forward(Real().cuMemGetAddressRange_v2, base, size, ptr);
 }
 
 MEMSHIM_EXPORT CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute,
                                               CUdeviceptr ptr) {
-  if (ShimCore* core = Owner(ptr)) return core->PointerAttribute(attribute, data, ptr);
+  if (ShimCore* core = Owner(ptr); core != nullptr && !core->IsForeign(ptr, 1)) {
+    return core->PointerAttribute(attribute, data, ptr);
+  }
   return Forward(Real().cuPointerGetAttribute, data, attribute, ptr);
 }
 
 MEMSHIM_EXPORT CUresult cuPointerGetAttributes(unsigned int count, CUpointer_attribute* attributes,
                                                void** data, CUdeviceptr ptr) {
-  if (ShimCore* core = Owner(ptr)) return core->PointerAttributes(count, attributes, data, ptr);
+  if (ShimCore* core = Owner(ptr); core != nullptr && !core->IsForeign(ptr, 1)) {
+    return core->PointerAttributes(count, attributes, data, ptr);
+  }
   return Forward(Real().cuPointerGetAttributes, count, attributes, data, ptr);
-}
-
-// Note [application VMM]
-//   Programs that drive the VMM API themselves (PyTorch expandable segments,
-//   NCCL buffers) keep doing so through the real driver; their device-located
-//   physical memory is counted against the shim's budget and never paged.
-MEMSHIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
-                                    const CUmemAllocationProp* prop, unsigned long long flags) {
-  CUresult r = Forward(Real().cuMemCreate, handle, size, prop, flags);
-  if (r == CUDA_SUCCESS && prop != nullptr && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE) {
-    if (ShimCore* core = DeviceCore(prop->location.id)) {
-      static std::atomic<bool> logged{false};
-      if (!logged.exchange(true, std::memory_order_relaxed)) {
-        MEMSHIM_LOG(kInfo,
-                    "the application maps device memory of its own (cuMemCreate): it stays "
-                    "resident, counted against the device budget, and is not paged; memory from "
-                    "cuMemAlloc and memory pools is");
-      }
-      ScopedContext scoped = OwnerContext(core);
-      core->OnAppPhysicalCreate(*handle, size);
-    }
-  }
-  return r;
-}
-
-MEMSHIM_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
-  CUresult r = Forward(Real().cuMemRelease, handle);
-  if (r == CUDA_SUCCESS) {
-    Runtime::Get().ForEachCore([handle](ShimCore* core) {
-      ScopedContext scoped = OwnerContext(core);
-      core->OnAppPhysicalRelease(handle);
-    });
-  }
-  return r;
 }

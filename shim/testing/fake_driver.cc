@@ -113,6 +113,18 @@ struct FakeEntryPoints {
     g_fake->physical_.erase(it);
     return CUDA_SUCCESS;
   }
+  // POSIX file descriptors only: a duplicate of the physical memory's memfd.
+  static CUresult ExportToShareableHandle(void* shareable, CUmemGenericAllocationHandle handle,
+                                          CUmemAllocationHandleType type, unsigned long long) {
+    auto lock = Lock();
+    auto it = g_fake->physical_.find(handle);
+    if (it == g_fake->physical_.end() || shareable == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_NOT_SUPPORTED;
+    const int fd = dup(it->second.fd);
+    if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+    *static_cast<int*>(shareable) = fd;
+    return CUDA_SUCCESS;
+  }
   static bool InReservation(CUdeviceptr ptr, size_t size) {
     auto it = g_fake->reservations_.upper_bound(ptr);
     if (it == g_fake->reservations_.begin()) return false;
@@ -323,6 +335,7 @@ FakeDriver::FakeDriver(uint64_t device_bytes) : device_capacity_(device_bytes) {
   driver_.cuMemMap = &E::Map;
   driver_.cuMemUnmap = &E::Unmap;
   driver_.cuMemSetAccess = &E::SetAccess;
+  driver_.cuMemExportToShareableHandle = &E::ExportToShareableHandle;
   driver_.cuMemcpyDtoDAsync_v2 = &E::CopyDtoDAsync;
   driver_.cuMemcpyHtoDAsync_v2 = &E::CopyHtoDAsync;
   driver_.cuMemcpyDtoHAsync_v2 = &E::CopyDtoHAsync;

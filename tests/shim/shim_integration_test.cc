@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstring>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -48,8 +49,8 @@ TEST(TrainingWorkloadTest, ThreeTimesDeviceMemoryMatchesUnconstrainedRun) {
 }
 
 TEST(TrainingWorkloadTest, ProgramUsingTheVmmApiItselfMatchesUnconstrainedRun) {
-  // Part of its memory comes from its own cuMemCreate/cuMemMap (as expandable segments and
-  // NCCL do): the shim counts it, keeps it pinned and pages the rest around it.
+  // Part of its memory comes from its own cuMemCreate/cuMemMap (as expandable segments do):
+  // the shim pages it with the rest (Note [application VMM]).
   const std::string footprint = std::to_string(3 * kDevice);
   const ProgramResult reference =
       RunProgram({MEMSHIM_TRAIN_WORKLOAD, kKernels, footprint}, SimEnv(1ull << 30));
@@ -62,6 +63,39 @@ TEST(TrainingWorkloadTest, ProgramUsingTheVmmApiItselfMatchesUnconstrainedRun) {
       RunProgram({MEMSHIM_TRAIN_WORKLOAD, kKernels, footprint, "3", "vmm"}, ShimEnv(kDevice));
   ASSERT_EQ(shim.exit_code, 0) << shim.out;
   EXPECT_EQ(Field(shim.out, "checksum"), Field(reference.out, "checksum"));
+}
+
+// Note [application VMM]: memory the program creates and maps itself, 3x the device, paged by
+// the shim: every handle's checksum (kernels and copies over it, a copy across two mappings),
+// unmap and release in both orders, a refused sub-range unmap, new mappings in the freed space.
+TEST(AppVmmTest, ProgramMappingThreeTimesTheDeviceItselfKeepsEveryByte) {
+  const std::vector<std::string> args = {MEMSHIM_APP_VMM, kKernels, std::to_string(kDevice), "3"};
+  const ProgramResult reference = RunProgram(args, SimEnv(1ull << 30));
+  ASSERT_EQ(reference.exit_code, 0) << reference.out;
+  EXPECT_NE(reference.out.find("0 failed"), std::string::npos) << reference.out;
+
+  std::vector<std::string> env = ShimEnv(kDevice);
+  env.push_back("MEMSHIM_LOG=info");
+  const ProgramResult shim = RunProgram(args, env, /*with_stderr=*/true);
+  ASSERT_EQ(shim.exit_code, 0) << shim.out;
+  EXPECT_EQ(shim.out.find("FAIL"), std::string::npos) << shim.out;
+  EXPECT_NE(shim.out.find("0 failed"), std::string::npos) << shim.out;
+  // Documented answers: no sub-range unmap (CUDA_ERROR_INVALID_VALUE); an exported handle is
+  // pinned in driver memory (Note [exported handles]), so export works.
+  EXPECT_EQ(Field(shim.out, "partial_unmap"), std::to_string(kCudaErrorInvalidValue));
+  EXPECT_EQ(Field(shim.out, "export"), "0");
+  EXPECT_NE(shim.out.find("bytes pinned in driver memory"), std::string::npos) << shim.out;
+  EXPECT_NE(shim.out.find("the shim pages it like cuMemAlloc memory"), std::string::npos);
+  // It was paged: chunks went to the host tier and came back (the exit summary's
+  // "N page-ins, M evictions").
+  const size_t page_ins = shim.out.find(" page-ins, ");
+  ASSERT_NE(page_ins, std::string::npos) << shim.out;
+  const size_t number = shim.out.find_last_of(' ', page_ins - 1) + 1;
+  EXPECT_GT(std::stoull(shim.out.substr(number, page_ins - number)), 0u) << shim.out;
+  EXPECT_GT(std::stoull(shim.out.substr(page_ins + std::strlen(" page-ins, "))), 0u) << shim.out;
+
+  const ProgramResult plain = RunProgram(args, SimEnv(kDevice));
+  EXPECT_EQ(plain.exit_code, 3) << plain.out;  // out of memory without the shim
 }
 
 TEST(TrainingWorkloadTest, FailsWithOutOfMemoryWithoutTheShim) {

@@ -1,0 +1,546 @@
+// The application's own use of the VMM API, paged like cuMemAlloc memory.
+//
+// Note [application VMM]
+//   Frameworks map physical memory of their own: PyTorch's expandable
+//   segments reserve an address range (cuMemAddressReserve), create physical
+//   memory in granules (cuMemCreate), map it at the end of the range
+//   (cuMemMap, cuMemSetAccess) and later unmap and release it (cuMemUnmap,
+//   cuMemRelease). The core pages that memory as it pages its own blocks:
+//   * cuMemAddressReserve (with a current context) is served from the core's
+//     reservation: whole chunks, aligned as asked, taken from the free
+//     ranges as kReserved chunks (no capacity is used). cuMemAddressFree
+//     gives them back.
+//   * cuMemCreate of device memory on the core's device, in whole chunks,
+//     without properties the core cannot honour (compression, a
+//     non-default usage), answers a virtual handle (kVirtualHandleTag): no
+//     physical memory, only the handle's size held from the virtual capacity
+//     (CUDA_ERROR_OUT_OF_MEMORY beyond it, where frameworks expect the
+//     driver's out-of-memory answer). Requested shareable handle types are
+//     recorded; PyTorch requests one by default and uses it only to share
+//     a segment with another process (export below).
+//   * cuMemMap of a virtual handle into such a range makes the mapped chunks
+//     one block of the core (kLarge, app_mapped): backed at mapping like an
+//     allocation (Note [backed from allocation]), made resident before the
+//     launches, copies and memsets that reach it, evicted to the host tier
+//     and the spill tier like any block. Each chunk of a handle is mapped
+//     at most once at a time (a second mapping would alias the first's
+//     bytes, which chunk-by-chunk paging cannot keep: refused with
+//     CUDA_ERROR_NOT_SUPPORTED).
+//   * cuMemSetAccess is validated as the driver validates it; the core's
+//     mappings already grant read/write to the device and its peers (Note
+//     [peer access]), so nothing changes (the shim is never stricter than
+//     the grant, so a kernel never faults where the driver would not).
+//   * cuMemUnmap takes whole mappings only, as documented ("cannot unmap a
+//     sub-range of an address range mapped by cuMemCreate / cuMemMap":
+//     CUDA_ERROR_INVALID_VALUE); it waits for the work that may use them
+//     (the driver's unmap is synchronous), frees their backing at once and
+//     leaves the chunks reserved. Their bytes are discarded: the driver
+//     keeps a handle's memory while the handle is held, so mapping an
+//     unmapped part of a handle that is still held again is refused
+//     (CUDA_ERROR_NOT_SUPPORTED) rather than answered with other bytes.
+//   * cuMemRelease drops a reference; the handle's capacity is freed once
+//     it is released and none of it is mapped, in either order.
+//     cuMemRetainAllocationHandle on a mapped chunk returns its handle (one
+//     more reference); cuMemGetAllocationPropertiesFromHandle answers the
+//     properties it was created with.
+//   * cuMemExportToShareableHandle of a virtual handle pins it: Note
+//     [exported handles].
+//   Everything else is the driver's and passed through (the hooks say once
+//   in the log what the shim does not page): handles at a host location, of
+//   a device without a core, of sizes not in whole chunks, compressible or
+//   with a usage hint, imported handles. Device memory among them stays
+//   resident and counts against the device budget (OnAppPhysicalCreate). A
+//   driver handle mapped into a range the core gave out is mapped by the
+//   driver (kForeign chunks: the core frees what it had there first and
+//   never touches them); queries and copies on them go to the driver.
+//   allocFlags.gpuDirectRDMACapable, which PyTorch sets where the device
+//   supports RDMA on VMM memory, is accepted: no NIC can register chunks
+//   that move, as none can register the shim's cuMemAlloc memory.
+#include <algorithm>
+
+#include "shim/core/log.h"
+#include "shim/core/shim_core.h"
+
+namespace memvirt::shim {
+
+CUresult ShimCore::AppCreate(uint64_t bytes, const CUmemAllocationProp& prop,
+                             CUmemGenericAllocationHandle* handle) {
+  if (handle == nullptr || bytes == 0 || bytes % kChunkBytes != 0) return CUDA_ERROR_INVALID_VALUE;
+  MutexLock lock(&mu_);
+  ProcessDeferred();
+  const uint64_t chunks = bytes >> kChunkShift;
+  if (chunks > table_.size() || !allocator_->Commit(static_cast<uint32_t>(chunks))) {
+    MEMSHIM_LOG(kInfo, "cuMemCreate of %llu bytes exceeds the virtual capacity",
+                static_cast<unsigned long long>(bytes));
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  const CUmemGenericAllocationHandle h = kVirtualHandleTag |
+                                         (static_cast<uint64_t>(device_ & 0xff) << 40) |
+                                         (next_virtual_handle_++ & ((1ull << 40) - 1));
+  VirtualHandle& v = virtual_handles_[h];
+  v.prop = prop;
+  v.chunks = static_cast<uint32_t>(chunks);
+  v.state.assign(chunks, 0);
+  *handle = h;
+  return CUDA_SUCCESS;
+}
+
+void ShimCore::DestroyIfUnused(CUmemGenericAllocationHandle handle) {
+  auto it = virtual_handles_.find(handle);
+  if (it == virtual_handles_.end() || it->second.refs != 0 || it->second.mapped != 0) return;
+  if (it->second.real != 0) {  // Note [exported handles]: the driver frees it once unmapped
+    (void)driver_->cuMemRelease(it->second.real);
+    app_pinned_bytes_ -= static_cast<uint64_t>(it->second.chunks) << kChunkShift;
+    EnforceDeviceLimit();
+  } else {
+    allocator_->Uncommit(it->second.chunks);
+  }
+  virtual_handles_.erase(it);
+}
+
+CUresult ShimCore::AppRelease(CUmemGenericAllocationHandle handle) {
+  MutexLock lock(&mu_);
+  auto it = virtual_handles_.find(handle);
+  if (it == virtual_handles_.end() || it->second.refs == 0) return CUDA_ERROR_INVALID_VALUE;
+  --it->second.refs;
+  DestroyIfUnused(handle);
+  return CUDA_SUCCESS;
+}
+
+CUresult ShimCore::AppProperties(CUmemAllocationProp* prop, CUmemGenericAllocationHandle handle) {
+  MutexLock lock(&mu_);
+  auto it = virtual_handles_.find(handle);
+  if (prop == nullptr || it == virtual_handles_.end() || it->second.refs == 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  *prop = it->second.prop;
+  return CUDA_SUCCESS;
+}
+
+CUresult ShimCore::AppReserve(uint64_t bytes, uint64_t alignment, CUdeviceptr* ptr) {
+  if (ptr == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (alignment < kChunkBytes) alignment = kChunkBytes;
+  if ((alignment & (alignment - 1)) != 0) return CUDA_ERROR_INVALID_VALUE;
+  const uint64_t chunks = (bytes + kChunkBytes - 1) >> kChunkShift;
+  MutexLock lock(&mu_);
+  uint32_t first = 0;
+  if (chunks > table_.size() ||
+      !allocator_->Reserve(static_cast<uint32_t>(chunks), alignment, &first)) {
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  app_reservations_[first] = static_cast<uint32_t>(chunks);
+  *ptr = table_.AddressOf(first);
+  return CUDA_SUCCESS;
+}
+
+std::map<uint32_t, uint32_t>::const_iterator ShimCore::ReservationOf(uint32_t c) const {
+  auto it = app_reservations_.upper_bound(c);
+  if (it == app_reservations_.begin()) return app_reservations_.end();
+  --it;
+  return c < it->first + it->second ? it : app_reservations_.end();
+}
+
+std::map<uint32_t, ShimCore::AppMapping>::const_iterator ShimCore::MappingOf(uint32_t c) const {
+  auto it = app_mappings_.upper_bound(c);
+  if (it == app_mappings_.begin()) return app_mappings_.end();
+  --it;
+  return c < it->first + it->second.count ? it : app_mappings_.end();
+}
+
+bool ShimCore::AppRange(CUdeviceptr ptr, uint64_t bytes, uint32_t* first, uint32_t* count) const {
+  if (!table_.Contains(ptr) || bytes == 0 || (ptr - base_) % kChunkBytes != 0 ||
+      bytes % kChunkBytes != 0) {
+    return false;
+  }
+  const uint32_t f = table_.IndexOf(ptr);
+  auto it = ReservationOf(f);
+  if (it == app_reservations_.end()) return false;
+  const uint64_t n = bytes >> kChunkShift;
+  if (f + n > static_cast<uint64_t>(it->first) + it->second) return false;
+  *first = f;
+  *count = static_cast<uint32_t>(n);
+  return true;
+}
+
+CUresult ShimCore::AppAddressFree(CUdeviceptr ptr, uint64_t bytes) {
+  MutexLock lock(&mu_);
+  if (!table_.Contains(ptr)) return CUDA_ERROR_INVALID_VALUE;
+  auto it = app_reservations_.find(table_.IndexOf(ptr));
+  if (it == app_reservations_.end() || table_.AddressOf(it->first) != ptr ||
+      (bytes + kChunkBytes - 1) >> kChunkShift != it->second) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  for (uint32_t c = it->first; c < it->first + it->second; ++c) {
+    if (table_[c].kind != ChunkKind::kReserved) return CUDA_ERROR_INVALID_VALUE;  // still mapped
+  }
+  allocator_->Unreserve(it->first, it->second);
+  app_reservations_.erase(it);
+  return CUDA_SUCCESS;
+}
+
+CUresult ShimCore::DropBacking(uint32_t chunk) {
+  ChunkEntry& e = table_[chunk];
+  if (e.evicting) FinishPageOut();  // its page-out copy reads it
+  if (e.residence == Residence::kUnbacked) return CUDA_SUCCESS;
+  if (e.residence == Residence::kNvme) {
+    DropSpilled(chunk);
+    return CUDA_SUCCESS;
+  }
+  if (e.pinned) return CUDA_ERROR_NOT_SUPPORTED;  // exported to another process
+  if (!ChunkIdle(chunk)) tracker_->CoverAll();
+  if (const CUresult r = WaitChunkIdle(chunk); r != CUDA_SUCCESS) return r;
+  if (e.unmapped) {
+    e.unmapped = false;
+    --unmapped_host_;
+  } else if (const CUresult r = pool_->UnmapAt(table_.AddressOf(chunk)); r != CUDA_SUCCESS) {
+    return r;
+  }
+  if (e.residence == Residence::kDevice) {
+    pool_->ReleaseDevice(e.phys);
+  } else {
+    pool_->ReleaseHost(e.phys);
+  }
+  e.residence = Residence::kUnbacked;
+  e.fill_seq = 0;
+  policy_->OnEvicted(chunk);
+  ++stats_.drops;
+  return CUDA_SUCCESS;
+}
+
+CUresult ShimCore::AppMap(CUdeviceptr ptr, uint64_t bytes, uint64_t offset,
+                          CUmemGenericAllocationHandle handle) {
+  MutexLock lock(&mu_);
+  ProcessDeferred();
+  auto h = virtual_handles_.find(handle);
+  if (h == virtual_handles_.end() || h->second.refs == 0) return CUDA_ERROR_INVALID_VALUE;
+  VirtualHandle& v = h->second;
+  uint32_t first = 0, count = 0;
+  if (offset % kChunkBytes != 0 || !AppRange(ptr, bytes, &first, &count) ||
+      (offset >> kChunkShift) + count > v.chunks) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  for (uint32_t c = first; c < first + count; ++c) {
+    if (table_[c].kind != ChunkKind::kReserved) return CUDA_ERROR_INVALID_VALUE;  // mapped
+  }
+  const uint32_t at = static_cast<uint32_t>(offset >> kChunkShift);
+  if (v.real != 0) {  // Note [exported handles]: the driver's memory, mapped by the driver
+    for (uint32_t c = first; c < first + count; ++c) {
+      if (const CUresult r = DropBacking(c); r != CUDA_SUCCESS) return r;
+    }
+    const CUresult r = driver_->cuMemMap(ptr, bytes, offset, v.real, 0);
+    if (r == CUDA_SUCCESS) {
+      for (uint32_t c = first; c < first + count; ++c) table_[c].kind = ChunkKind::kForeign;
+    }
+    return r;
+  }
+  for (uint32_t i = at; i < at + count; ++i) {
+    if (v.state[i] != 0) {
+      MEMSHIM_LOG(kWarn,
+                  "cuMemMap of handle %#llx: part of it is %s; the shim pages each part of a "
+                  "handle at one address and does not keep the bytes of an unmapped part "
+                  "(CUDA_ERROR_NOT_SUPPORTED)",
+                  static_cast<unsigned long long>(handle),
+                  v.state[i] == 1 ? "mapped already" : "unmapped already");
+      return CUDA_ERROR_NOT_SUPPORTED;
+    }
+  }
+  allocator_->MapReserved(first, count);
+  for (uint32_t c = first; c < first + count; ++c) table_[c].app_mapped = true;
+  for (uint32_t i = at; i < at + count; ++i) v.state[i] = 1;
+  v.mapped += count;
+  app_mappings_[first] = {handle, at, count};
+  // Note [contiguous mappings]
+  //   Adjacent mappings in one reservation are one contiguous range to the
+  //   application (a tensor of an expandable segment may span two handles),
+  //   so they form one block: a kernel given an address in it makes all of
+  //   it resident, as for a cuMemAlloc block, and copies may cross from one
+  //   mapping into the next. cuMemUnmap splits the block again. The cost: a
+  //   run larger than the device budget (an expandable segment grown past
+  //   the device) cannot be resident at once for a kernel that names it; the
+  //   rest of it stays in the host tier for that launch (Note [host
+  //   mapping]). Copies and memsets touch exactly their ranges.
+  auto res = ReservationOf(first);
+  uint32_t lo = first, hi = first + count;
+  if (lo > res->first && table_[lo - 1].app_mapped) lo = table_[lo - 1].owner_first;
+  if (hi < res->first + res->second && table_[hi].app_mapped) {
+    hi = table_[hi].owner_first + table_[hi].owner_count;
+  }
+  if (lo != first || hi != first + count) allocator_->Regroup(lo, hi - lo);
+  OnChunksCommitted(first, count);
+  BackAtAllocation(first, count);
+  LogAllocEvent(static_cast<uint64_t>(first) << kChunkShift, bytes, /*freed=*/false);
+  return CUDA_SUCCESS;
+}
+
+void ShimCore::ReleaseMappingChunks(uint32_t m, uint32_t n) {
+  LogAllocEvent(static_cast<uint64_t>(m) << kChunkShift, static_cast<uint64_t>(n) << kChunkShift,
+                /*freed=*/true);
+  if (!buffer_ids_.empty()) buffer_ids_.erase(static_cast<uint64_t>(m) << kChunkShift);
+  // Note [contiguous mappings]: the block around the mapping splits.
+  const uint32_t lo = table_[m].owner_first, hi = lo + table_[m].owner_count;
+  allocator_->UnmapToReserved(m, n);
+  for (uint32_t c = m; c < m + n; ++c) table_[c].app_mapped = false;
+  if (lo < m) allocator_->Regroup(lo, m - lo);
+  if (m + n < hi) allocator_->Regroup(m + n, hi - (m + n));
+  OnChunksFreed(m, n);
+}
+
+CUresult ShimCore::AppUnmap(CUdeviceptr ptr, uint64_t bytes) {
+  MutexLock lock(&mu_);
+  ProcessDeferred();
+  uint32_t first = 0, count = 0;
+  if (!AppRange(ptr, bytes, &first, &count)) return CUDA_ERROR_INVALID_VALUE;
+  // Whole mappings only (Note [application VMM]).
+  for (uint32_t c = first; c < first + count;) {
+    auto it = app_mappings_.find(c);
+    if (it == app_mappings_.end() || c + it->second.count > first + count) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    c += it->second.count;
+  }
+  // The driver's unmap is synchronous: work that may use the range first.
+  FinishPageOut();
+  tracker_->CoverAll();
+  for (uint32_t c = first; c < first + count; ++c) {
+    if (const CUresult r = WaitChunkIdle(c); r != CUDA_SUCCESS) return r;
+  }
+  CUresult result = CUDA_SUCCESS;
+  for (uint32_t m = first; m < first + count;) {
+    auto it = app_mappings_.find(m);
+    const AppMapping mapping = it->second;
+    app_mappings_.erase(it);
+    const uint32_t n = mapping.count;
+    ReleaseMappingChunks(m, n);
+    for (uint32_t c = m; c < m + n; ++c) {
+      // A chunk whose backing cannot be freed now stays dead-listed: it is
+      // reclaimed later, and a driver mapping there fails meanwhile.
+      if (const CUresult r = DropBacking(c); r != CUDA_SUCCESS) result = r;
+    }
+    VirtualHandle& v = virtual_handles_[mapping.handle];
+    for (uint32_t i = mapping.offset_chunks; i < mapping.offset_chunks + n; ++i) v.state[i] = 2;
+    v.mapped -= n;
+    DestroyIfUnused(mapping.handle);
+    m += n;
+  }
+  if (result != CUDA_SUCCESS) {
+    MEMSHIM_LOG(kWarn,
+                "cuMemUnmap: freeing the backing of the range failed (%d); it is freed later",
+                result);
+  }
+  return CUDA_SUCCESS;  // the range is unmapped either way
+}
+
+// Note [exported handles]
+//   A virtual handle's bytes live in chunks that move, so no file descriptor
+//   or fabric handle can name them. cuMemExportToShareableHandle (of a type
+//   requested at creation, as the driver requires) therefore pins the
+//   handle for good: the core creates driver memory of the handle's size and
+//   properties (its size moves from the virtual capacity to the pinned
+//   device memory that shrinks the device budget, as for memory the shim
+//   does not page), copies every mapped chunk's bytes into it after the
+//   work using them (from the device chunk, the host slot's mirror, or
+//   promoted from the spill tier), and maps it where the handle was mapped,
+//   with the core's access; those chunks become the driver's (kForeign), and
+//   the driver's handle is exported. Later mappings of the handle map the
+//   driver's memory; its last release releases that. An unmapped part of
+//   the handle had its bytes discarded (Note [application VMM]): such a
+//   handle is not exported (CUDA_ERROR_NOT_SUPPORTED). PyTorch exports only
+//   to share a segment with another process (torch.multiprocessing); NCCL
+//   exports its buffers for peers: both keep working, without paging that
+//   memory.
+CUresult ShimCore::AppExport(void* shareable, CUmemGenericAllocationHandle handle,
+                             CUmemAllocationHandleType type, unsigned long long flags) {
+  MutexLock lock(&mu_);
+  auto it = virtual_handles_.find(handle);
+  if (shareable == nullptr || it == virtual_handles_.end() || it->second.refs == 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  VirtualHandle& v = it->second;
+  if ((v.prop.requestedHandleTypes & type) == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (driver_->cuMemExportToShareableHandle == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  if (v.real == 0) {
+    if (const CUresult r = Materialize(handle, &v); r != CUDA_SUCCESS) return r;
+  }
+  return driver_->cuMemExportToShareableHandle(shareable, v.real, type, flags);
+}
+
+CUresult ShimCore::Materialize(CUmemGenericAllocationHandle handle, VirtualHandle* v) {
+  for (uint8_t state : v->state) {
+    if (state == 2) {
+      MEMSHIM_LOG(kWarn,
+                  "handle %#llx: part of it was unmapped and its bytes discarded; not exported",
+                  static_cast<unsigned long long>(handle));
+      return CUDA_ERROR_NOT_SUPPORTED;
+    }
+  }
+  const uint64_t bytes = static_cast<uint64_t>(v->chunks) << kChunkShift;
+  std::vector<std::pair<uint32_t, AppMapping>> mappings;
+  for (const auto& [first, m] : app_mappings_) {
+    if (m.handle == handle) mappings.push_back({first, m});
+  }
+  // Work that may use its chunks completes first; then room on the device.
+  FinishPageOut();
+  tracker_->CoverAll();
+  for (const auto& [first, m] : mappings) {
+    for (uint32_t c = first; c < first + m.count; ++c) {
+      if (const CUresult r = WaitChunkIdle(c); r != CUDA_SUCCESS) return r;
+    }
+  }
+  app_pinned_bytes_ += bytes;
+  EnforceDeviceLimit();
+  CUmemGenericAllocationHandle real = 0;
+  CUdeviceptr staging = 0;
+  CUresult r = driver_->cuMemCreate(&real, bytes, &v->prop, 0);
+  if (r == CUDA_SUCCESS) r = driver_->cuMemAddressReserve(&staging, bytes, 0, 0, 0);
+  if (r == CUDA_SUCCESS && (r = pool_->MapRange(staging, bytes, 0, real)) != CUDA_SUCCESS) {
+    (void)driver_->cuMemAddressFree(staging, bytes);
+    staging = 0;
+  }
+  // The bytes, chunk by chunk, from wherever they are now.
+  fills_.clear();
+  for (const auto& [first, m] : mappings) {
+    for (uint32_t i = 0; i < m.count && r == CUDA_SUCCESS; ++i) {
+      const uint32_t c = first + i;
+      if (table_[c].residence == Residence::kNvme) r = PageIn(c, /*may_evict=*/true);
+      if (r != CUDA_SUCCESS || table_[c].residence == Residence::kUnbacked) continue;  // no bytes
+      const ChunkEntry& e = table_[c];
+      const CUdeviceptr src =
+          e.residence == Residence::kHost ? pool_->mirror(e.phys) : table_.AddressOf(c);
+      r = driver_->cuMemcpyDtoDAsync_v2(
+          staging + (static_cast<uint64_t>(m.offset_chunks + i) << kChunkShift), src, kChunkBytes,
+          copy_stream_);
+    }
+  }
+  const uint64_t seq = tracker_->Issue(copy_index_);
+  if (const CUresult w = tracker_->WaitFor(copy_index_, seq); r == CUDA_SUCCESS) r = w;
+  CommitFills(seq);
+  if (staging != 0) {
+    (void)driver_->cuMemUnmap(staging, bytes);
+    (void)driver_->cuMemAddressFree(staging, bytes);
+  }
+  if (r != CUDA_SUCCESS) {  // nothing changed for the application
+    if (real != 0) (void)driver_->cuMemRelease(real);
+    app_pinned_bytes_ -= bytes;
+    EnforceDeviceLimit();
+    MEMSHIM_LOG(kError, "handle %#llx could not be moved to driver memory for export (%d)",
+                static_cast<unsigned long long>(handle), r);
+    return r;
+  }
+  // Where the handle was mapped, the driver's memory now.
+  for (const auto& [m, mapping] : mappings) {
+    const uint32_t n = mapping.count;
+    app_mappings_.erase(m);
+    ReleaseMappingChunks(m, n);
+    for (uint32_t c = m; c < m + n; ++c) {
+      if (const CUresult d = DropBacking(c); d != CUDA_SUCCESS && r == CUDA_SUCCESS) r = d;
+    }
+    const CUresult mapped =
+        pool_->MapRange(table_.AddressOf(m), static_cast<uint64_t>(n) << kChunkShift,
+                        static_cast<uint64_t>(mapping.offset_chunks) << kChunkShift, real);
+    if (mapped != CUDA_SUCCESS) {
+      MEMSHIM_LOG(kError, "mapping exported handle %#llx at %p failed (%d); that range is unmapped",
+                  static_cast<unsigned long long>(handle),
+                  reinterpret_cast<void*>(table_.AddressOf(m)), mapped);
+      if (r == CUDA_SUCCESS) r = mapped;
+      continue;
+    }
+    for (uint32_t c = m; c < m + n; ++c) table_[c].kind = ChunkKind::kForeign;
+  }
+  v->mapped = 0;
+  v->real = real;
+  allocator_->Uncommit(v->chunks);
+  MEMSHIM_LOG(kInfo, "handle %#llx exported: %llu bytes pinned in driver memory",
+              static_cast<unsigned long long>(handle), static_cast<unsigned long long>(bytes));
+  return r;
+}
+
+CUresult ShimCore::BeginForeignMap(CUdeviceptr ptr, uint64_t bytes) {
+  MutexLock lock(&mu_);
+  uint32_t first = 0, count = 0;
+  if (!AppRange(ptr, bytes, &first, &count)) return CUDA_ERROR_INVALID_VALUE;
+  for (uint32_t c = first; c < first + count; ++c) {
+    if (table_[c].kind != ChunkKind::kReserved) return CUDA_ERROR_INVALID_VALUE;
+  }
+  for (uint32_t c = first; c < first + count; ++c) {
+    if (const CUresult r = DropBacking(c); r != CUDA_SUCCESS) return r;
+  }
+  for (uint32_t c = first; c < first + count; ++c) table_[c].kind = ChunkKind::kForeign;
+  return CUDA_SUCCESS;
+}
+
+void ShimCore::EndForeignMap(CUdeviceptr ptr, uint64_t bytes, bool mapped) {
+  if (mapped) return;
+  OnForeignUnmap(ptr, bytes);
+}
+
+bool ShimCore::IsForeign(CUdeviceptr ptr, uint64_t bytes) {
+  MutexLock lock(&mu_);
+  if (!table_.Contains(ptr)) return false;
+  const uint32_t first = table_.IndexOf(ptr);
+  const uint64_t end =
+      std::min<uint64_t>(ptr - base_ + std::max<uint64_t>(bytes, 1), table_.bytes());
+  for (uint32_t c = first; c <= static_cast<uint32_t>((end - 1) >> kChunkShift); ++c) {
+    if (table_[c].kind != ChunkKind::kForeign) return false;
+  }
+  return true;
+}
+
+void ShimCore::OnForeignUnmap(CUdeviceptr ptr, uint64_t bytes) {
+  MutexLock lock(&mu_);
+  uint32_t first = 0, count = 0;
+  if (!AppRange(ptr, bytes, &first, &count)) return;
+  for (uint32_t c = first; c < first + count; ++c) {
+    if (table_[c].kind == ChunkKind::kForeign) table_[c].kind = ChunkKind::kReserved;
+  }
+}
+
+CUresult ShimCore::AppSetAccess(CUdeviceptr ptr, uint64_t bytes, const CUmemAccessDesc* desc,
+                                size_t count) {
+  if (desc == nullptr || count == 0) return CUDA_ERROR_INVALID_VALUE;
+  for (size_t i = 0; i < count; ++i) {
+    if (desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_NONE &&
+        desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READ &&
+        desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    const CUmemLocationType t = desc[i].location.type;
+    if (t == CU_MEM_LOCATION_TYPE_DEVICE) {
+      int devices = 0;
+      if (driver_->cuDeviceGetCount != nullptr &&
+          driver_->cuDeviceGetCount(&devices) == CUDA_SUCCESS &&
+          (desc[i].location.id < 0 || desc[i].location.id >= devices)) {
+        return CUDA_ERROR_INVALID_DEVICE;
+      }
+    } else if (t != CU_MEM_LOCATION_TYPE_HOST && t != CU_MEM_LOCATION_TYPE_HOST_NUMA &&
+               t != CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+  }
+  MutexLock lock(&mu_);
+  uint32_t first = 0, n = 0;
+  if (!AppRange(ptr, bytes, &first, &n)) return CUDA_ERROR_INVALID_VALUE;
+  for (uint32_t c = first; c < first + n; ++c) {
+    if (!table_[c].app_mapped) return CUDA_ERROR_INVALID_VALUE;  // the range must be mapped
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult ShimCore::AppRetain(CUmemGenericAllocationHandle* handle, CUdeviceptr ptr) {
+  if (handle == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  MutexLock lock(&mu_);
+  if (!table_.Contains(ptr)) return CUDA_ERROR_INVALID_VALUE;
+  const uint32_t c = table_.IndexOf(ptr);
+  if (!table_[c].app_mapped) return CUDA_ERROR_INVALID_VALUE;
+  auto it = MappingOf(c);
+  if (it == app_mappings_.end()) return CUDA_ERROR_INVALID_VALUE;
+  ++virtual_handles_[it->second.handle].refs;
+  *handle = it->second.handle;
+  return CUDA_SUCCESS;
+}
+
+bool ShimCore::IsAppMapped(CUdeviceptr ptr) {
+  MutexLock lock(&mu_);
+  return table_.Contains(ptr) && table_[table_.IndexOf(ptr)].app_mapped;
+}
+
+}  // namespace memvirt::shim

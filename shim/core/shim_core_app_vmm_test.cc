@@ -1,0 +1,252 @@
+// Application VMM (Note [application VMM] in shim_core_app_vmm.cc) over the
+// fake driver: virtual handles mapped by the application page like blocks.
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <vector>
+
+#include "shim/core/shim_core_test_fixture.h"
+
+namespace memvirt::shim {
+namespace {
+
+class ShimCoreAppVmmTest : public ShimCoreTest {
+ protected:
+  CUmemAllocationProp Prop() const {
+    CUmemAllocationProp prop = {};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    return prop;
+  }
+  // Reserves `handles` x `bytes`, creates and maps that many handles in it
+  // (adjacent: one block, Note [contiguous mappings]).
+  void MapHandles(int handles, uint64_t bytes) {
+    ASSERT_EQ(core_->AppReserve(handles * bytes, 0, &base_), CUDA_SUCCESS);
+    handles_.resize(handles);
+    for (int i = 0; i < handles; ++i) {
+      ASSERT_EQ(core_->AppCreate(bytes, Prop(), &handles_[i]), CUDA_SUCCESS);
+      EXPECT_TRUE(ShimCore::IsVirtualHandle(handles_[i]));
+      ASSERT_EQ(core_->AppMap(base_ + i * bytes, bytes, 0, handles_[i]), CUDA_SUCCESS);
+    }
+  }
+  // One reservation per handle: separate blocks.
+  void MapSeparately(int handles, uint64_t bytes, std::vector<CUdeviceptr>* at) {
+    handles_.resize(handles);
+    at->resize(handles);
+    for (int i = 0; i < handles; ++i) {
+      ASSERT_EQ(core_->AppReserve(bytes, 0, &(*at)[i]), CUDA_SUCCESS);
+      ASSERT_EQ(core_->AppCreate(bytes, Prop(), &handles_[i]), CUDA_SUCCESS);
+      ASSERT_EQ(core_->AppMap((*at)[i], bytes, 0, handles_[i]), CUDA_SUCCESS);
+    }
+  }
+  uint64_t FreeBytes() {
+    size_t free = 0, total = 0;
+    EXPECT_EQ(core_->GetInfo(&free, &total), CUDA_SUCCESS);
+    return free;
+  }
+
+  CUdeviceptr base_ = 0;
+  std::vector<CUmemGenericAllocationHandle> handles_;
+};
+
+TEST_F(ShimCoreAppVmmTest, MappedHandlesArePagedLikeAllocations) {
+  CUstream s = fake_.CreateStream();
+  std::vector<CUdeviceptr> at;
+  MapSeparately(8, 4 * kMiB, &at);  // 4x the 8 MiB device budget
+  for (int i = 0; i < 8; ++i) ASSERT_EQ(Write(s, at[i], 4 * kMiB, 100 + i), CUDA_SUCCESS);
+  for (int round = 0; round < 2; ++round) {
+    for (int i = 0; i < 8; ++i) {
+      uint64_t sum = 0;
+      ASSERT_EQ(Read(s, at[i], 4 * kMiB, &sum), CUDA_SUCCESS);
+      ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+      EXPECT_EQ(sum, PatternChecksum(4 * kMiB, 100 + i)) << "handle " << i;
+    }
+  }
+  EXPECT_GT(core_->stats().evictions, 0u);
+  EXPECT_GT(core_->stats().page_ins, 0u);
+  EXPECT_LE(core_->stats().device_chunks_peak, 4u);
+  EXPECT_EQ(fake_.faults(), 0u);
+}
+
+TEST_F(ShimCoreAppVmmTest, AdjacentMappingsAreOneRangeForLaunchesAndCopies) {
+  CUstream s = fake_.CreateStream();
+  MapHandles(2, 4 * kMiB);
+  // A kernel given the first mapping's address writes into the second one.
+  ASSERT_EQ(Write(s, base_, 8 * kMiB, 7), CUDA_SUCCESS);
+  const MemRange across{base_ + 2 * kMiB, 4 * kMiB};
+  ShimCore::Ticket ticket;
+  EXPECT_EQ(core_->BeforeAccess(&across, 1, s, false, true, &ticket), CUDA_SUCCESS);
+  ticket.Close();
+  uint64_t sum = 0;
+  ASSERT_EQ(Read(s, base_, 8 * kMiB, &sum), CUDA_SUCCESS);
+  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  EXPECT_EQ(sum, PatternChecksum(8 * kMiB, 7));
+  EXPECT_EQ(fake_.faults(), 0u);
+}
+
+TEST_F(ShimCoreAppVmmTest, CapacityIsHeldUntilReleasedAndUnmappedInEitherOrder) {
+  const uint64_t before = FreeBytes();
+  MapHandles(2, 4 * kMiB);
+  EXPECT_EQ(FreeBytes(), before - 8 * kMiB);
+  // Released first: the mapping keeps the memory.
+  ASSERT_EQ(core_->AppRelease(handles_[0]), CUDA_SUCCESS);
+  EXPECT_EQ(FreeBytes(), before - 8 * kMiB);
+  EXPECT_EQ(core_->AppRelease(handles_[0]), CUDA_ERROR_INVALID_VALUE);  // released already
+  ASSERT_EQ(core_->AppUnmap(base_, 4 * kMiB), CUDA_SUCCESS);
+  EXPECT_EQ(FreeBytes(), before - 4 * kMiB);
+  // Unmapped first: the handle keeps it.
+  ASSERT_EQ(core_->AppUnmap(base_ + 4 * kMiB, 4 * kMiB), CUDA_SUCCESS);
+  EXPECT_EQ(FreeBytes(), before - 4 * kMiB);
+  ASSERT_EQ(core_->AppRelease(handles_[1]), CUDA_SUCCESS);
+  EXPECT_EQ(FreeBytes(), before);
+  EXPECT_EQ(core_->stats().device_chunks_in_use, 0u);
+  EXPECT_EQ(core_->AppAddressFree(base_, 8 * kMiB), CUDA_SUCCESS);
+  // Beyond the virtual capacity: the driver's out-of-memory answer.
+  CUmemGenericAllocationHandle big;
+  EXPECT_EQ(core_->AppCreate(before + 2 * kMiB, Prop(), &big), CUDA_ERROR_OUT_OF_MEMORY);
+}
+
+TEST_F(ShimCoreAppVmmTest, UnmapTakesWholeMappingsOnly) {
+  MapHandles(3, 4 * kMiB);
+  EXPECT_EQ(core_->AppUnmap(base_ + 2 * kMiB, 2 * kMiB), CUDA_ERROR_INVALID_VALUE);  // sub-range
+  EXPECT_EQ(core_->AppUnmap(base_, 6 * kMiB), CUDA_ERROR_INVALID_VALUE);         // cuts the second
+  EXPECT_EQ(core_->AppAddressFree(base_, 12 * kMiB), CUDA_ERROR_INVALID_VALUE);  // still mapped
+  EXPECT_EQ(core_->AppUnmap(base_, 8 * kMiB), CUDA_SUCCESS);              // two whole mappings
+  EXPECT_EQ(core_->AppUnmap(base_, 4 * kMiB), CUDA_ERROR_INVALID_VALUE);  // nothing mapped
+  // The third is one block on its own now.
+  CUdeviceptr range_base = 0;
+  size_t range_size = 0;
+  ASSERT_EQ(core_->GetAddressRange(&range_base, &range_size, base_ + 9 * kMiB), CUDA_SUCCESS);
+  EXPECT_EQ(range_base, base_ + 8 * kMiB);
+  EXPECT_EQ(range_size, 4 * kMiB);
+  EXPECT_EQ(core_->GetAddressRange(&range_base, &range_size, base_), CUDA_ERROR_NOT_FOUND);
+}
+
+TEST_F(ShimCoreAppVmmTest, AHandlePartIsMappedOnceAndNotAgainAfterItsBytesWereDiscarded) {
+  MapHandles(1, 4 * kMiB);
+  CUdeviceptr other;
+  ASSERT_EQ(core_->AppReserve(4 * kMiB, 0, &other), CUDA_SUCCESS);
+  EXPECT_EQ(core_->AppMap(other, 4 * kMiB, 0, handles_[0]), CUDA_ERROR_NOT_SUPPORTED);  // alias
+  ASSERT_EQ(core_->AppUnmap(base_, 4 * kMiB), CUDA_SUCCESS);
+  EXPECT_EQ(core_->AppMap(other, 4 * kMiB, 0, handles_[0]), CUDA_ERROR_NOT_SUPPORTED);  // discarded
+  EXPECT_EQ(core_->AppMap(other, 4 * kMiB, 2 * kMiB, handles_[0]), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(core_->AppMap(other + kMiB, 2 * kMiB, 0, handles_[0]), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(core_->AppRelease(handles_[0]), CUDA_SUCCESS);
+  EXPECT_EQ(core_->AppMap(other, 4 * kMiB, 0, handles_[0]), CUDA_ERROR_INVALID_VALUE);  // gone
+}
+
+TEST_F(ShimCoreAppVmmTest, QueriesAnswerForTheMappingAndTheReservation) {
+  MapHandles(2, 4 * kMiB);
+  const CUdeviceptr second = base_ + 4 * kMiB;
+  CUdeviceptr range_base = 0;
+  size_t range_size = 0;
+  ASSERT_EQ(core_->GetAddressRange(&range_base, &range_size, second + 100), CUDA_SUCCESS);
+  EXPECT_EQ(range_base, second);
+  EXPECT_EQ(range_size, 4 * kMiB);
+  CUdeviceptr start = 0;
+  size_t size = 0;
+  unsigned long long types = 0;
+  int ipc = 1;
+  ASSERT_EQ(core_->PointerAttribute(CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, &start, second),
+            CUDA_SUCCESS);
+  ASSERT_EQ(core_->PointerAttribute(CU_POINTER_ATTRIBUTE_RANGE_SIZE, &size, second), CUDA_SUCCESS);
+  ASSERT_EQ(core_->PointerAttribute(CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES, &types, second),
+            CUDA_SUCCESS);
+  ASSERT_EQ(core_->PointerAttribute(CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, &ipc, second),
+            CUDA_SUCCESS);
+  EXPECT_EQ(start, base_);
+  EXPECT_EQ(size, 8 * kMiB);
+  EXPECT_EQ(types, static_cast<unsigned long long>(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+  EXPECT_EQ(ipc, 0);
+  CUmemGenericAllocationHandle retained = 0;
+  ASSERT_EQ(core_->AppRetain(&retained, second + 3 * kMiB), CUDA_SUCCESS);
+  EXPECT_EQ(retained, handles_[1]);
+  CUmemAllocationProp prop = {};
+  ASSERT_EQ(core_->AppProperties(&prop, retained), CUDA_SUCCESS);
+  EXPECT_EQ(prop.requestedHandleTypes, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+  // Two references now: the handle outlives one release and its mapping.
+  ASSERT_EQ(core_->AppRelease(handles_[1]), CUDA_SUCCESS);
+  ASSERT_EQ(core_->AppUnmap(second, 4 * kMiB), CUDA_SUCCESS);
+  EXPECT_EQ(core_->AppProperties(&prop, retained), CUDA_SUCCESS);
+  ASSERT_EQ(core_->AppRelease(retained), CUDA_SUCCESS);
+  EXPECT_EQ(core_->AppProperties(&prop, retained), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(core_->Free(base_), CUDA_ERROR_INVALID_VALUE);  // VMM memory is not cuMemFree'd
+  EXPECT_TRUE(core_->IsAppMapped(base_));
+  CUmemAccessDesc access = {};
+  access.location = Prop().location;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  EXPECT_EQ(core_->AppSetAccess(base_, 4 * kMiB, &access, 1), CUDA_SUCCESS);
+  EXPECT_EQ(core_->AppSetAccess(base_, 8 * kMiB, &access, 1), CUDA_ERROR_INVALID_VALUE);
+}
+
+TEST_F(ShimCoreAppVmmTest, ADriverMappingInAReservedRangeIsLeftToTheDriver) {
+  CUstream s = fake_.CreateStream();
+  CUdeviceptr p;
+  ASSERT_EQ(core_->Alloc(&p, 4 * kMiB), CUDA_SUCCESS);  // backs chunks that are then freed
+  ASSERT_EQ(Write(s, p, 4 * kMiB, 3), CUDA_SUCCESS);
+  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  ASSERT_EQ(core_->Free(p), CUDA_SUCCESS);
+  CUdeviceptr r;
+  ASSERT_EQ(core_->AppReserve(4 * kMiB, 0, &r), CUDA_SUCCESS);
+  ASSERT_EQ(core_->BeginForeignMap(r, 4 * kMiB), CUDA_SUCCESS);  // frees what the core had there
+  EXPECT_TRUE(core_->IsForeign(r, 4 * kMiB));
+  EXPECT_EQ(core_->TEST_ResidenceOf(r), Residence::kUnbacked);
+  const MemRange inside{r + kMiB, kMiB};
+  ShimCore::Ticket ticket;
+  EXPECT_EQ(core_->BeforeAccess(&inside, 1, s, false, true, &ticket), CUDA_SUCCESS);
+  ticket.Close();
+  EXPECT_EQ(core_->TEST_ResidenceOf(r), Residence::kUnbacked);  // never backed by the core
+  core_->OnForeignUnmap(r, 4 * kMiB);
+  EXPECT_FALSE(core_->IsForeign(r, 4 * kMiB));
+  EXPECT_EQ(core_->AppAddressFree(r, 4 * kMiB), CUDA_SUCCESS);
+}
+
+// Note [exported handles]: export moves the handle's bytes into driver memory mapped where it
+// was; the exported descriptor and the application's addresses hold the same bytes.
+TEST_F(ShimCoreAppVmmTest, AnExportedHandleIsPinnedInDriverMemory) {
+  CUstream s = fake_.CreateStream();
+  std::vector<CUdeviceptr> at;
+  MapSeparately(6, 4 * kMiB, &at);  // 3x the device budget: some of it in the host tier
+  for (int i = 0; i < 6; ++i) ASSERT_EQ(Write(s, at[i], 4 * kMiB, 50 + i), CUDA_SUCCESS);
+  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  const uint64_t free_before = FreeBytes();
+  int fd = -1;
+  EXPECT_EQ(core_->AppExport(&fd, handles_[0], CU_MEM_HANDLE_TYPE_FABRIC, 0),
+            CUDA_ERROR_INVALID_VALUE);  // not a requested type
+  ASSERT_EQ(core_->AppExport(&fd, handles_[0], CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+            CUDA_SUCCESS);
+  ASSERT_GE(fd, 0);
+  void* exported = mmap(nullptr, 4 * kMiB, PROT_READ, MAP_SHARED, fd, 0);
+  ASSERT_NE(exported, MAP_FAILED);
+  EXPECT_EQ(Checksum(exported, 4 * kMiB), PatternChecksum(4 * kMiB, 50));
+  munmap(exported, 4 * kMiB);
+  close(fd);
+  EXPECT_TRUE(core_->IsForeign(at[0], 4 * kMiB));         // the driver's mapping now
+  EXPECT_EQ(FreeBytes(), free_before + 4 * kMiB);         // out of the virtual capacity
+  EXPECT_EQ(core_->stats().device_chunk_limit, 4u - 2u);  // pinned in the device budget
+  uint64_t sum = 0;
+  ASSERT_EQ(Read(s, at[0], 4 * kMiB, &sum), CUDA_SUCCESS);  // the application's address
+  for (int i = 1; i < 6; ++i) {                             // the others keep paging around it
+    uint64_t other = 0;
+    ASSERT_EQ(Read(s, at[i], 4 * kMiB, &other), CUDA_SUCCESS);
+    ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+    EXPECT_EQ(other, PatternChecksum(4 * kMiB, 50 + i)) << "handle " << i;
+  }
+  EXPECT_EQ(sum, PatternChecksum(4 * kMiB, 50));
+  // Exported again: the same driver memory. Released and unmapped: the budget comes back.
+  ASSERT_EQ(core_->AppExport(&fd, handles_[0], CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+            CUDA_SUCCESS);
+  close(fd);
+  ASSERT_EQ(fake_.driver().cuMemUnmap(at[0], 4 * kMiB), CUDA_SUCCESS);
+  core_->OnForeignUnmap(at[0], 4 * kMiB);
+  ASSERT_EQ(core_->AppRelease(handles_[0]), CUDA_SUCCESS);
+  EXPECT_EQ(core_->stats().device_chunk_limit, 4u);
+  EXPECT_EQ(core_->AppAddressFree(at[0], 4 * kMiB), CUDA_SUCCESS);
+  EXPECT_EQ(fake_.faults(), 0u);
+}
+
+}  // namespace
+}  // namespace memvirt::shim
