@@ -3,8 +3,8 @@
 // Note [learning the iteration]
 //   Every step's block set is recorded. The recording of one iteration
 //   becomes the schedule when an OnIterationMark() arrives, or, without
-//   marks, when a step repeats the signature of the first recorded step (the
-//   kernel sequence started over). From then on each step is matched against
+//   marks, when the recording is found to repeat with some period (Note
+//   [iteration detection]). From then on each step is matched against
 //   the expected position of the schedule; a mismatch re-synchronizes to a
 //   position with the same signature if there is one, otherwise the policy
 //   falls back to LRU until the sequence is recognized again. An iteration
@@ -16,9 +16,10 @@
 //   available at any moment without rebuilding state.
 //
 // Note [following without a recording]
-//   The recording is read only to learn: by Detect() (no schedule yet) and
-//   at an iteration mark (relearning after a mismatch). Once a schedule is
-//   followed and no mark was ever seen, neither can happen before learning
+//   The recording is read only to learn: by Detect() (no schedule yet, or a
+//   detected one still on trial) and at an iteration mark (relearning after
+//   a mismatch). Once a detected schedule has passed its trial and no mark
+//   was ever seen, neither can happen before learning
 //   restarts from an empty recording (the workload changed) or a first mark
 //   arrives, whose recording would otherwise hold every step since the
 //   schedule was adopted (and grow until max_iteration_steps). So in that
@@ -135,47 +136,60 @@ class LifetimePolicy final : public Policy {
   // The rest of OnAccess(): re-synchronization, learning and recording. Out
   // of line so that the common case above stays a small function.
   [[gnu::noinline]] void OnAccessSlow(Step step, std::span<const BlockAccess> accesses) {
-    if (planner_ != nullptr && !marks_seen_) {  // Note [following without a recording]
-      if (!recording_.empty()) {
-        recording_.clear();
-        recorded_signatures_.clear();
-      }
+    if (planner_ != nullptr && !marks_seen_ && !on_trial_) {
+      // Note [following without a recording]
+      if (!recording_.empty()) ResetRecording();
       if (FollowExpected(last_signature_)) return;
       std::vector<BlockAccess> merged = Merged(accesses);
       const uint64_t sig = internal::AccessSignature(merged);
       Follow(sig);
       if (planner_ != nullptr) return;
       // Learning restarted: this step opens the new recording.
-      recording_.push_back(StepAccesses{step, std::move(merged), 0});
-      recorded_signatures_.push_back(sig);
+      Record(step, std::move(merged), sig);
       return;
     }
     std::vector<BlockAccess> merged = Merged(accesses);
     const uint64_t sig = internal::AccessSignature(merged);
+    if (planner_ != nullptr && on_trial_) {
+      // A schedule on trial is followed while the recording goes on; the
+      // first mismatch rejects it (see Note [iteration detection]).
+      if (FollowExpected(sig)) {
+        if (++trial_followed_ >= trial_length_ ||
+            recording_.size() + 1 >= options_.max_iteration_steps) {
+          on_trial_ = false;  // passed: from now on, no recording
+          ResetRecording();
+          return;
+        }
+        Record(step, std::move(merged), sig);
+        return;
+      }
+      Reject();
+    }
     if (planner_) {
       Follow(sig);
     } else if (!marks_seen_ && options_.detect_iterations) {
       Detect(sig);
     }
-    if (recording_.size() >= options_.max_iteration_steps) {
-      recording_.clear();
-      recorded_signatures_.clear();
-      candidate_period_ = 0;
-      adopt_period_ = 0;
-    }
-    recording_.push_back(StepAccesses{step, std::move(merged), 0});
-    recorded_signatures_.push_back(sig);
+    if (recording_.size() >= options_.max_iteration_steps) ResetRecording();
+    Record(step, std::move(merged), sig);
     if (adopt_period_ > 0) Adopt();
   }
 
   void OnIterationMark() override {
     marks_seen_ = true;
+    if (on_trial_) {
+      // A detected schedule on trial, and a recording that holds everything
+      // since learning started: the marks take over from the next one.
+      on_trial_ = false;
+      planner_.reset();
+      schedule_.reset();
+      in_sync_ = false;
+      ResetRecording();
+    }
     if (!recording_.empty() && (!planner_ || mismatch_)) {
       Learn(std::move(recording_));
     }
-    recording_.clear();
-    recorded_signatures_.clear();
-    candidate_period_ = 0;
+    ResetRecording();
     mismatch_ = false;
     if (planner_) {
       // Next expected step: position 0 of the next iteration.
@@ -245,40 +259,102 @@ class LifetimePolicy final : public Policy {
   }
 
   // Note [iteration detection]
-  //   A step with the signature of the first recorded step proposes that the
-  //   iteration is the recording so far; the proposal is adopted once the
-  //   next min(kConfirmSteps, period) steps repeat the recording's start too
-  //   (one repeated kernel is not a repeated iteration).
+  //   Without marks the iteration is found from the signatures alone. A
+  //   program runs one-time set-up launches before its loop (fills of
+  //   persistent tensors, initialization), any number of them, so the
+  //   recording's first step need not recur; and an iteration may repeat one
+  //   layer's steps several times, so the first recurrence of a signature
+  //   need not be the iteration's.
+  //
+  //   Proposal: a step whose signature was recorded before proposes the
+  //   distance to its most recent occurrence as the period p (at least 2, and
+  //   not a period rejected before in this recording). Confirmation: the next
+  //   min(kConfirmSteps, p) - 1 steps repeat the steps p before them too (one
+  //   repeated kernel is not a repeated iteration). The p steps before the
+  //   proposing step become the schedule, on trial.
+  //
+  //   Trial: recording goes on, and the first step that is not the
+  //   schedule's expected one rejects it: the schedule is dropped (back to
+  //   LRU), its period is not proposed again for this recording, and
+  //   detection continues on the recording as it is (the set-up prefix and
+  //   the rejected period's steps stay history). The schedule passes after
+  //   following max(2p, steps recorded at adoption) steps in sequence: two
+  //   periods, and as many steps again as the history that proposed it; from
+  //   then on a mismatch re-synchronizes (Note [learning the iteration]).
+  //   So an iteration `A L L L B` with a repeated layer L first proposes L's
+  //   length; B (or the next A) rejects it, and the recurrence of a step
+  //   outside the layers proposes the iteration, which follows without a
+  //   mismatch. What is not told apart is an iteration repeating one layer
+  //   so often that the layer's schedule passes its trial before a step
+  //   outside the layers recurs.
   static constexpr uint64_t kConfirmSteps = 4;
 
   void Detect(uint64_t sig) {
     const uint64_t index = recording_.size();  // index this step will get
     if (candidate_period_ > 0) {
-      const uint64_t offset = index - candidate_period_;
-      if (sig == recorded_signatures_[offset]) {
-        if (offset + 1 >= std::min(kConfirmSteps, candidate_period_))
+      if (sig == recorded_signatures_[index - candidate_period_]) {
+        if (++candidate_matched_ >= std::min(kConfirmSteps, candidate_period_))
           adopt_period_ = candidate_period_;
         return;
       }
       candidate_period_ = 0;
     }
-    if (index >= 2 && sig == recorded_signatures_[0]) candidate_period_ = index;
+    auto it = last_index_.find(sig);
+    if (it == last_index_.end()) return;
+    const uint64_t period = index - it->second;
+    if (period < 2 || std::find(rejected_periods_.begin(), rejected_periods_.end(), period) !=
+                          rejected_periods_.end())
+      return;
+    candidate_period_ = period;
+    candidate_start_ = index;
+    candidate_matched_ = 1;
   }
 
-  // Adopts recording_[0, period) as the iteration; the steps after it are
-  // the start of the next one.
+  // Appends a step to the recording.
+  void Record(Step step, std::vector<BlockAccess> merged, uint64_t sig) {
+    last_index_[sig] = recording_.size();
+    recording_.push_back(StepAccesses{step, std::move(merged), 0});
+    recorded_signatures_.push_back(sig);
+  }
+
+  // Empties the recording and what detection inferred from it.
+  void ResetRecording() {
+    recording_.clear();
+    recorded_signatures_.clear();
+    last_index_.clear();
+    rejected_periods_.clear();
+    candidate_period_ = 0;
+    adopt_period_ = 0;
+  }
+
+  // Adopts the period before the proposing step as the schedule, on trial
+  // (Note [iteration detection]); the steps from the proposing one on are
+  // the start of its next repetition.
   void Adopt() {
     const uint64_t period = adopt_period_;
+    const uint64_t first = candidate_start_ - period;
     adopt_period_ = 0;
     candidate_period_ = 0;
     const uint64_t done = recording_.size();
-    std::vector<StepAccesses> iteration(recording_.begin(), recording_.begin() + period);
-    recording_.erase(recording_.begin(), recording_.begin() + period);
-    recorded_signatures_.erase(recorded_signatures_.begin(), recorded_signatures_.begin() + period);
-    Learn(std::move(iteration));
-    position_ = static_cast<int64_t>(done) - 1;
+    Learn(std::vector<StepAccesses>(recording_.begin() + first,
+                                    recording_.begin() + candidate_start_));
+    position_ = static_cast<int64_t>(done - first) - 1;
     planner_->Realign(position_);
     in_sync_ = true;
+    on_trial_ = true;
+    trial_followed_ = 0;
+    trial_length_ = std::max(2 * period, done);
+  }
+
+  // Drops the schedule on trial (Note [iteration detection]).
+  void Reject() {
+    rejected_periods_.push_back(schedule_->size());
+    planner_.reset();
+    schedule_.reset();
+    on_trial_ = false;
+    in_sync_ = false;
+    mismatch_ = false;
+    out_of_sync_steps_ = 0;
   }
 
   // position % schedule size, without a division when `position` follows
@@ -345,8 +421,7 @@ class LifetimePolicy final : public Policy {
       // The workload changed: learn again from scratch.
       planner_.reset();
       schedule_.reset();
-      recording_.clear();
-      recorded_signatures_.clear();
+      ResetRecording();
       out_of_sync_steps_ = 0;
     }
   }
@@ -359,8 +434,20 @@ class LifetimePolicy final : public Policy {
 
   std::vector<StepAccesses> recording_;
   std::vector<uint64_t> recorded_signatures_;
-  uint64_t candidate_period_ = 0;  // proposed iteration length, 0 if none
-  uint64_t adopt_period_ = 0;      // confirmed, to adopt after this step
+  // Note [iteration detection]: the recording's most recent index of each
+  // signature, the proposed period (0 if none), the index of the step that
+  // proposed it, how many steps confirmed it, a confirmed period to adopt
+  // after this step, and the periods whose schedules were rejected.
+  absl::flat_hash_map<uint64_t, uint64_t> last_index_;
+  uint64_t candidate_period_ = 0;
+  uint64_t candidate_start_ = 0;
+  uint64_t candidate_matched_ = 0;
+  uint64_t adopt_period_ = 0;
+  std::vector<uint64_t> rejected_periods_;  // few: one per rejection
+  // A detected schedule on trial: steps followed so far, steps to pass.
+  bool on_trial_ = false;
+  uint64_t trial_followed_ = 0;
+  uint64_t trial_length_ = 0;
   bool marks_seen_ = false;
   bool mismatch_ = false;
 
