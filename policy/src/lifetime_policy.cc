@@ -55,8 +55,9 @@ using internal::Schedule;
 // Sorted by block, duplicates merged, in one allocation.
 std::vector<BlockAccess> Merged(std::span<const BlockAccess> accesses) {
   std::vector<BlockAccess> v(accesses.begin(), accesses.end());
-  std::sort(v.begin(), v.end(),
-            [](const BlockAccess& a, const BlockAccess& b) { return a.block < b.block; });
+  std::sort(v.begin(), v.end(), [](const BlockAccess &a, const BlockAccess &b) {
+    return a.block < b.block;
+  });
   size_t kept = 0;
   for (size_t i = 0; i < v.size(); ++i) {
     if (kept > 0 && v[kept - 1].block == v[i].block) {
@@ -70,43 +71,50 @@ std::vector<BlockAccess> Merged(std::span<const BlockAccess> accesses) {
 }
 
 class LifetimePolicy final : public Policy {
- public:
-  explicit LifetimePolicy(const LifetimeOptions& options)
+public:
+  explicit LifetimePolicy(const LifetimeOptions &options)
       : options_(options), lru_(MakeLruPolicy()) {}
 
   std::string_view name() const override { return "lifetime"; }
 
-  void OnAlloc(BlockId block, const BlockInfo& info) override {
+  void OnAlloc(BlockId block, const BlockInfo &info) override {
     ++lru_epoch_;
     lru_->OnAlloc(block, info);
     blocks_[block] = Known{info.bytes, false};
     sizes_[block] = info.bytes;
-    if (planner_) planner_->Alloc(block, info.bytes);
+    if (planner_)
+      planner_->Alloc(block, info.bytes);
   }
   void OnFree(BlockId block) override {
     ++lru_epoch_;
     lru_->OnFree(block);
     blocks_.erase(block);
-    if (planner_) planner_->Free(block);
+    if (planner_)
+      planner_->Free(block);
   }
   void OnResident(BlockId block) override {
     ++lru_epoch_;
     lru_->OnResident(block);
     auto it = blocks_.find(block);
-    if (it != blocks_.end()) it->second.resident = true;
-    if (planner_) planner_->Resident(block);
+    if (it != blocks_.end())
+      it->second.resident = true;
+    if (planner_)
+      planner_->Resident(block);
   }
   void OnEvicted(BlockId block) override {
     ++lru_epoch_;
     lru_->OnEvicted(block);
     auto it = blocks_.find(block);
-    if (it != blocks_.end()) it->second.resident = false;
-    if (planner_) planner_->Evicted(block);
+    if (it != blocks_.end())
+      it->second.resident = false;
+    if (planner_)
+      planner_->Evicted(block);
   }
   void OnBudgetChange(uint64_t device_bytes) override {
     budget_ = device_bytes;
     lru_->OnBudgetChange(device_bytes);
-    if (planner_) planner_->SetBudget(device_bytes);
+    if (planner_)
+      planner_->SetBudget(device_bytes);
   }
   void OnStepDuration(Step step, double duration_us) override {
     for (auto it = recording_.rbegin(); it != recording_.rend(); ++it) {
@@ -114,12 +122,13 @@ class LifetimePolicy final : public Policy {
         it->duration_us = duration_us;
         return;
       }
-      if (it->step < step) return;
+      if (it->step < step)
+        return;
     }
   }
 
   void OnAccess(Step step, std::span<const BlockAccess> accesses) override {
-    if (!RepeatsLastStep(accesses)) {  // Note [repeated step]
+    if (!RepeatsLastStep(accesses)) { // Note [repeated step]
       lru_->OnAccess(step, accesses);
       last_accesses_.assign(accesses.begin(), accesses.end());
       last_signature_ = internal::AccessSignature(accesses);
@@ -135,15 +144,19 @@ class LifetimePolicy final : public Policy {
 
   // The rest of OnAccess(): re-synchronization, learning and recording. Out
   // of line so that the common case above stays a small function.
-  [[gnu::noinline]] void OnAccessSlow(Step step, std::span<const BlockAccess> accesses) {
+  [[gnu::noinline]] void OnAccessSlow(Step step,
+                                      std::span<const BlockAccess> accesses) {
     if (planner_ != nullptr && !marks_seen_ && !on_trial_) {
       // Note [following without a recording]
-      if (!recording_.empty()) ResetRecording();
-      if (FollowExpected(last_signature_)) return;
+      if (!recording_.empty())
+        ResetRecording();
+      if (FollowExpected(last_signature_))
+        return;
       std::vector<BlockAccess> merged = Merged(accesses);
       const uint64_t sig = internal::AccessSignature(merged);
       Follow(sig);
-      if (planner_ != nullptr) return;
+      if (planner_ != nullptr)
+        return;
       // Learning restarted: this step opens the new recording.
       Record(step, std::move(merged), sig);
       return;
@@ -156,7 +169,7 @@ class LifetimePolicy final : public Policy {
       if (FollowExpected(sig)) {
         if (++trial_followed_ >= trial_length_ ||
             recording_.size() + 1 >= options_.max_iteration_steps) {
-          on_trial_ = false;  // passed: from now on, no recording
+          on_trial_ = false; // passed: from now on, no recording
           ResetRecording();
           return;
         }
@@ -170,9 +183,11 @@ class LifetimePolicy final : public Policy {
     } else if (!marks_seen_ && options_.detect_iterations) {
       Detect(sig);
     }
-    if (recording_.size() >= options_.max_iteration_steps) ResetRecording();
+    if (recording_.size() >= options_.max_iteration_steps)
+      ResetRecording();
     Record(step, std::move(merged), sig);
-    if (adopt_period_ > 0) Adopt();
+    if (adopt_period_ > 0)
+      Adopt();
   }
 
   void OnIterationMark() override {
@@ -195,7 +210,8 @@ class LifetimePolicy final : public Policy {
       // Next expected step: position 0 of the next iteration.
       const int64_t n = static_cast<int64_t>(schedule_->size());
       position_ = ((position_ + 1 + n - 1) / n) * n - 1;
-      if (position_ < n - 1) position_ = n - 1;
+      if (position_ < n - 1)
+        position_ = n - 1;
       planner_->Realign(position_);
       in_sync_ = true;
       out_of_sync_steps_ = 0;
@@ -203,20 +219,24 @@ class LifetimePolicy final : public Policy {
   }
 
   std::optional<BlockId> PickVictim(EvictablePredicate can_evict) override {
-    if (Planning()) return planner_->PickVictim(can_evict);
+    if (Planning())
+      return planner_->PickVictim(can_evict);
     return lru_->PickVictim(can_evict);
   }
   std::optional<BlockId> PickVictimForPrefetch(EvictablePredicate can_evict,
                                                BlockId incoming) override {
-    if (Planning()) return planner_->PickVictimForPrefetch(can_evict, incoming);
+    if (Planning())
+      return planner_->PickVictimForPrefetch(can_evict, incoming);
     return std::nullopt;
   }
-  std::vector<PrefetchRequest> PrefetchCandidates(uint64_t byte_limit) override {
+  std::vector<PrefetchRequest>
+  PrefetchCandidates(uint64_t byte_limit) override {
     std::vector<PrefetchRequest> out;
     PrefetchCandidatesInto(byte_limit, out);
     return out;
   }
-  void PrefetchCandidatesInto(uint64_t byte_limit, std::vector<PrefetchRequest>& out) override {
+  void PrefetchCandidatesInto(uint64_t byte_limit,
+                              std::vector<PrefetchRequest> &out) override {
     if (Planning()) {
       planner_->Prefetch(byte_limit, out);
     } else {
@@ -225,19 +245,23 @@ class LifetimePolicy final : public Policy {
   }
   std::vector<BlockId> EvictAheadCandidates(EvictablePredicate can_evict,
                                             uint64_t free_bytes) override {
-    if (Planning()) return planner_->EvictAhead(can_evict, free_bytes);
+    if (Planning())
+      return planner_->EvictAhead(can_evict, free_bytes);
     return {};
   }
-  bool IsDead(BlockId block) const override { return Planning() && planner_->IsDead(block); }
+  bool IsDead(BlockId block) const override {
+    return Planning() && planner_->IsDead(block);
+  }
   bool NextAccessOverwrites(BlockId block) const override {
     return Planning() && planner_->NextAccessOverwrites(block);
   }
   std::optional<uint64_t> NextUseDistance(BlockId block) const override {
-    if (Planning()) return planner_->NextUseDistance(block);
+    if (Planning())
+      return planner_->NextUseDistance(block);
     return std::nullopt;
   }
 
- private:
+private:
   struct Known {
     uint64_t bytes = 0;
     bool resident = false;
@@ -248,7 +272,8 @@ class LifetimePolicy final : public Policy {
   // True if `accesses` equal the previous step's and no event changed the
   // shadow LRU since (Note [repeated step]).
   bool RepeatsLastStep(std::span<const BlockAccess> accesses) const {
-    if (last_epoch_ != lru_epoch_ || accesses.size() != last_accesses_.size()) return false;
+    if (last_epoch_ != lru_epoch_ || accesses.size() != last_accesses_.size())
+      return false;
     for (size_t i = 0; i < accesses.size(); ++i) {
       if (accesses[i].block != last_accesses_[i].block ||
           accesses[i].mode != last_accesses_[i].mode) {
@@ -267,30 +292,32 @@ class LifetimePolicy final : public Policy {
   //   need not be the iteration's.
   //
   //   Proposal: a step whose signature was recorded before proposes the
-  //   distance to its most recent occurrence as the period p (at least 2, and
-  //   not a period rejected before in this recording). Confirmation: the next
+  //   distance to its most recent occurrence as the period p (at least 2; a
+  //   rejected period only again for steps all after the one that rejected
+  //   it). Confirmation: the next
   //   min(kConfirmSteps, p) - 1 steps repeat the steps p before them too (one
   //   repeated kernel is not a repeated iteration). The p steps before the
   //   proposing step become the schedule, on trial.
   //
   //   Trial: recording goes on, and the first step that is not the
   //   schedule's expected one rejects it: the schedule is dropped (back to
-  //   LRU), its period is not proposed again for this recording, and
-  //   detection continues on the recording as it is (the set-up prefix and
-  //   the rejected period's steps stay history). The schedule passes after
-  //   following max(2p, steps recorded at adoption) steps in sequence: two
-  //   periods, and as many steps again as the history that proposed it; from
-  //   then on a mismatch re-synchronizes (Note [learning the iteration]).
-  //   So an iteration `A L L L B` with a repeated layer L first proposes L's
-  //   length; B (or the next A) rejects it, and the recurrence of a step
-  //   outside the layers proposes the iteration, which follows without a
-  //   mismatch. What is not told apart is an iteration repeating one layer
-  //   so often that the layer's schedule passes its trial before a step
-  //   outside the layers recurs.
+  //   LRU), its period is proposed again only for steps recorded after the
+  //   rejecting one (a program's first iteration may differ from the next
+  //   ones, e.g. where its allocator places buffers), and detection continues
+  //   on the recording as it is (the set-up prefix and the rejected period's
+  //   steps stay history). The schedule passes after following max(2p, steps
+  //   recorded at adoption) steps in sequence: two periods, and as many steps
+  //   again as the history that proposed it; from then on a mismatch
+  //   re-synchronizes (Note [learning the iteration]). So an iteration `A L L L
+  //   B` with a repeated layer L first proposes L's length; B (or the next A)
+  //   rejects it, and the recurrence of a step outside the layers proposes the
+  //   iteration, which follows without a mismatch. What is not told apart is an
+  //   iteration repeating one layer so often that the layer's schedule passes
+  //   its trial before a step outside the layers recurs.
   static constexpr uint64_t kConfirmSteps = 4;
 
   void Detect(uint64_t sig) {
-    const uint64_t index = recording_.size();  // index this step will get
+    const uint64_t index = recording_.size(); // index this step will get
     if (candidate_period_ > 0) {
       if (sig == recorded_signatures_[index - candidate_period_]) {
         if (++candidate_matched_ >= std::min(kConfirmSteps, candidate_period_))
@@ -300,11 +327,15 @@ class LifetimePolicy final : public Policy {
       candidate_period_ = 0;
     }
     auto it = last_index_.find(sig);
-    if (it == last_index_.end()) return;
-    const uint64_t period = index - it->second;
-    if (period < 2 || std::find(rejected_periods_.begin(), rejected_periods_.end(), period) !=
-                          rejected_periods_.end())
+    if (it == last_index_.end())
       return;
+    const uint64_t period = index - it->second;
+    if (period < 2)
+      return;
+    for (const Rejected &r : rejected_) {
+      if (r.period == period && index - period < r.at)
+        return;
+    }
     candidate_period_ = period;
     candidate_start_ = index;
     candidate_matched_ = 1;
@@ -322,7 +353,7 @@ class LifetimePolicy final : public Policy {
     recording_.clear();
     recorded_signatures_.clear();
     last_index_.clear();
-    rejected_periods_.clear();
+    rejected_.clear();
     candidate_period_ = 0;
     adopt_period_ = 0;
   }
@@ -348,7 +379,7 @@ class LifetimePolicy final : public Policy {
 
   // Drops the schedule on trial (Note [iteration detection]).
   void Reject() {
-    rejected_periods_.push_back(schedule_->size());
+    rejected_.push_back(Rejected{schedule_->size(), recording_.size()});
     planner_.reset();
     schedule_.reset();
     on_trial_ = false;
@@ -362,27 +393,31 @@ class LifetimePolicy final : public Policy {
   // REQUIRES: schedule_ non-null, position >= 0.
   int64_t PhaseOf(int64_t position) {
     const int64_t n = static_cast<int64_t>(schedule_->size());
-    const int64_t p =
-        position == phase_position_ + 1 ? (phase_ + 1 == n ? 0 : phase_ + 1) : position % n;
+    const int64_t p = position == phase_position_ + 1
+                          ? (phase_ + 1 == n ? 0 : phase_ + 1)
+                          : position % n;
     phase_position_ = position;
     phase_ = p;
     return p;
   }
 
   void Learn(std::vector<StepAccesses> steps) {
-    phase_position_ = INT64_MIN;  // a new schedule size
+    phase_position_ = INT64_MIN; // a new schedule size
     schedule_ = std::make_shared<Schedule>(std::move(steps));
     planner_ = std::make_unique<Planner>(schedule_, /*cyclic=*/true, options_);
     planner_->SetBudget(budget_);
     // Deterministic registration order (the map's order is not).
     std::vector<BlockId> ids;
     ids.reserve(blocks_.size());
-    for (const auto& [id, k] : blocks_) ids.push_back(id);
+    for (const auto &[id, k] : blocks_)
+      ids.push_back(id);
     std::sort(ids.begin(), ids.end());
-    for (const auto& [id, bytes] : sizes_) planner_->RememberSize(id, bytes);
+    for (const auto &[id, bytes] : sizes_)
+      planner_->RememberSize(id, bytes);
     for (BlockId id : ids) {
       planner_->Alloc(id, blocks_[id].bytes);
-      if (blocks_[id].resident) planner_->Resident(id);
+      if (blocks_[id].resident)
+        planner_->Resident(id);
     }
   }
 
@@ -390,7 +425,8 @@ class LifetimePolicy final : public Policy {
   // scheduled there. REQUIRES: planner_ non-null.
   bool FollowExpected(uint64_t sig) {
     const int64_t expected = position_ + 1;
-    if (schedule_->signature(PhaseOf(expected)) != sig) return false;
+    if (schedule_->signature(PhaseOf(expected)) != sig)
+      return false;
     position_ = expected;
     planner_->Advance(position_);
     in_sync_ = true;
@@ -399,16 +435,20 @@ class LifetimePolicy final : public Policy {
   }
 
   void Follow(uint64_t sig) {
-    if (FollowExpected(sig)) return;
+    if (FollowExpected(sig))
+      return;
     const int64_t n = static_cast<int64_t>(schedule_->size());
     const int64_t expected = position_ + 1;
     const int64_t p = expected % n;
     mismatch_ = true;
-    const std::vector<uint64_t>* candidates = schedule_->PositionsWithSignature(sig);
+    const std::vector<uint64_t> *candidates =
+        schedule_->PositionsWithSignature(sig);
     if (candidates != nullptr && !candidates->empty()) {
       // The nearest matching position at or after the expected one.
-      auto it = std::lower_bound(candidates->begin(), candidates->end(), static_cast<uint64_t>(p));
-      const int64_t q = static_cast<int64_t>(it != candidates->end() ? *it : candidates->front());
+      auto it = std::lower_bound(candidates->begin(), candidates->end(),
+                                 static_cast<uint64_t>(p));
+      const int64_t q = static_cast<int64_t>(
+          it != candidates->end() ? *it : candidates->front());
       position_ = expected - p + q + (q < p ? n : 0);
       planner_->Realign(position_);
       in_sync_ = true;
@@ -429,7 +469,7 @@ class LifetimePolicy final : public Policy {
   LifetimeOptions options_;
   std::unique_ptr<Policy> lru_;
   absl::flat_hash_map<BlockId, Known> blocks_;
-  absl::flat_hash_map<BlockId, uint64_t> sizes_;  // every block ever allocated
+  absl::flat_hash_map<BlockId, uint64_t> sizes_; // every block ever allocated
   uint64_t budget_ = 0;
 
   std::vector<StepAccesses> recording_;
@@ -443,7 +483,11 @@ class LifetimePolicy final : public Policy {
   uint64_t candidate_start_ = 0;
   uint64_t candidate_matched_ = 0;
   uint64_t adopt_period_ = 0;
-  std::vector<uint64_t> rejected_periods_;  // few: one per rejection
+  struct Rejected {
+    uint64_t period;
+    uint64_t at; // recording index of the step that rejected it
+  };
+  std::vector<Rejected> rejected_; // few: one per rejection
   // A detected schedule on trial: steps followed so far, steps to pass.
   bool on_trial_ = false;
   uint64_t trial_followed_ = 0;
@@ -458,18 +502,18 @@ class LifetimePolicy final : public Policy {
   // as given), and the event count when it was seen.
   std::vector<BlockAccess> last_accesses_;
   uint64_t last_signature_ = 0;
-  uint64_t lru_epoch_ = 1;  // counts alloc, free and residency events
+  uint64_t lru_epoch_ = 1; // counts alloc, free and residency events
   uint64_t last_epoch_ = 0;
-  int64_t phase_position_ = INT64_MIN;  // PhaseOf()'s memo
+  int64_t phase_position_ = INT64_MIN; // PhaseOf()'s memo
   int64_t phase_ = 0;
   bool in_sync_ = false;
   int64_t out_of_sync_steps_ = 0;
 };
 
-}  // namespace
+} // namespace
 
-std::unique_ptr<Policy> MakeLifetimePolicy(const LifetimeOptions& options) {
+std::unique_ptr<Policy> MakeLifetimePolicy(const LifetimeOptions &options) {
   return std::make_unique<LifetimePolicy>(options);
 }
 
-}  // namespace memvirt::policy
+} // namespace memvirt::policy

@@ -382,3 +382,34 @@ TEST(LifetimePolicyTest, RepeatedLayersWithoutSetUpAreNotTheIteration) {
 
 }  // namespace
 }  // namespace memvirt::policy
+
+namespace memvirt::policy {
+namespace {
+
+// Note [iteration detection]: a first iteration that differs from the next
+// ones (here its step 5 reads another block) has its period rejected; the
+// same period is proposed again from the later, repeating iterations.
+TEST(LifetimePolicyTest, FirstIterationDifferingFromTheNextOnesIsNotLearned) {
+  auto p = MakeLifetimePolicy();
+  for (BlockId b = 20; b <= 28; ++b) p->OnAlloc(b, BlockInfo{10, BlockKind::kWeight, true});
+  Step step = 0;
+  FeedSetUp(*p, step, 3);
+  auto feed_iteration = [&](bool first) {
+    for (BlockId i = 0; i < 8; ++i) {
+      const BlockAccess a[] = {{first && i == 5 ? 28 : 20 + i, R}};
+      p->OnAccess(step++, a);
+    }
+  };
+  feed_iteration(/*first=*/true);
+  for (int i = 0; i < 3; ++i) feed_iteration(/*first=*/false);
+  // At step 0 of the fifth iteration (block 20 read): 25 is read 5 steps on,
+  // and 28 (only in the first iteration) is not in the schedule.
+  const BlockAccess a[] = {{20, R}};
+  p->OnAccess(step++, a);
+  EXPECT_EQ(p->NextUseDistance(25), 5u);
+  EXPECT_EQ(p->NextUseDistance(20), 8u);
+  EXPECT_FALSE(p->NextUseDistance(28).has_value());
+}
+
+}  // namespace
+}  // namespace memvirt::policy
