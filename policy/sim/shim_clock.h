@@ -12,8 +12,10 @@
 //   - a copy starts when the host enqueued it and the copy stream is idle;
 //   - a page-out is waited for by the host (FinishPageOut) before the
 //     chunk's mapping changes;
-//   - cuMemUnmap synchronizes (Note [unmap synchronizes] in
-//     sim/src/api_vmm.cc): the host waits for every queued kernel and copy;
+//   - cuMemUnmap does not wait for queued device work (Note [unmap is
+//     immediate] in sim/src/api_vmm.cc, as a real driver): the shim itself
+//     waits for what it must, a chunk's tracked uses (WaitChunkIdle) and its
+//     page-out (FinishPageOut), which the caller models with WaitUntil();
 //   - cuMemMap and cuMemUnmap each take `remap_us` of host time (the
 //     simulated driver's MEMSIM_MAP_US).
 //
@@ -41,11 +43,8 @@ class ShimClock {
   void WaitUntil(double t) { host_ = std::max(host_, t); }
   // cuCtxSynchronize / cuStreamSynchronize of everything queued.
   void Drain() { host_ = std::max({host_, compute_end_, copy_end_}); }
-  // cuMemUnmap: drains the device, then updates the page tables.
-  void Unmap() {
-    Drain();
-    host_ += remap_us_;
-  }
+  // cuMemUnmap: updates the page tables at once (no drain).
+  void Unmap() { host_ += remap_us_; }
   void Map() { host_ += remap_us_; }
   // Enqueues a copy of `bytes` on the copy stream; returns its completion.
   double Copy(uint64_t bytes) {

@@ -619,9 +619,11 @@ void Simulation::AfterKernel(const std::vector<BlockAccess>& acc, uint64_t step,
 //     (Note [residency before launch] in shim_core.h): device room first
 //     from free memory, then by reclaiming a freed block's chunks (an
 //     unmap), then by evicting a batch of victims (below). A block with
-//     data is filled from the host tier: its host mapping is unmapped (the
-//     host waits for all queued device work), the device chunk mapped and
-//     the copy enqueued on the copy stream; a block without data is only
+//     data is filled from the host tier: its host mapping is unmapped (at
+//     once: cuMemUnmap does not wait for queued device work, Note [unmap is
+//     immediate] in sim/src/api_vmm.cc, and the evicted chunk's uses ended
+//     before its eviction), the device chunk mapped and the copy enqueued on
+//     the copy stream; a block without data is only
 //     mapped. A new block takes the chunks of a freed one first without any
 //     call (the shim's allocator reuses a freed range, still mapped).
 //   - Eviction (Note [eviction], Note [eviction batches]): up to
@@ -632,8 +634,9 @@ void Simulation::AfterKernel(const std::vector<BlockAccess>& acc, uint64_t step,
 //     data is written back (the shim keeps no clean host copy: a page-in
 //     releases the host slot), the copies are enqueued together behind the
 //     copy stream's page-ins and the host waits for them, then each chunk is
-//     unmapped (draining the device) and its host slot mapped. The look-ahead
-//     page-out of budgets of 512 chunks and more is not modelled.
+//     unmapped (no drain: its uses have ended) and its host slot mapped.
+//     The look-ahead page-out of budgets of 512 chunks and more is not
+//     modelled.
 //   - Prefetch: after the demand page-ins, while device memory is free, the
 //     policy's candidates are paged in the same way, only into free memory
 //     (no eviction).
@@ -645,8 +648,10 @@ void Simulation::AfterKernel(const std::vector<BlockAccess>& acc, uint64_t step,
 //     kernel durations and no iteration marks (the lifetime policy learns
 //     the period by detection, with its default options). The application
 //     synchronizes at the end of each iteration (memvirt-replay does).
-//   Page-outs and page-ins thus never overlap each other, and rarely a
-//   kernel: a launch that pages in waits for every kernel queued before it.
+//   Page-outs and page-ins thus never overlap each other. A page-in
+//   overlaps the kernels queued before its launch unless an eviction had
+//   to wait for one of them (a victim still in use) or the copy stream is
+//   busy with that eviction's page-outs; the launch waits for its fills.
 //   Only the host tier is timed: the shim's spill tier (SSD) is not
 //   modelled, so host memory should hold the footprint.
 absl::Status Simulation::ShimKernel(uint64_t k, uint64_t step) {

@@ -3,8 +3,8 @@
 // Note [learning the iteration]
 //   Every step's block set is recorded. The recording of one iteration
 //   becomes the schedule when an OnIterationMark() arrives, or, without
-//   marks, when a step repeats the signature of the first recorded step (the
-//   kernel sequence started over). From then on each step is matched against
+//   marks, when the recording is found to repeat with some period (Note
+//   [iteration detection]). From then on each step is matched against
 //   the expected position of the schedule; a mismatch re-synchronizes to a
 //   position with the same signature if there is one, otherwise the policy
 //   falls back to LRU until the sequence is recognized again. An iteration
@@ -16,9 +16,10 @@
 //   available at any moment without rebuilding state.
 //
 // Note [following without a recording]
-//   The recording is read only to learn: by Detect() (no schedule yet) and
-//   at an iteration mark (relearning after a mismatch). Once a schedule is
-//   followed and no mark was ever seen, neither can happen before learning
+//   The recording is read only to learn: by Detect() (no schedule yet, or a
+//   detected one still on trial) and at an iteration mark (relearning after
+//   a mismatch). Once a detected schedule has passed its trial and no mark
+//   was ever seen, neither can happen before learning
 //   restarts from an empty recording (the workload changed) or a first mark
 //   arrives, whose recording would otherwise hold every step since the
 //   schedule was adopted (and grow until max_iteration_steps). So in that
@@ -54,8 +55,9 @@ using internal::Schedule;
 // Sorted by block, duplicates merged, in one allocation.
 std::vector<BlockAccess> Merged(std::span<const BlockAccess> accesses) {
   std::vector<BlockAccess> v(accesses.begin(), accesses.end());
-  std::sort(v.begin(), v.end(),
-            [](const BlockAccess& a, const BlockAccess& b) { return a.block < b.block; });
+  std::sort(v.begin(), v.end(), [](const BlockAccess &a, const BlockAccess &b) {
+    return a.block < b.block;
+  });
   size_t kept = 0;
   for (size_t i = 0; i < v.size(); ++i) {
     if (kept > 0 && v[kept - 1].block == v[i].block) {
@@ -69,43 +71,50 @@ std::vector<BlockAccess> Merged(std::span<const BlockAccess> accesses) {
 }
 
 class LifetimePolicy final : public Policy {
- public:
-  explicit LifetimePolicy(const LifetimeOptions& options)
+public:
+  explicit LifetimePolicy(const LifetimeOptions &options)
       : options_(options), lru_(MakeLruPolicy()) {}
 
   std::string_view name() const override { return "lifetime"; }
 
-  void OnAlloc(BlockId block, const BlockInfo& info) override {
+  void OnAlloc(BlockId block, const BlockInfo &info) override {
     ++lru_epoch_;
     lru_->OnAlloc(block, info);
     blocks_[block] = Known{info.bytes, false};
     sizes_[block] = info.bytes;
-    if (planner_) planner_->Alloc(block, info.bytes);
+    if (planner_)
+      planner_->Alloc(block, info.bytes);
   }
   void OnFree(BlockId block) override {
     ++lru_epoch_;
     lru_->OnFree(block);
     blocks_.erase(block);
-    if (planner_) planner_->Free(block);
+    if (planner_)
+      planner_->Free(block);
   }
   void OnResident(BlockId block) override {
     ++lru_epoch_;
     lru_->OnResident(block);
     auto it = blocks_.find(block);
-    if (it != blocks_.end()) it->second.resident = true;
-    if (planner_) planner_->Resident(block);
+    if (it != blocks_.end())
+      it->second.resident = true;
+    if (planner_)
+      planner_->Resident(block);
   }
   void OnEvicted(BlockId block) override {
     ++lru_epoch_;
     lru_->OnEvicted(block);
     auto it = blocks_.find(block);
-    if (it != blocks_.end()) it->second.resident = false;
-    if (planner_) planner_->Evicted(block);
+    if (it != blocks_.end())
+      it->second.resident = false;
+    if (planner_)
+      planner_->Evicted(block);
   }
   void OnBudgetChange(uint64_t device_bytes) override {
     budget_ = device_bytes;
     lru_->OnBudgetChange(device_bytes);
-    if (planner_) planner_->SetBudget(device_bytes);
+    if (planner_)
+      planner_->SetBudget(device_bytes);
   }
   void OnStepDuration(Step step, double duration_us) override {
     for (auto it = recording_.rbegin(); it != recording_.rend(); ++it) {
@@ -113,12 +122,13 @@ class LifetimePolicy final : public Policy {
         it->duration_us = duration_us;
         return;
       }
-      if (it->step < step) return;
+      if (it->step < step)
+        return;
     }
   }
 
   void OnAccess(Step step, std::span<const BlockAccess> accesses) override {
-    if (!RepeatsLastStep(accesses)) {  // Note [repeated step]
+    if (!RepeatsLastStep(accesses)) { // Note [repeated step]
       lru_->OnAccess(step, accesses);
       last_accesses_.assign(accesses.begin(), accesses.end());
       last_signature_ = internal::AccessSignature(accesses);
@@ -134,54 +144,74 @@ class LifetimePolicy final : public Policy {
 
   // The rest of OnAccess(): re-synchronization, learning and recording. Out
   // of line so that the common case above stays a small function.
-  [[gnu::noinline]] void OnAccessSlow(Step step, std::span<const BlockAccess> accesses) {
-    if (planner_ != nullptr && !marks_seen_) {  // Note [following without a recording]
-      if (!recording_.empty()) {
-        recording_.clear();
-        recorded_signatures_.clear();
-      }
-      if (FollowExpected(last_signature_)) return;
+  [[gnu::noinline]] void OnAccessSlow(Step step,
+                                      std::span<const BlockAccess> accesses) {
+    if (planner_ != nullptr && !marks_seen_ && !on_trial_) {
+      // Note [following without a recording]
+      if (!recording_.empty())
+        ResetRecording();
+      if (FollowExpected(last_signature_))
+        return;
       std::vector<BlockAccess> merged = Merged(accesses);
       const uint64_t sig = internal::AccessSignature(merged);
       Follow(sig);
-      if (planner_ != nullptr) return;
+      if (planner_ != nullptr)
+        return;
       // Learning restarted: this step opens the new recording.
-      recording_.push_back(StepAccesses{step, std::move(merged), 0});
-      recorded_signatures_.push_back(sig);
+      Record(step, std::move(merged), sig);
       return;
     }
     std::vector<BlockAccess> merged = Merged(accesses);
     const uint64_t sig = internal::AccessSignature(merged);
+    if (planner_ != nullptr && on_trial_) {
+      // A schedule on trial is followed while the recording goes on; the
+      // first mismatch rejects it (see Note [iteration detection]).
+      if (FollowExpected(sig)) {
+        if (++trial_followed_ >= trial_length_ ||
+            recording_.size() + 1 >= options_.max_iteration_steps) {
+          on_trial_ = false; // passed: from now on, no recording
+          ResetRecording();
+          return;
+        }
+        Record(step, std::move(merged), sig);
+        return;
+      }
+      Reject();
+    }
     if (planner_) {
       Follow(sig);
     } else if (!marks_seen_ && options_.detect_iterations) {
       Detect(sig);
     }
-    if (recording_.size() >= options_.max_iteration_steps) {
-      recording_.clear();
-      recorded_signatures_.clear();
-      candidate_period_ = 0;
-      adopt_period_ = 0;
-    }
-    recording_.push_back(StepAccesses{step, std::move(merged), 0});
-    recorded_signatures_.push_back(sig);
-    if (adopt_period_ > 0) Adopt();
+    if (recording_.size() >= options_.max_iteration_steps)
+      ResetRecording();
+    Record(step, std::move(merged), sig);
+    if (adopt_period_ > 0)
+      Adopt();
   }
 
   void OnIterationMark() override {
     marks_seen_ = true;
+    if (on_trial_) {
+      // A detected schedule on trial, and a recording that holds everything
+      // since learning started: the marks take over from the next one.
+      on_trial_ = false;
+      planner_.reset();
+      schedule_.reset();
+      in_sync_ = false;
+      ResetRecording();
+    }
     if (!recording_.empty() && (!planner_ || mismatch_)) {
       Learn(std::move(recording_));
     }
-    recording_.clear();
-    recorded_signatures_.clear();
-    candidate_period_ = 0;
+    ResetRecording();
     mismatch_ = false;
     if (planner_) {
       // Next expected step: position 0 of the next iteration.
       const int64_t n = static_cast<int64_t>(schedule_->size());
       position_ = ((position_ + 1 + n - 1) / n) * n - 1;
-      if (position_ < n - 1) position_ = n - 1;
+      if (position_ < n - 1)
+        position_ = n - 1;
       planner_->Realign(position_);
       in_sync_ = true;
       out_of_sync_steps_ = 0;
@@ -189,20 +219,24 @@ class LifetimePolicy final : public Policy {
   }
 
   std::optional<BlockId> PickVictim(EvictablePredicate can_evict) override {
-    if (Planning()) return planner_->PickVictim(can_evict);
+    if (Planning())
+      return planner_->PickVictim(can_evict);
     return lru_->PickVictim(can_evict);
   }
   std::optional<BlockId> PickVictimForPrefetch(EvictablePredicate can_evict,
                                                BlockId incoming) override {
-    if (Planning()) return planner_->PickVictimForPrefetch(can_evict, incoming);
+    if (Planning())
+      return planner_->PickVictimForPrefetch(can_evict, incoming);
     return std::nullopt;
   }
-  std::vector<PrefetchRequest> PrefetchCandidates(uint64_t byte_limit) override {
+  std::vector<PrefetchRequest>
+  PrefetchCandidates(uint64_t byte_limit) override {
     std::vector<PrefetchRequest> out;
     PrefetchCandidatesInto(byte_limit, out);
     return out;
   }
-  void PrefetchCandidatesInto(uint64_t byte_limit, std::vector<PrefetchRequest>& out) override {
+  void PrefetchCandidatesInto(uint64_t byte_limit,
+                              std::vector<PrefetchRequest> &out) override {
     if (Planning()) {
       planner_->Prefetch(byte_limit, out);
     } else {
@@ -211,19 +245,23 @@ class LifetimePolicy final : public Policy {
   }
   std::vector<BlockId> EvictAheadCandidates(EvictablePredicate can_evict,
                                             uint64_t free_bytes) override {
-    if (Planning()) return planner_->EvictAhead(can_evict, free_bytes);
+    if (Planning())
+      return planner_->EvictAhead(can_evict, free_bytes);
     return {};
   }
-  bool IsDead(BlockId block) const override { return Planning() && planner_->IsDead(block); }
+  bool IsDead(BlockId block) const override {
+    return Planning() && planner_->IsDead(block);
+  }
   bool NextAccessOverwrites(BlockId block) const override {
     return Planning() && planner_->NextAccessOverwrites(block);
   }
   std::optional<uint64_t> NextUseDistance(BlockId block) const override {
-    if (Planning()) return planner_->NextUseDistance(block);
+    if (Planning())
+      return planner_->NextUseDistance(block);
     return std::nullopt;
   }
 
- private:
+private:
   struct Known {
     uint64_t bytes = 0;
     bool resident = false;
@@ -234,7 +272,8 @@ class LifetimePolicy final : public Policy {
   // True if `accesses` equal the previous step's and no event changed the
   // shadow LRU since (Note [repeated step]).
   bool RepeatsLastStep(std::span<const BlockAccess> accesses) const {
-    if (last_epoch_ != lru_epoch_ || accesses.size() != last_accesses_.size()) return false;
+    if (last_epoch_ != lru_epoch_ || accesses.size() != last_accesses_.size())
+      return false;
     for (size_t i = 0; i < accesses.size(); ++i) {
       if (accesses[i].block != last_accesses_[i].block ||
           accesses[i].mode != last_accesses_[i].mode) {
@@ -245,40 +284,108 @@ class LifetimePolicy final : public Policy {
   }
 
   // Note [iteration detection]
-  //   A step with the signature of the first recorded step proposes that the
-  //   iteration is the recording so far; the proposal is adopted once the
-  //   next min(kConfirmSteps, period) steps repeat the recording's start too
-  //   (one repeated kernel is not a repeated iteration).
+  //   Without marks the iteration is found from the signatures alone. A
+  //   program runs one-time set-up launches before its loop (fills of
+  //   persistent tensors, initialization), any number of them, so the
+  //   recording's first step need not recur; and an iteration may repeat one
+  //   layer's steps several times, so the first recurrence of a signature
+  //   need not be the iteration's.
+  //
+  //   Proposal: a step whose signature was recorded before proposes the
+  //   distance to its most recent occurrence as the period p (at least 2; a
+  //   rejected period only again for steps all after the one that rejected
+  //   it). Confirmation: the next
+  //   min(kConfirmSteps, p) - 1 steps repeat the steps p before them too (one
+  //   repeated kernel is not a repeated iteration). The p steps before the
+  //   proposing step become the schedule, on trial.
+  //
+  //   Trial: recording goes on, and the first step that is not the
+  //   schedule's expected one rejects it: the schedule is dropped (back to
+  //   LRU), its period is proposed again only for steps recorded after the
+  //   rejecting one (a program's first iteration may differ from the next
+  //   ones, e.g. where its allocator places buffers), and detection continues
+  //   on the recording as it is (the set-up prefix and the rejected period's
+  //   steps stay history). The schedule passes after following max(2p, steps
+  //   recorded at adoption) steps in sequence: two periods, and as many steps
+  //   again as the history that proposed it; from then on a mismatch
+  //   re-synchronizes (Note [learning the iteration]). So an iteration `A L L L
+  //   B` with a repeated layer L first proposes L's length; B (or the next A)
+  //   rejects it, and the recurrence of a step outside the layers proposes the
+  //   iteration, which follows without a mismatch. What is not told apart is an
+  //   iteration repeating one layer so often that the layer's schedule passes
+  //   its trial before a step outside the layers recurs.
   static constexpr uint64_t kConfirmSteps = 4;
 
   void Detect(uint64_t sig) {
-    const uint64_t index = recording_.size();  // index this step will get
+    const uint64_t index = recording_.size(); // index this step will get
     if (candidate_period_ > 0) {
-      const uint64_t offset = index - candidate_period_;
-      if (sig == recorded_signatures_[offset]) {
-        if (offset + 1 >= std::min(kConfirmSteps, candidate_period_))
+      if (sig == recorded_signatures_[index - candidate_period_]) {
+        if (++candidate_matched_ >= std::min(kConfirmSteps, candidate_period_))
           adopt_period_ = candidate_period_;
         return;
       }
       candidate_period_ = 0;
     }
-    if (index >= 2 && sig == recorded_signatures_[0]) candidate_period_ = index;
+    auto it = last_index_.find(sig);
+    if (it == last_index_.end())
+      return;
+    const uint64_t period = index - it->second;
+    if (period < 2)
+      return;
+    for (const Rejected &r : rejected_) {
+      if (r.period == period && index - period < r.at)
+        return;
+    }
+    candidate_period_ = period;
+    candidate_start_ = index;
+    candidate_matched_ = 1;
   }
 
-  // Adopts recording_[0, period) as the iteration; the steps after it are
-  // the start of the next one.
+  // Appends a step to the recording.
+  void Record(Step step, std::vector<BlockAccess> merged, uint64_t sig) {
+    last_index_[sig] = recording_.size();
+    recording_.push_back(StepAccesses{step, std::move(merged), 0});
+    recorded_signatures_.push_back(sig);
+  }
+
+  // Empties the recording and what detection inferred from it.
+  void ResetRecording() {
+    recording_.clear();
+    recorded_signatures_.clear();
+    last_index_.clear();
+    rejected_.clear();
+    candidate_period_ = 0;
+    adopt_period_ = 0;
+  }
+
+  // Adopts the period before the proposing step as the schedule, on trial
+  // (Note [iteration detection]); the steps from the proposing one on are
+  // the start of its next repetition.
   void Adopt() {
     const uint64_t period = adopt_period_;
+    const uint64_t first = candidate_start_ - period;
     adopt_period_ = 0;
     candidate_period_ = 0;
     const uint64_t done = recording_.size();
-    std::vector<StepAccesses> iteration(recording_.begin(), recording_.begin() + period);
-    recording_.erase(recording_.begin(), recording_.begin() + period);
-    recorded_signatures_.erase(recorded_signatures_.begin(), recorded_signatures_.begin() + period);
-    Learn(std::move(iteration));
-    position_ = static_cast<int64_t>(done) - 1;
+    Learn(std::vector<StepAccesses>(recording_.begin() + first,
+                                    recording_.begin() + candidate_start_));
+    position_ = static_cast<int64_t>(done - first) - 1;
     planner_->Realign(position_);
     in_sync_ = true;
+    on_trial_ = true;
+    trial_followed_ = 0;
+    trial_length_ = std::max(2 * period, done);
+  }
+
+  // Drops the schedule on trial (Note [iteration detection]).
+  void Reject() {
+    rejected_.push_back(Rejected{schedule_->size(), recording_.size()});
+    planner_.reset();
+    schedule_.reset();
+    on_trial_ = false;
+    in_sync_ = false;
+    mismatch_ = false;
+    out_of_sync_steps_ = 0;
   }
 
   // position % schedule size, without a division when `position` follows
@@ -286,27 +393,31 @@ class LifetimePolicy final : public Policy {
   // REQUIRES: schedule_ non-null, position >= 0.
   int64_t PhaseOf(int64_t position) {
     const int64_t n = static_cast<int64_t>(schedule_->size());
-    const int64_t p =
-        position == phase_position_ + 1 ? (phase_ + 1 == n ? 0 : phase_ + 1) : position % n;
+    const int64_t p = position == phase_position_ + 1
+                          ? (phase_ + 1 == n ? 0 : phase_ + 1)
+                          : position % n;
     phase_position_ = position;
     phase_ = p;
     return p;
   }
 
   void Learn(std::vector<StepAccesses> steps) {
-    phase_position_ = INT64_MIN;  // a new schedule size
+    phase_position_ = INT64_MIN; // a new schedule size
     schedule_ = std::make_shared<Schedule>(std::move(steps));
     planner_ = std::make_unique<Planner>(schedule_, /*cyclic=*/true, options_);
     planner_->SetBudget(budget_);
     // Deterministic registration order (the map's order is not).
     std::vector<BlockId> ids;
     ids.reserve(blocks_.size());
-    for (const auto& [id, k] : blocks_) ids.push_back(id);
+    for (const auto &[id, k] : blocks_)
+      ids.push_back(id);
     std::sort(ids.begin(), ids.end());
-    for (const auto& [id, bytes] : sizes_) planner_->RememberSize(id, bytes);
+    for (const auto &[id, bytes] : sizes_)
+      planner_->RememberSize(id, bytes);
     for (BlockId id : ids) {
       planner_->Alloc(id, blocks_[id].bytes);
-      if (blocks_[id].resident) planner_->Resident(id);
+      if (blocks_[id].resident)
+        planner_->Resident(id);
     }
   }
 
@@ -314,7 +425,8 @@ class LifetimePolicy final : public Policy {
   // scheduled there. REQUIRES: planner_ non-null.
   bool FollowExpected(uint64_t sig) {
     const int64_t expected = position_ + 1;
-    if (schedule_->signature(PhaseOf(expected)) != sig) return false;
+    if (schedule_->signature(PhaseOf(expected)) != sig)
+      return false;
     position_ = expected;
     planner_->Advance(position_);
     in_sync_ = true;
@@ -323,16 +435,20 @@ class LifetimePolicy final : public Policy {
   }
 
   void Follow(uint64_t sig) {
-    if (FollowExpected(sig)) return;
+    if (FollowExpected(sig))
+      return;
     const int64_t n = static_cast<int64_t>(schedule_->size());
     const int64_t expected = position_ + 1;
     const int64_t p = expected % n;
     mismatch_ = true;
-    const std::vector<uint64_t>* candidates = schedule_->PositionsWithSignature(sig);
+    const std::vector<uint64_t> *candidates =
+        schedule_->PositionsWithSignature(sig);
     if (candidates != nullptr && !candidates->empty()) {
       // The nearest matching position at or after the expected one.
-      auto it = std::lower_bound(candidates->begin(), candidates->end(), static_cast<uint64_t>(p));
-      const int64_t q = static_cast<int64_t>(it != candidates->end() ? *it : candidates->front());
+      auto it = std::lower_bound(candidates->begin(), candidates->end(),
+                                 static_cast<uint64_t>(p));
+      const int64_t q = static_cast<int64_t>(
+          it != candidates->end() ? *it : candidates->front());
       position_ = expected - p + q + (q < p ? n : 0);
       planner_->Realign(position_);
       in_sync_ = true;
@@ -345,8 +461,7 @@ class LifetimePolicy final : public Policy {
       // The workload changed: learn again from scratch.
       planner_.reset();
       schedule_.reset();
-      recording_.clear();
-      recorded_signatures_.clear();
+      ResetRecording();
       out_of_sync_steps_ = 0;
     }
   }
@@ -354,13 +469,29 @@ class LifetimePolicy final : public Policy {
   LifetimeOptions options_;
   std::unique_ptr<Policy> lru_;
   absl::flat_hash_map<BlockId, Known> blocks_;
-  absl::flat_hash_map<BlockId, uint64_t> sizes_;  // every block ever allocated
+  absl::flat_hash_map<BlockId, uint64_t> sizes_; // every block ever allocated
   uint64_t budget_ = 0;
 
   std::vector<StepAccesses> recording_;
   std::vector<uint64_t> recorded_signatures_;
-  uint64_t candidate_period_ = 0;  // proposed iteration length, 0 if none
-  uint64_t adopt_period_ = 0;      // confirmed, to adopt after this step
+  // Note [iteration detection]: the recording's most recent index of each
+  // signature, the proposed period (0 if none), the index of the step that
+  // proposed it, how many steps confirmed it, a confirmed period to adopt
+  // after this step, and the periods whose schedules were rejected.
+  absl::flat_hash_map<uint64_t, uint64_t> last_index_;
+  uint64_t candidate_period_ = 0;
+  uint64_t candidate_start_ = 0;
+  uint64_t candidate_matched_ = 0;
+  uint64_t adopt_period_ = 0;
+  struct Rejected {
+    uint64_t period;
+    uint64_t at; // recording index of the step that rejected it
+  };
+  std::vector<Rejected> rejected_; // few: one per rejection
+  // A detected schedule on trial: steps followed so far, steps to pass.
+  bool on_trial_ = false;
+  uint64_t trial_followed_ = 0;
+  uint64_t trial_length_ = 0;
   bool marks_seen_ = false;
   bool mismatch_ = false;
 
@@ -371,18 +502,18 @@ class LifetimePolicy final : public Policy {
   // as given), and the event count when it was seen.
   std::vector<BlockAccess> last_accesses_;
   uint64_t last_signature_ = 0;
-  uint64_t lru_epoch_ = 1;  // counts alloc, free and residency events
+  uint64_t lru_epoch_ = 1; // counts alloc, free and residency events
   uint64_t last_epoch_ = 0;
-  int64_t phase_position_ = INT64_MIN;  // PhaseOf()'s memo
+  int64_t phase_position_ = INT64_MIN; // PhaseOf()'s memo
   int64_t phase_ = 0;
   bool in_sync_ = false;
   int64_t out_of_sync_steps_ = 0;
 };
 
-}  // namespace
+} // namespace
 
-std::unique_ptr<Policy> MakeLifetimePolicy(const LifetimeOptions& options) {
+std::unique_ptr<Policy> MakeLifetimePolicy(const LifetimeOptions &options) {
   return std::make_unique<LifetimePolicy>(options);
 }
 
-}  // namespace memvirt::policy
+} // namespace memvirt::policy

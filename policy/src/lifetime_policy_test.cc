@@ -271,3 +271,145 @@ TEST(LifetimePolicyTest, EvictsAheadOnlyWhatMinEvicts) {
 
 }  // namespace
 }  // namespace memvirt::policy
+
+namespace memvirt::policy {
+namespace {
+
+// Note [iteration detection]: one-time set-up launches before the loop.
+// Each fills a different block, so none of them ever recurs.
+void FeedSetUp(Policy& p, Step& step, int count) {
+  for (int i = 0; i < count; ++i) {
+    const BlockId block = 100 + static_cast<BlockId>(i);
+    p.OnAlloc(block, BlockInfo{1, BlockKind::kOther, true});
+    const BlockAccess fill[] = {{block, W}};
+    p.OnAccess(step++, fill);
+  }
+}
+
+TEST(LifetimePolicyTest, DetectsIterationAfterSetUpPrefix) {
+  auto p = MakeLifetimePolicy();
+  Allocate(*p);
+  Step step = 0;
+  FeedSetUp(*p, step, 37);
+  Feed(*p, step, 0, 5);
+  step += 5;
+  // Learned within the second iteration, as without a prefix.
+  Feed(*p, step, 0, 4);
+  for (BlockId b : {2, 3, 4}) p->OnResident(b);
+  EXPECT_EQ(p->NextUseDistance(4), 1u);
+  EXPECT_EQ(p->NextUseDistance(2), 3u);
+  EXPECT_EQ(p->PickVictim(Any()), 3u);
+}
+
+// An iteration A L L L B whose layer L (four steps) repeats with the same
+// blocks: A writes 1, each layer reads 10 and 11 and writes 12, B reads 1
+// and 2. Period 14; L's period 4 recurs inside it.
+const std::vector<std::vector<BlockAccess>> kLayer = {
+    {{10, R}}, {{11, R}}, {{10, R}, {12, W}}, {{12, R}, {11, R}}};
+
+void FeedLayered(Policy& p, Step& step, bool with_b) {
+  const BlockAccess a[] = {{1, W}};
+  p.OnAccess(step++, a);
+  for (int layer = 0; layer < 3; ++layer) {
+    for (const auto& s : kLayer) p.OnAccess(step++, s);
+  }
+  if (with_b) {
+    const BlockAccess b[] = {{1, R}, {2, R}};
+    p.OnAccess(step++, b);
+  }
+}
+
+void AllocateLayered(Policy& p) {
+  p.OnAlloc(1, BlockInfo{10, BlockKind::kActivation, false});
+  for (BlockId b : {2, 10, 11}) p.OnAlloc(b, BlockInfo{10, BlockKind::kWeight, true});
+  p.OnAlloc(12, BlockInfo{10, BlockKind::kActivation, false});
+}
+
+TEST(LifetimePolicyTest, RepeatedLayersAfterSetUpAreNotTheIteration) {
+  auto p = MakeLifetimePolicy();
+  AllocateLayered(*p);
+  Step step = 0;
+  FeedSetUp(*p, step, 23);
+  for (int i = 0; i < 2; ++i) FeedLayered(*p, step, /*with_b=*/true);
+  // Third iteration, right after A: the next use of 1 is B, 13 steps on,
+  // and 2 (read by B only) is known; a layer's period would know neither.
+  const BlockAccess a[] = {{1, W}};
+  p->OnAccess(step++, a);
+  EXPECT_EQ(p->NextUseDistance(1), 13u);
+  EXPECT_EQ(p->NextUseDistance(2), 13u);
+  EXPECT_EQ(p->NextUseDistance(10), 1u);
+  // Many iterations later (the schedule passed its trial) still the same.
+  for (int layer = 0; layer < 3; ++layer) {
+    for (const auto& s : kLayer) p->OnAccess(step++, s);
+  }
+  const BlockAccess b[] = {{1, R}, {2, R}};
+  p->OnAccess(step++, b);
+  for (int i = 0; i < 10; ++i) FeedLayered(*p, step, /*with_b=*/true);
+  p->OnAccess(step++, a);
+  EXPECT_EQ(p->NextUseDistance(1), 13u);
+  EXPECT_EQ(p->NextUseDistance(2), 13u);
+  for (BlockId b : {2, 10, 11}) p->OnResident(b);
+  // Farthest next use: 2 (B), not a layer weight.
+  EXPECT_EQ(p->PickVictim(Any()), 2u);
+}
+
+// The same with the iteration ending in its layers (A L L L): the next A,
+// not a new step, rejects the layer's schedule.
+TEST(LifetimePolicyTest, IterationEndingInRepeatedLayersIsFound) {
+  auto p = MakeLifetimePolicy();
+  AllocateLayered(*p);
+  Step step = 0;
+  FeedSetUp(*p, step, 5);
+  for (int i = 0; i < 12; ++i) FeedLayered(*p, step, /*with_b=*/false);
+  // Right after A: the next A is 13 steps on.
+  const BlockAccess a[] = {{1, W}};
+  p->OnAccess(step++, a);
+  EXPECT_EQ(p->NextUseDistance(1), 13u);
+  EXPECT_EQ(p->NextUseDistance(10), 1u);
+}
+
+// Without any set-up, the first iteration's repeated layers are rejected as
+// well, and the iteration is learned from its second repetition on.
+TEST(LifetimePolicyTest, RepeatedLayersWithoutSetUpAreNotTheIteration) {
+  auto p = MakeLifetimePolicy();
+  AllocateLayered(*p);
+  Step step = 0;
+  for (int i = 0; i < 3; ++i) FeedLayered(*p, step, /*with_b=*/true);
+  const BlockAccess a[] = {{1, W}};
+  p->OnAccess(step++, a);
+  EXPECT_EQ(p->NextUseDistance(2), 13u);
+}
+
+}  // namespace
+}  // namespace memvirt::policy
+
+namespace memvirt::policy {
+namespace {
+
+// Note [iteration detection]: a first iteration that differs from the next
+// ones (here its step 5 reads another block) has its period rejected; the
+// same period is proposed again from the later, repeating iterations.
+TEST(LifetimePolicyTest, FirstIterationDifferingFromTheNextOnesIsNotLearned) {
+  auto p = MakeLifetimePolicy();
+  for (BlockId b = 20; b <= 28; ++b) p->OnAlloc(b, BlockInfo{10, BlockKind::kWeight, true});
+  Step step = 0;
+  FeedSetUp(*p, step, 3);
+  auto feed_iteration = [&](bool first) {
+    for (BlockId i = 0; i < 8; ++i) {
+      const BlockAccess a[] = {{first && i == 5 ? 28 : 20 + i, R}};
+      p->OnAccess(step++, a);
+    }
+  };
+  feed_iteration(/*first=*/true);
+  for (int i = 0; i < 3; ++i) feed_iteration(/*first=*/false);
+  // At step 0 of the fifth iteration (block 20 read): 25 is read 5 steps on,
+  // and 28 (only in the first iteration) is not in the schedule.
+  const BlockAccess a[] = {{20, R}};
+  p->OnAccess(step++, a);
+  EXPECT_EQ(p->NextUseDistance(25), 5u);
+  EXPECT_EQ(p->NextUseDistance(20), 8u);
+  EXPECT_FALSE(p->NextUseDistance(28).has_value());
+}
+
+}  // namespace
+}  // namespace memvirt::policy

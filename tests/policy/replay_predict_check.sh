@@ -5,8 +5,10 @@
 # is given 1 byte: any allocation would fail), and the shim layout packs the
 # small trace's many small tensors into fewer blocks than the tensor layout.
 # The shim mechanism (shim layout, timed as the shim pages) predicts the same
-# bytes twice (determinism) and no less time than the shim layout on
-# overlapping copy engines.
+# bytes twice (determinism) and no less time than the ideal. (It is not bounded
+# below by the shim layout on overlapping copy engines: there a fetch starts
+# at the previous kernel's end, while the shim's host runs ahead of the device
+# and pages in behind queued kernels, its unmaps not waiting for them.)
 set -u
 tracegen=$1 replay=$2 dir=$3
 mkdir -p "$dir" || exit 1
@@ -38,7 +40,7 @@ slowdown() { echo "$1" | sed -n 's/.*"slowdown":\([0-9.]*\).*/\1/p'; }
 engines=$(slowdown "$(predict shim)") || exit 1
 synchronous=$(slowdown "$first")
 echo "slowdown: shim layout $engines, shim mechanism $synchronous"
-awk -v a="$synchronous" -v b="$engines" 'BEGIN { exit !(a + 1e-9 >= b) }' || exit 1
+awk -v a="$synchronous" 'BEGIN { exit !(a + 1e-9 >= 1) }' || exit 1
 if MEMSIM_DEVICE_MEMORY=1 "$replay" --trace "$trace" --scale 1 --predict-only 2>/dev/null; then
   echo "--predict-only without a device size was accepted" >&2
   exit 1
