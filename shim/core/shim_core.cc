@@ -92,11 +92,18 @@ CUresult ShimCore::Create(const Driver* driver, const CoreOptions& options, Cont
   const uint32_t device_chunks = static_cast<uint32_t>(device_budget >> kChunkShift);
   const uint32_t host_chunks = static_cast<uint32_t>(host_budget >> kChunkShift);
 
+  // Note [reservation size]: the reservation holds the allocations and the application's own
+  // reservations (cuMemAddressReserve is served from it). PyTorch's expandable segments reserve
+  // 1.125 x the device's total memory per segment (one per stream that allocates): measured on
+  // an H200, a reservation sized from the budgets alone (44 GiB) could not hold one, and the
+  // program failed with CUDA_ERROR_NOT_SUPPORTED. So it is at least 3 x the device's memory;
+  // address space costs no memory, the chunk table about 112 bytes per 2 MiB.
   uint64_t va = options.va_bytes;
   if (va == 0) {
     va = std::max<uint64_t>(
-        kGiB, std::min(device_budget + host_budget + spill_bytes, kDefaultVaCap) / 4 * 5);
-    va = std::min(va, kDefaultVaCap);
+        std::min(device_budget + host_budget + spill_bytes, kDefaultVaCap) / 4 * 5,
+        std::min<uint64_t>(total_bytes, kDefaultVaCap) * 3);
+    va = std::clamp<uint64_t>(va, kGiB, kDefaultVaCap);
   }
   va = RoundUpChunks(va);
   if ((r = driver->cuMemAddressReserve(&core->base_, va, kChunkBytes, 0, 0)) != CUDA_SUCCESS) {
