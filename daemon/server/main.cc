@@ -267,6 +267,18 @@ int Run() {
   const ConnectionLimits limits{
       .max_connections = static_cast<size_t>(FLAGS_max_connections),
       .max_connections_per_uid = static_cast<size_t>(FLAGS_max_connections_per_uid)};
+  // Note [tier before socket]: the NVMe tier's socket exists before the daemon's socket does, so
+  // a process that finds the daemon also finds its tier (one that registered in between would
+  // run without the NVMe tier for its lifetime).
+  std::unique_ptr<NvmeTier> nvme_tier;
+  if (!FLAGS_swap_dir.empty()) {
+    absl::StatusOr<std::unique_ptr<NvmeTier>> t = StartNvmeTier(&node, *socket_group);
+    if (!t.ok()) {
+      LOG(ERROR) << "cannot start the NVMe tier: " << t.status();
+      return 1;
+    }
+    nvme_tier = *std::move(t);
+  }
   if (absl::Status s = listener.Bind({FLAGS_socket, *socket_group}, limits); !s.ok()) {
     LOG(ERROR) << "cannot serve on " << FLAGS_socket << ": " << s;
     return 1;
@@ -293,18 +305,6 @@ int Run() {
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
   health->SetServingStatus(true);
   listener.Start(server.get());
-
-  std::unique_ptr<NvmeTier> nvme_tier;
-  if (!FLAGS_swap_dir.empty()) {
-    absl::StatusOr<std::unique_ptr<NvmeTier>> t = StartNvmeTier(&node, *socket_group);
-    if (!t.ok()) {
-      LOG(ERROR) << "cannot start the NVMe tier: " << t.status();
-      listener.Stop();
-      server->Shutdown();
-      return 1;
-    }
-    nvme_tier = *std::move(t);
-  }
 
   std::unique_ptr<MetricsEndpoint> metrics;
   if (!FLAGS_metrics_listen.empty()) {
