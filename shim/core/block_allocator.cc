@@ -40,9 +40,9 @@ BlockAllocator::BlockAllocator(ChunkTable* table, uint32_t max_committed_chunks)
       class_free_(NumClasses()),
       class_current_slab_(NumClasses(), kNoIndex) {
   for (auto& c : range_cache_) c.reserve(kCachePerCount);
-  if (table_->size() > 0) {
-    free_by_start_[0] = table_->size();
-    free_by_size_.insert({table_->size(), 0});
+  if (table_->capacity() > 0) {
+    free_by_start_[0] = table_->capacity();
+    free_by_size_.insert({table_->capacity(), 0});
   }
 }
 
@@ -75,6 +75,7 @@ bool BlockAllocator::AllocateRange(uint32_t count, uint32_t* first) {
     free_by_size_.insert({len - count, start + count});
   }
   committed_ += count;
+  table_->Materialize(start + count);  // Note [sparse chunk table]
   *first = start;
   return true;
 }
@@ -155,7 +156,7 @@ bool BlockAllocator::Allocate(uint64_t bytes, Allocation* out) {
   const int size_class = ClassOf(bytes);
   if (size_class >= 0) return AllocateSmall(size_class, &out->offset, out);
   const uint64_t chunks64 = (bytes + kChunkBytes - 1) >> kChunkShift;
-  if (chunks64 > table_->size()) return false;
+  if (chunks64 > table_->capacity()) return false;
   const uint32_t count = static_cast<uint32_t>(chunks64);
   uint32_t first;
   if (!AllocateRange(count, &first)) return false;
@@ -210,7 +211,7 @@ bool BlockAllocator::Reserve(uint32_t count, uint64_t alignment, uint32_t* first
   FlushRangeCache();
   const uint64_t align_chunks = std::max<uint64_t>(alignment >> kChunkShift, 1);
   const uint64_t want = count + align_chunks - 1;  // room for any misalignment
-  if (want > table_->size()) return false;
+  if (want > table_->capacity()) return false;
   auto it = free_by_size_.lower_bound({static_cast<uint32_t>(want), 0});
   if (it == free_by_size_.end()) return false;
   const uint32_t len = it->first, start = it->second;
@@ -221,6 +222,7 @@ bool BlockAllocator::Reserve(uint32_t count, uint64_t alignment, uint32_t* first
   const uint32_t at = start + static_cast<uint32_t>((aligned - address) >> kChunkShift);
   if (at > start) InsertFreeRange(start, at - start);
   if (at + count < start + len) InsertFreeRange(at + count, start + len - (at + count));
+  table_->Materialize(at + count);  // Note [sparse chunk table]
   for (uint32_t c = at; c < at + count; ++c) (*table_)[c].kind = ChunkKind::kReserved;
   *first = at;
   return true;

@@ -155,5 +155,29 @@ TEST_F(BlockAllocatorTest, RandomizedAllocFreeKeepsBlocksDisjoint) {
   }
 }
 
+TEST(BlockAllocatorSparseTest, OnlyTheAddressRangeHandedOutIsMaterialized) {
+  ChunkTable table(0x10000000000ull, 2u << 20);  // 4 TiB of address space
+  BlockAllocator alloc(&table, 1u << 20);
+  EXPECT_EQ(table.size(), 0u);
+  BlockAllocator::Allocation small, large;
+  ASSERT_TRUE(alloc.Allocate(4096, &small));
+  ASSERT_TRUE(alloc.Allocate(8 * kChunkBytes, &large));
+  EXPECT_EQ(table.size(), ChunkTable::kMaterializeStep);
+  EXPECT_EQ(table[static_cast<uint32_t>(large.offset >> kChunkShift)].kind, ChunkKind::kLarge);
+
+  // A reservation as large as a GPU's memory (80 GiB) materializes its own range.
+  uint32_t first = 0;
+  ASSERT_TRUE(alloc.Reserve(40960, 1ull << 30, &first));
+  EXPECT_GE(table.size(), first + 40960);
+  EXPECT_LT(table.size(), first + 40960 + ChunkTable::kMaterializeStep);
+  EXPECT_EQ(table[first + 40959].kind, ChunkKind::kReserved);
+
+  // Freeing and looking up past the materialized range is refused, not read.
+  BlockAllocator::Release rel;
+  EXPECT_FALSE(alloc.Free(uint64_t{table.size() + 10} << kChunkShift, &rel));
+  uint64_t block = 0, bytes = 0;
+  EXPECT_FALSE(alloc.Lookup(uint64_t{table.size() + 10} << kChunkShift, &block, &bytes));
+}
+
 }  // namespace
 }  // namespace memvirt::shim

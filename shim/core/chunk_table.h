@@ -1,6 +1,7 @@
 // The chunk table: one entry per 2 MiB slot of the shim's VA reservation.
 //
-// Indexing is O(1): chunk = (ptr - base) >> 21. The allocator writes the
+// Indexing is O(1): chunk = (ptr - base) >> 21. Host memory is spent only on
+// the entries of the address range in use (Note [sparse chunk table]). The allocator writes the
 // ownership fields (which block a chunk belongs to); the residency manager
 // writes the backing fields (where the chunk's bytes live now).
 //
@@ -12,7 +13,6 @@
 #include <cuda.h>
 
 #include <cstdint>
-#include <vector>
 
 #include "shim/core/config.h"
 
@@ -97,17 +97,44 @@ struct ChunkEntry {
   StreamUse uses[kMaxUses];
 };
 
+// Note [sparse chunk table]
+//   The reservation is sized for the application's largest plausible use
+//   (PyTorch's expandable segments reserve 1.125 x the device's memory per
+//   pool), far beyond what a process ever touches, so the table must not cost
+//   host memory in proportion to it. Its entries live in one anonymous
+//   MAP_NORESERVE mapping of the whole capacity (addresses stay stable, so
+//   references into the table survive growth); only a prefix is constructed
+//   ("materialized"), in steps of kMaterializeStep entries, as the allocator
+//   hands out chunks beyond it. Pages of the mapping past the prefix are
+//   never touched and cost nothing. The allocator places blocks best-fit
+//   from the low end, so the prefix follows the address-space high-water
+//   mark. Contains() answers for the prefix only: an address past it belongs
+//   to no block, exactly as a free chunk inside it.
 class ChunkTable {
  public:
+  static constexpr uint32_t kMaterializeStep = 512;  // 1 GiB of address space
+
   ChunkTable() = default;
-  ChunkTable(CUdeviceptr base, uint32_t num_chunks)
-      : base_(base),
-        bytes_(static_cast<uint64_t>(num_chunks) << kChunkShift),
-        entries_(num_chunks) {}
+  // Maps room for `capacity` entries and materializes none. On failure
+  // capacity() is 0 (the caller reports it).
+  ChunkTable(CUdeviceptr base, uint32_t capacity);
+  ~ChunkTable();
+  ChunkTable(ChunkTable&& other) noexcept;
+  ChunkTable& operator=(ChunkTable&& other) noexcept;
+  ChunkTable(const ChunkTable&) = delete;
+  ChunkTable& operator=(const ChunkTable&) = delete;
 
   CUdeviceptr base() const { return base_; }
-  uint32_t size() const { return static_cast<uint32_t>(entries_.size()); }
+  // Chunks of the reservation.
+  uint32_t capacity() const { return capacity_; }
+  // Entries materialized: every index below is valid, none above.
+  uint32_t size() const { return size_; }
+  // Bytes of address space the materialized entries cover.
   uint64_t bytes() const { return bytes_; }
+
+  // Materializes entries up to at least `end` (default-constructed).
+  // REQUIRES: end <= capacity().
+  void Materialize(uint32_t end);
 
   // The one subtract-and-compare of the argument scan.
   bool Contains(uint64_t ptr) const { return ptr - base_ < bytes_; }
@@ -118,14 +145,19 @@ class ChunkTable {
     return base_ + (static_cast<uint64_t>(index) << kChunkShift);
   }
 
+  // REQUIRES: index < size().
   ChunkEntry& operator[](uint32_t index) { return entries_[index]; }
-  ChunkEntry* data() { return entries_.data(); }
   const ChunkEntry& operator[](uint32_t index) const { return entries_[index]; }
+  ChunkEntry* data() { return entries_; }
 
  private:
+  void Release();
+
   CUdeviceptr base_ = 0;
+  uint32_t capacity_ = 0;
+  uint32_t size_ = 0;
   uint64_t bytes_ = 0;
-  std::vector<ChunkEntry> entries_;
+  ChunkEntry* entries_ = nullptr;  // owned mapping of capacity_ entries
 };
 
 }  // namespace memvirt::shim

@@ -13,7 +13,8 @@ namespace memvirt::shim {
 namespace {
 
 constexpr uint64_t kGiB = 1ull << 30;
-constexpr uint64_t kDefaultVaCap = 512 * kGiB;
+constexpr uint64_t kDefaultVaCap = 4096 * kGiB;  // Note [reservation size]
+constexpr uint64_t kLeastVaCap = 512 * kGiB;
 constexpr uint32_t kDemotionBatch = 16;  // host chunks stored per spill-tier wait
 constexpr size_t kMaxPendingFrees = 256;
 constexpr size_t kMaxAllocEvents = 16384;  // between two usage polls
@@ -94,19 +95,28 @@ CUresult ShimCore::Create(const Driver* driver, const CoreOptions& options, Cont
 
   // Note [reservation size]: the reservation holds the allocations and the application's own
   // reservations (cuMemAddressReserve is served from it). PyTorch's expandable segments reserve
-  // 1.125 x the device's total memory per segment (one per stream that allocates): measured on
-  // an H200, a reservation sized from the budgets alone (44 GiB) could not hold one, and the
-  // program failed with CUDA_ERROR_NOT_SUPPORTED. So it is at least 3 x the device's memory;
-  // address space costs no memory, the chunk table about 112 bytes per 2 MiB.
-  uint64_t va = options.va_bytes;
+  // 1.125 x the device's total memory per pool (a large and a small pool per stream that
+  // allocates, one more per CUDA graph's private pool): measured on an H200, a reservation sized
+  // from the budgets alone (44 GiB) could not hold one, and the program failed with
+  // CUDA_ERROR_NOT_SUPPORTED. So the default asks for 16 x the device's memory (capped at
+  // 4 TiB): address space costs no memory, and the chunk table only the entries of the range in
+  // use (Note [sparse chunk table] in chunk_table.h). A driver that cannot reserve that much gets
+  // halving requests down to the least the budgets need (1.25 x their sum, at least 3 x the
+  // device's memory, 1 GiB .. 512 GiB). MEMSHIM_VA_SIZE asks for one size, with no fallback.
+  uint64_t va = RoundUpChunks(options.va_bytes);
+  uint64_t least = va;
   if (va == 0) {
-    va = std::max<uint64_t>(
-        std::min(device_budget + host_budget + spill_bytes, kDefaultVaCap) / 4 * 5,
-        std::min<uint64_t>(total_bytes, kDefaultVaCap) * 3);
-    va = std::clamp<uint64_t>(va, kGiB, kDefaultVaCap);
+    least =
+        std::max<uint64_t>(std::min(device_budget + host_budget + spill_bytes, kLeastVaCap) / 4 * 5,
+                           std::min<uint64_t>(total_bytes, kLeastVaCap) * 3);
+    least = RoundUpChunks(std::clamp<uint64_t>(least, kGiB, kLeastVaCap));
+    va = std::max(least, RoundUpChunks(std::min<uint64_t>(total_bytes, kDefaultVaCap / 16) * 16));
   }
-  va = RoundUpChunks(va);
-  if ((r = driver->cuMemAddressReserve(&core->base_, va, kChunkBytes, 0, 0)) != CUDA_SUCCESS) {
+  while ((r = driver->cuMemAddressReserve(&core->base_, va, kChunkBytes, 0, 0)) != CUDA_SUCCESS &&
+         va > least) {
+    va = std::max(least, RoundUpChunks(va / 2));
+  }
+  if (r != CUDA_SUCCESS) {
     MEMSHIM_LOG(kError, "cannot reserve %llu bytes of device address space (%d)",
                 static_cast<unsigned long long>(va), r);
     return r;
@@ -132,6 +142,11 @@ CUresult ShimCore::Create(const Driver* driver, const CoreOptions& options, Cont
     MutexLock lock(&core->mu_);
     const uint32_t num_chunks = static_cast<uint32_t>(va >> kChunkShift);
     core->table_ = ChunkTable(core->base_, num_chunks);
+    if (core->table_.capacity() != num_chunks) {
+      MEMSHIM_LOG(kError, "cannot map the chunk table for %llu bytes of address space",
+                  static_cast<unsigned long long>(va));
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     core->pool_ = std::make_unique<PhysicalPool>(driver, core->device_, numa);
     if (options.host_ledger != nullptr) core->pool_->ShareHostLedger(options.host_ledger);
     core->pool_->SetPeers(PeersOf(driver, core->device_));
@@ -665,7 +680,8 @@ void ShimCore::TouchRange(const MemRange& range) {
 }
 
 bool ShimCore::WithinOneBlock(const MemRange& range) {
-  if (range.bytes == 0 || !table_.Contains(range.ptr)) return true;
+  if (range.bytes == 0 || !Owns(range.ptr)) return true;
+  if (!table_.Contains(range.ptr)) return false;  // past every block (Note [sparse chunk table])
   uint64_t block = 0, bytes = 0;
   const uint64_t offset = range.ptr - base_;
   if (!allocator_->Lookup(offset, &block, &bytes)) {
@@ -1135,7 +1151,7 @@ void ShimCore::UndoFills() {
     } else {
       e.residence = Residence::kNvme;
       e.phys = kNoIndex;
-      spill_ids_[f.chunk] = f.spill_id;
+      SetSpillId(f.chunk, f.spill_id);
       ++stats_.spilled_chunks;
     }
   }

@@ -161,7 +161,7 @@ struct CoreOptions {
   // (Note [shared host budget] in host_ledger.h); not owned, outlives the
   // core. Null: a budget of the core's own.
   HostLedger* host_ledger = nullptr;
-  uint64_t va_bytes = 0;  // 0: 1.25 x (device + host budget), at least 1 GiB
+  uint64_t va_bytes = 0;  // 0: Note [reservation size] in shim_core.cc
   uint32_t event_batch = 32;
   uint32_t event_pace = 512;  // Note [event pacing] in stream_tracker.h; 0 = off
   // The smallest device budget (chunks) with a look-ahead page-out (Note
@@ -628,6 +628,7 @@ class ShimCore {
     uint64_t copy_seq = 0;      // kCopying: copy-stream sequence reading the slot
   };
   void InitSpill(SpillTier* spill) MEMSHIM_REQUIRES(mu_);
+  void SetSpillId(uint32_t chunk, uint64_t id) MEMSHIM_REQUIRES(mu_);
   // A staging slot usable now (free, or its copy completed), without waiting.
   bool ReadyStaging(uint32_t* slot) MEMSHIM_REQUIRES(mu_);
   bool AcquireStaging(uint32_t keep_chunk, uint32_t* slot) MEMSHIM_REQUIRES(mu_);
@@ -648,8 +649,10 @@ class ShimCore {
   void DropSpilled(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
   SpillTier* spill_ MEMSHIM_GUARDED_BY(mu_) = nullptr;
   std::vector<StagingSlot> staging_ MEMSHIM_GUARDED_BY(mu_);
-  std::vector<uint64_t> spill_ids_ MEMSHIM_GUARDED_BY(mu_);  // per chunk, kNvme only
-  uint32_t staging_loads_ MEMSHIM_GUARDED_BY(mu_) = 0;       // slots kLoading or kLoaded
+  // Per materialized chunk, kNvme only; grown by SetSpillId (reads are of
+  // chunks written before).
+  std::vector<uint64_t> spill_ids_ MEMSHIM_GUARDED_BY(mu_);
+  uint32_t staging_loads_ MEMSHIM_GUARDED_BY(mu_) = 0;  // slots kLoading or kLoaded
   bool spill_full_logged_ MEMSHIM_GUARDED_BY(mu_) = false;
   std::vector<DemotionCandidate> demotion_queue_ MEMSHIM_GUARDED_BY(mu_);  // best victim last
 

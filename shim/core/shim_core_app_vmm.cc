@@ -69,7 +69,7 @@ CUresult ShimCore::AppCreate(uint64_t bytes, const CUmemAllocationProp& prop,
   MutexLock lock(&mu_);
   ProcessDeferred();
   const uint64_t chunks = bytes >> kChunkShift;
-  if (chunks > table_.size() || !allocator_->Commit(static_cast<uint32_t>(chunks))) {
+  if (chunks > table_.capacity() || !allocator_->Commit(static_cast<uint32_t>(chunks))) {
     MEMSHIM_LOG(kInfo, "cuMemCreate of %llu bytes exceeds the virtual capacity",
                 static_cast<unsigned long long>(bytes));
     return CUDA_ERROR_OUT_OF_MEMORY;
@@ -124,7 +124,7 @@ CUresult ShimCore::AppReserve(uint64_t bytes, uint64_t alignment, CUdeviceptr* p
   const uint64_t chunks = (bytes + kChunkBytes - 1) >> kChunkShift;
   MutexLock lock(&mu_);
   uint32_t first = 0;
-  if (chunks > table_.size() ||
+  if (chunks > table_.capacity() ||
       !allocator_->Reserve(static_cast<uint32_t>(chunks), alignment, &first)) {
     return CUDA_ERROR_OUT_OF_MEMORY;
   }

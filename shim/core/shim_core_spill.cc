@@ -28,7 +28,7 @@ void ShimCore::InitSpill(SpillTier* spill) {
   }
   spill_ = spill;
   staging_.assign(spill->staging_slots(), StagingSlot{});
-  spill_ids_.assign(table_.size(), 0);
+  spill_ids_.assign(table_.size(), 0);  // grown by SetSpillId
   if (driver_->cuMemHostRegister_v2 != nullptr) {
     // Pinned staging makes the copies asynchronous DMA on a real GPU; the
     // tier works (more slowly) without it.
@@ -105,6 +105,11 @@ bool ShimCore::AcquireStaging(uint32_t keep_chunk, uint32_t* slot) {
 //   one, so the exact order would put them later anyway, except against
 //   chunks the policy expects soon: the queue is scanned again before one of
 //   those is taken, and whenever it runs out. At most one scan per call.
+void ShimCore::SetSpillId(uint32_t chunk, uint64_t id) {
+  if (chunk >= spill_ids_.size()) spill_ids_.resize(table_.size(), 0);
+  spill_ids_[chunk] = id;
+}
+
 bool ShimCore::DemotionEligible(uint32_t chunk) {
   const ChunkEntry& e = table_[chunk];
   if (e.residence != Residence::kHost || !e.live_data || e.stamp == stamp_) return false;
@@ -208,7 +213,7 @@ bool ShimCore::DemoteHostChunks(uint32_t max) {
     e.residence = Residence::kNvme;
     e.phys = kNoIndex;
     e.fill_seq = 0;
-    spill_ids_[m.chunk] = id;
+    SetSpillId(m.chunk, id);
     ++stats_.spilled_chunks;
     ++stats_.demotions;
     ++demoted;

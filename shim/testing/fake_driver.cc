@@ -61,6 +61,9 @@ struct FakeEntryPoints {
                                  unsigned long long) {
     auto lock = Lock();
     if (size == 0 || size % kPage != 0) return CUDA_ERROR_INVALID_VALUE;
+    if (g_fake->max_reservation_ != 0 && size > g_fake->max_reservation_) {
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     if (align < kPage) align = kPage;
     void* p =
         mmap(nullptr, size + align, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);

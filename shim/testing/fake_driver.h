@@ -58,6 +58,8 @@ class FakeDriver {
   CUstream CreateStream();
   // Streams created through cuStreamCreate from now on start held.
   void set_hold_new_streams(bool v) { hold_new_streams_ = v; }
+  // cuMemAddressReserve of more than `bytes` fails with OUT_OF_MEMORY (0: no limit).
+  void set_max_reservation(uint64_t bytes) { max_reservation_ = bytes; }
   std::vector<CUstream> created_streams();
 
   // Graphs for the driver's graph queries (cuGraphGetNodes, ...): nodes are
@@ -137,6 +139,7 @@ class FakeDriver {
   uint64_t maps_ = 0;
   bool host_numa_supported_ = true;
   bool hold_new_streams_ = false;
+  uint64_t max_reservation_ = 0;
   std::vector<CUstream> created_;
   uint64_t next_handle_ = 1;
   std::map<CUmemGenericAllocationHandle, Physical> physical_;
