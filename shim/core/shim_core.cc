@@ -625,6 +625,10 @@ void ShimCore::ScanArgs(const ParamLayout& layout, void** params) {
     if (offset >= limit) return;
     const uint32_t first = entries[offset >> kChunkShift].owner_first;
     if (first == kNoIndex) return;
+    if (entries[first].app_mapped) {  // Note [segment windows]: every word counts
+      segment_hits_.emplace_back(first, static_cast<uint32_t>(offset >> kChunkShift));
+      return;
+    }
     block_offset = static_cast<uint64_t>(first) << kChunkShift;
     block_start = base + block_offset;
     block_bytes = static_cast<uint64_t>(entries[first].owner_count) << kChunkShift;
@@ -664,6 +668,13 @@ bool ShimCore::AllResident() {
     if (e.fill_seq != 0) {
       if (!tracker_->IsComplete(copy_index_, e.fill_seq)) return false;
       e.fill_seq = 0;  // known complete: later checks stop here
+    }
+  }
+  for (uint32_t c : reach_) {  // wherever they are, their fills must be complete
+    ChunkEntry& e = table_[c];
+    if (e.fill_seq != 0) {
+      if (!tracker_->IsComplete(copy_index_, e.fill_seq)) return false;
+      e.fill_seq = 0;
     }
   }
   return true;
@@ -1195,6 +1206,7 @@ CUresult ShimCore::MakeResident(uint32_t stream, bool host_wait, bool capturing,
     // Fast path: nothing to page, fill or prefetch; only the use is recorded.
     const uint64_t seq = tracker_->Issue(stream);
     for (uint32_t c : touched_) AddUse(c, stream, seq);
+    for (uint32_t c : reach_) AddUse(c, stream, seq);
     *ticket = tracker_->BeginEnqueue(stream);
     return CUDA_SUCCESS;
   }
@@ -1236,9 +1248,11 @@ CUresult ShimCore::MakeResident(uint32_t stream, bool host_wait, bool capturing,
     return result;
   }
   uint64_t need = 0;
-  for (uint32_t c : touched_) {
-    const uint64_t fill = table_[c].fill_seq;
-    if (fill > need && !tracker_->IsComplete(copy_index_, fill)) need = fill;
+  for (const std::vector<uint32_t>* chunks : {&touched_, &reach_}) {
+    for (uint32_t c : *chunks) {  // a reached chunk may have been prefetched just now
+      const uint64_t fill = table_[c].fill_seq;
+      if (fill > need && !tracker_->IsComplete(copy_index_, fill)) need = fill;
+    }
   }
   if (const CUresult r = OrderFills(need, stream, host_wait || capturing); r != CUDA_SUCCESS) {
     return r;
@@ -1246,6 +1260,7 @@ CUresult ShimCore::MakeResident(uint32_t stream, bool host_wait, bool capturing,
   if (!capturing) {
     const uint64_t seq = tracker_->Issue(stream);
     for (uint32_t c : touched_) AddUse(c, stream, seq);
+    for (uint32_t c : reach_) AddUse(c, stream, seq);
     *ticket = tracker_->BeginEnqueue(stream);
   }
   return result;
@@ -1280,13 +1295,14 @@ CUresult ShimCore::BeforeLaunch(CUfunction function, void** params, void** extra
   ++stats_.launches;
   ProcessDeferred();
   ++stamp_;
-  touched_.clear();
+  ClearTouched();
   bool decodable = true;
   const ParamLayout* layout = nullptr;  // null: no parameters, or an `extra` buffer
   if (params != nullptr) {
     layout = &LayoutOf(function);
     decodable = layout->known;
     if (decodable) ScanArgs(*layout, params);
+    if (!segment_hits_.empty()) TouchSegments();
   } else if (extra != nullptr) {
     const void* buffer = nullptr;
     size_t bytes = 0;
@@ -1316,10 +1332,10 @@ CUresult ShimCore::BeforeLaunch(CUfunction function, void** params, void** extra
 CUresult ShimCore::OpaqueLocked(uint32_t index, bool capturing, Ticket* ticket) {
   ++stats_.opaque_launches;
   FinishPageOut();  // the launch may reach chunks whose page-out is in flight
-  touched_.clear();
+  ClearTouched();
   fills_.clear();
   CUresult r = BackAllOwned();
-  touched_.clear();
+  ClearTouched();
   if (r != CUDA_SUCCESS) {
     CommitFills(tracker_->issued(copy_index_));  // as in MakeResident: nothing is enqueued
     return r;
@@ -1361,7 +1377,7 @@ CUresult ShimCore::BeforeAccess(const MemRange* ranges, int count, CUstream stre
   }
   ProcessDeferred();
   ++stamp_;
-  touched_.clear();
+  ClearTouched();
   for (int i = 0; i < count; ++i) TouchRange(ranges[i]);
   if (touched_.empty()) return CUDA_SUCCESS;
   const uint32_t index = tracker_->IndexOf(stream, per_thread);

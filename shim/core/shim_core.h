@@ -509,6 +509,16 @@ class ShimCore {
   void TouchBlock(uint32_t first) MEMSHIM_REQUIRES(mu_);
   void TouchChunk(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
   void ScanArgs(const ParamLayout& layout, void** params) MEMSHIM_REQUIRES(mu_);
+  // Note [segment windows] (shim_core_app_vmm.cc): touches the windows of
+  // segment_hits_ and reaches the rest of their blocks.
+  void TouchSegments() MEMSHIM_REQUIRES(mu_);
+  static constexpr uint32_t kSegmentWindowDivisor = 16;
+  // Starts the touch set of a new operation.
+  void ClearTouched() MEMSHIM_REQUIRES(mu_) {
+    touched_.clear();
+    reach_.clear();
+    segment_hits_.clear();
+  }
   bool AllResident() MEMSHIM_REQUIRES(mu_);
   void TouchRange(const MemRange& range) MEMSHIM_REQUIRES(mu_);
   // Note [copy ranges]: false if `range` starts in the reservation but does
@@ -741,6 +751,13 @@ class ShimCore {
   const ParamLayout* last_layout_ MEMSHIM_GUARDED_BY(mu_) = nullptr;
   // Chunks touched by the operation being prepared (deduplicated by stamp).
   std::vector<uint32_t> touched_ MEMSHIM_GUARDED_BY(mu_);
+  // Chunks it may reach but need not be made resident: mapped (device or
+  // host) and stamped like touched_ ones; their use is recorded
+  // (Note [segment windows]).
+  std::vector<uint32_t> reach_ MEMSHIM_GUARDED_BY(mu_);
+  // Argument words into application VMM blocks: (block's first chunk, the
+  // word's chunk), in argument order.
+  std::vector<std::pair<uint32_t, uint32_t>> segment_hits_ MEMSHIM_GUARDED_BY(mu_);
   uint64_t stamp_ MEMSHIM_GUARDED_BY(mu_) = 0;
   uint64_t step_ MEMSHIM_GUARDED_BY(mu_) = 0;
   std::vector<Fill> fills_ MEMSHIM_GUARDED_BY(mu_);         // fills of the operation being prepared

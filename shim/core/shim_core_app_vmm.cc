@@ -252,13 +252,10 @@ CUresult ShimCore::AppMap(CUdeviceptr ptr, uint64_t bytes, uint64_t offset,
   // Note [contiguous mappings]
   //   Adjacent mappings in one reservation are one contiguous range to the
   //   application (a tensor of an expandable segment may span two handles),
-  //   so they form one block: a kernel given an address in it makes all of
-  //   it resident, as for a cuMemAlloc block, and copies may cross from one
-  //   mapping into the next. cuMemUnmap splits the block again. The cost: a
-  //   run larger than the device budget (an expandable segment grown past
-  //   the device) cannot be resident at once for a kernel that names it; the
-  //   rest of it stays in the host tier for that launch (Note [host
-  //   mapping]). Copies and memsets touch exactly their ranges.
+  //   so they form one block: a kernel given an address in it may reach all
+  //   of it (Note [segment windows]), and copies may cross from one mapping
+  //   into the next. cuMemUnmap splits the block again. Copies and memsets
+  //   touch exactly their ranges.
   auto res = ReservationOf(first);
   uint32_t lo = first, hi = first + count;
   if (lo > res->first && table_[lo - 1].app_mapped) lo = table_[lo - 1].owner_first;
@@ -541,6 +538,49 @@ CUresult ShimCore::AppRetain(CUmemGenericAllocationHandle* handle, CUdeviceptr p
 bool ShimCore::IsAppMapped(CUdeviceptr ptr) {
   MutexLock lock(&mu_);
   return table_.Contains(ptr) && table_[table_.IndexOf(ptr)].app_mapped;
+}
+
+// Note [segment windows]
+//   A kernel given an address in a cuMemAlloc block is taken to use the
+//   block: it is made resident whole. An application VMM block is a whole
+//   expandable segment, many tensors that the shim cannot tell apart, often
+//   larger than the device budget; making it resident whole for every kernel
+//   that names a tensor in it moved the segment in and out at every launch
+//   (an 8 GiB PyTorch run at a third of its footprint did not finish in two
+//   minutes on an H200). So each argument word into such a block makes
+//   resident only a window from the word's chunk (a tensor starts at the
+//   address a kernel is given): device_limit / kSegmentWindowDivisor chunks,
+//   at least one, within the block. The rest of the block stays where it is
+//   but is still reached: every other chunk is stamped (no victim for this
+//   operation) and gets the launch's use (no page-out unmaps it while the
+//   kernel may read it: the driver's unmap does not wait), and one that has
+//   nothing mapped (spilled, unbacked, a failed remap) is paged in as if
+//   touched. A tensor longer than the window is then read partly through
+//   its host mapping (Note [host mapping]): slower, never wrong.
+void ShimCore::TouchSegments() {
+  const uint32_t window = std::max<uint32_t>(1, pool_->device_limit() / kSegmentWindowDivisor);
+  for (const auto& [first, chunk] : segment_hits_) {
+    const uint64_t end = std::min<uint64_t>(first + table_[first].owner_count,
+                                            static_cast<uint64_t>(chunk) + window);
+    for (uint32_t c = chunk; c < end; ++c) TouchChunk(c);
+  }
+  for (size_t i = 0; i < segment_hits_.size(); ++i) {
+    const uint32_t first = segment_hits_[i].first;
+    bool seen = false;
+    for (size_t j = 0; j < i && !seen; ++j) seen = segment_hits_[j].first == first;
+    if (seen) continue;
+    const uint32_t count = table_[first].owner_count;
+    for (uint32_t c = first; c < first + count; ++c) {
+      ChunkEntry& e = table_[c];
+      if (e.stamp == stamp_) continue;
+      e.stamp = stamp_;
+      if (e.evicting) CancelPageOut(c);
+      const bool mapped =
+          e.residence == Residence::kDevice || (e.residence == Residence::kHost && !e.unmapped);
+      (mapped ? reach_ : touched_).push_back(c);
+    }
+  }
+  segment_hits_.clear();
 }
 
 }  // namespace memvirt::shim

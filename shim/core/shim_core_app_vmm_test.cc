@@ -248,5 +248,79 @@ TEST_F(ShimCoreAppVmmTest, AnExportedHandleIsPinnedInDriverMemory) {
   EXPECT_EQ(fake_.faults(), 0u);
 }
 
+// Note [segment windows]: a segment four times the device budget, read one
+// 2 MiB tensor per kernel, pages about one chunk per kernel instead of the
+// device's worth; a kernel reading all of it from its first address sees
+// every byte (partly through host mappings), and nothing faults.
+TEST_F(ShimCoreAppVmmTest, KernelsPageAWindowOfASegmentNotAllOfIt) {
+  CUstream s = fake_.CreateStream();
+  constexpr uint64_t kSegment = 32 * kMiB;  // 16 chunks; the device budget holds 4
+  MapHandles(1, kSegment);
+  ASSERT_EQ(Write(s, base_, kSegment, 11), CUDA_SUCCESS);
+  std::vector<uint64_t> pattern(kSegment / 8);
+  FillPattern(pattern.data(), kSegment, 11);
+  const char* bytes = reinterpret_cast<const char*>(pattern.data());
+  const uint64_t page_ins_before = core_->stats().page_ins;
+  const uint64_t fallbacks_before = core_->stats().host_fallbacks;
+  constexpr int kRounds = 2, kTensors = 16;
+  for (int round = 0; round < kRounds; ++round) {
+    for (int t = 0; t < kTensors; ++t) {
+      uint64_t sum = 0;
+      ASSERT_EQ(Read(s, base_ + t * 2 * kMiB, 2 * kMiB, &sum), CUDA_SUCCESS);
+      ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+      EXPECT_EQ(sum, Checksum(bytes + t * 2 * kMiB, 2 * kMiB)) << "tensor " << t;
+    }
+  }
+  // One chunk in per kernel at most (the window is one chunk at this budget),
+  // and one failed attempt to find it room at most: making the segment
+  // resident whole tried (and failed) for every chunk not on the device.
+  EXPECT_LE(core_->stats().page_ins - page_ins_before, uint64_t{kRounds * kTensors});
+  EXPECT_LE(core_->stats().host_fallbacks - fallbacks_before, uint64_t{kRounds * kTensors});
+  uint64_t whole = 0;
+  ASSERT_EQ(Read(s, base_, kSegment, &whole), CUDA_SUCCESS);
+  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  EXPECT_EQ(whole, Checksum(bytes, kSegment));
+  EXPECT_LE(core_->stats().device_chunks_peak, 4u);
+  EXPECT_EQ(fake_.faults(), 0u);
+}
+
+// A kernel queued on a segment keeps the chunks outside its window: a page-out for
+// another stream's kernel waits for it (the fake runs the held stream when
+// the core waits for its event) instead of moving them under it.
+TEST_F(ShimCoreAppVmmTest, ChunksReachedBeyondTheWindowAreNotPagedOutUnderAQueuedKernel) {
+  CUstream s = fake_.CreateStream();
+  CUstream t = fake_.CreateStream();
+  CUdeviceptr other = 0;
+  ASSERT_EQ(core_->Alloc(&other, 8 * kMiB), CUDA_SUCCESS);
+  MapHandles(1, 8 * kMiB);  // 4 chunks: the whole device budget
+  ASSERT_EQ(Write(s, base_, 8 * kMiB, 5), CUDA_SUCCESS);
+  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  for (uint64_t off = 0; off < 8 * kMiB; off += 2 * kMiB) {
+    ASSERT_EQ(core_->TEST_ResidenceOf(base_ + off), Residence::kDevice);  // `other` on the host
+  }
+  uint64_t sum = 0;
+  bool read_ran = false;
+  uint64_t maps_when_read = 0;
+  fake_.Hold(s);  // given its last chunk, reads all of the segment
+  ASSERT_EQ(Launch(s, {base_ + 6 * kMiB}, 2 * kMiB,
+                   [&] {
+                     sum = Checksum(reinterpret_cast<void*>(base_), 8 * kMiB);
+                     maps_when_read = fake_.maps();
+                     read_ran = true;
+                   }),
+            CUDA_SUCCESS);
+  const uint64_t maps_before = fake_.maps();
+  ASSERT_EQ(Write(t, other, 8 * kMiB, 6), CUDA_SUCCESS);  // needs the segment's room
+  ASSERT_TRUE(read_ran) << "the segment was paged out without waiting for its reader";
+  EXPECT_EQ(maps_when_read, maps_before) << "chunks were remapped before their reader ran";
+  fake_.Release(s);
+  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  std::vector<uint64_t> pattern(8 * kMiB / 8);
+  FillPattern(pattern.data(), 8 * kMiB, 5);
+  EXPECT_EQ(sum, Checksum(pattern.data(), 8 * kMiB));
+  EXPECT_GT(core_->stats().evictions, 0u);
+  EXPECT_EQ(fake_.faults(), 0u);
+}
+
 }  // namespace
 }  // namespace memvirt::shim

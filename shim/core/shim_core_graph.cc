@@ -231,7 +231,7 @@ CUresult ShimCore::ReferencesLocked(const uint64_t* words, size_t num_words, con
                                     size_t num_ranges, uint32_t stream, bool capturing,
                                     bool extra_buffer, Ticket* ticket) {
   ++stamp_;
-  touched_.clear();
+  ClearTouched();
   ScanBytes(words, num_words * sizeof(uint64_t));  // each word as a launch argument
   for (size_t i = 0; i < num_ranges; ++i) TouchRange(ranges[i]);
   // As for a kernel launch (Note [hidden reach]): a graph whose kernels read

@@ -91,7 +91,7 @@ namespace {}  // namespace
 void ShimCore::BackAtAllocation(uint32_t first, uint32_t count) {
   if (unbacked_owned_ == 0) return;  // warm chunks, as a re-allocated block's: nothing to back
   ++stamp_;
-  touched_.clear();
+  ClearTouched();
   for (uint32_t c = first; c < first + count; ++c) {
     if (table_[c].residence != Residence::kUnbacked) continue;
     TouchChunk(c);  // not a victim for the chunks backed after it
@@ -100,7 +100,7 @@ void ShimCore::BackAtAllocation(uint32_t first, uint32_t count) {
     if (PageIn(c, /*may_evict=*/true) != CUDA_SUCCESS) continue;
     if (table_[c].residence == Residence::kHost) ++stats_.backed_on_host_at_allocation;
   }
-  touched_.clear();
+  ClearTouched();
 }
 
 CUresult ShimCore::PlaceOnHost(uint32_t chunk) {
@@ -219,15 +219,19 @@ void ShimCore::OnDeviceCopy(CUdeviceptr dst, uint64_t dst_bytes, CUdeviceptr src
 ShimCore::Reach ShimCore::TouchedReach() {
   if (hidden_reach_all_) {
     // Note [hidden reach everywhere]: what it is given, it may store.
-    for (uint32_t c : touched_) {
-      if (table_[c].owner_first != kNoIndex) MarkTargetBlock(c);
+    for (const std::vector<uint32_t>* chunks : {&touched_, &reach_}) {
+      for (uint32_t c : *chunks) {
+        if (table_[c].owner_first != kNoIndex) MarkTargetBlock(c);
+      }
     }
     return Reach::kAddresses;
   }
   if (external_addresses_) return Reach::kAddresses;
   if (address_chunks_ > 0) {
-    for (uint32_t c : touched_) {
-      if (table_[c].holds_addresses) return Reach::kAddresses;
+    for (const std::vector<uint32_t>* chunks : {&touched_, &reach_}) {
+      for (uint32_t c : *chunks) {
+        if (table_[c].holds_addresses) return Reach::kAddresses;
+      }
     }
   }
   return Reach::kNamed;
@@ -278,12 +282,14 @@ CUresult ShimCore::FencedLocked(uint32_t stream, bool capturing, Reach reach, Ti
   spilled_targets_.clear();
   if (reach == Reach::kAddresses) {
     // It may copy what it reads into what it writes (Note [hidden reach]).
-    for (size_t i = 0; i < named; ++i) {
-      ChunkEntry& e = table_[touched_[i]];
-      if (e.kind == ChunkKind::kFree || e.holds_addresses) continue;
+    auto mark = [this](uint32_t c) MEMSHIM_REQUIRES(mu_) {
+      ChunkEntry& e = table_[c];
+      if (e.kind == ChunkKind::kFree || e.holds_addresses) return;
       e.holds_addresses = true;
       ++address_chunks_;
-    }
+    };
+    for (size_t i = 0; i < named; ++i) mark(touched_[i]);
+    for (uint32_t c : reach_) mark(c);
   }
   if (capturing) return r;
   FinishPageOut();  // page-outs MakeResident started for room
