@@ -67,7 +67,7 @@ std::vector<CUdevice> PeersOf(const Driver* driver, CUdevice device) {
 }  // namespace
 
 ShimCore::ShimCore(const Driver* driver, ControlPlane* control)
-    : driver_(driver), control_(control) {}
+    : driver_(driver), control_(control), layouts_(driver) {}
 
 CUresult ShimCore::Create(const Driver* driver, const CoreOptions& options, ControlPlane* control,
                           std::unique_ptr<ShimCore>* out) {
@@ -502,73 +502,6 @@ CUresult ShimCore::PointerAttributes(unsigned count, const CUpointer_attribute* 
 }
 
 // ---- Argument scanning ---------------------------------------------------------
-
-CUresult ShimCore::ParamInfo(ParamSource source, CUfunction function, size_t index, size_t* offset,
-                             size_t* size) const {
-  if (source == ParamSource::kFunction) {
-    if (driver_->cuFuncGetParamInfo == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
-    return driver_->cuFuncGetParamInfo(function, index, offset, size);
-  }
-  if (driver_->cuKernelGetParamInfo == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
-  return driver_->cuKernelGetParamInfo(reinterpret_cast<CUkernel>(function), index, offset, size);
-}
-
-ShimCore::ParamSource ShimCore::ParamSourceOf(CUfunction function, size_t* offset, size_t* size,
-                                              CUresult* first) const {
-  const CUresult as_function = ParamInfo(ParamSource::kFunction, function, 0, offset, size);
-  if (as_function == CUDA_SUCCESS) {
-    *first = as_function;
-    return ParamSource::kFunction;
-  }
-  const CUresult as_kernel = ParamInfo(ParamSource::kKernel, function, 0, offset, size);
-  if (as_function == CUDA_ERROR_INVALID_VALUE && as_kernel == CUDA_ERROR_INVALID_HANDLE) {
-    *first = as_function;  // a function without parameters
-    return ParamSource::kFunction;
-  }
-  *first = as_kernel;  // a kernel (or unknown: then opaque)
-  return ParamSource::kKernel;
-}
-
-const ShimCore::ParamLayout& ShimCore::LookUpLayout(CUfunction function) {
-  auto [it, inserted] = layouts_.try_emplace(function);
-  last_function_ = function;
-  last_layout_ = &it->second;  // node-based map: stable address
-  if (!inserted) return it->second;
-  ParamLayout& layout = it->second;
-  size_t offset = 0, size = 0;
-  CUresult r = CUDA_SUCCESS;
-  const ParamSource source = ParamSourceOf(function, &offset, &size, &r);
-  for (size_t i = 0;; ++i) {
-    if (i > 0) r = ParamInfo(source, function, i, &offset, &size);
-    if (r == CUDA_SUCCESS) {
-      layout.params.emplace_back(static_cast<uint32_t>(offset), static_cast<uint32_t>(size));
-      for (size_t off = 0; off + sizeof(uint64_t) <= size; off += sizeof(uint64_t)) {
-        layout.words.push_back({static_cast<uint32_t>(i), static_cast<uint32_t>(off)});
-      }
-      continue;
-    }
-    layout.known = r == CUDA_ERROR_INVALID_VALUE;  // past the last parameter
-    break;
-  }
-  for (const auto& param : layout.params) layout.aggregates |= param.second > sizeof(uint64_t);
-  layout.one_word_each = layout.words.size() == layout.params.size();
-  for (size_t k = 0; k < layout.words.size() && layout.one_word_each; ++k) {
-    layout.one_word_each = layout.words[k].param == k && layout.words[k].offset == 0;
-  }
-  const char* call =
-      source == ParamSource::kFunction ? "cuFuncGetParamInfo" : "cuKernelGetParamInfo";
-  if (!layout.known) {
-    ++stats_.kernels_undecodable;
-    MEMSHIM_LOG(kInfo, "kernel %p: no parameter information (%s: %d); its launches are opaque",
-                static_cast<void*>(function), call, r);
-  } else {
-    ++(source == ParamSource::kFunction ? stats_.kernels_decoded_as_function
-                                        : stats_.kernels_decoded_as_kernel);
-    MEMSHIM_LOG(kInfo, "kernel %p: %zu parameters, %zu argument words (%s)",
-                static_cast<void*>(function), layout.params.size(), layout.words.size(), call);
-  }
-  return layout;
-}
 
 void ShimCore::TouchChunk(uint32_t chunk) {
   ChunkEntry& e = table_[chunk];
@@ -1299,7 +1232,7 @@ CUresult ShimCore::BeforeLaunch(CUfunction function, void** params, void** extra
   bool decodable = true;
   const ParamLayout* layout = nullptr;  // null: no parameters, or an `extra` buffer
   if (params != nullptr) {
-    layout = &LayoutOf(function);
+    layout = &layouts_.Of(function);
     decodable = layout->known;
     if (decodable) ScanArgs(*layout, params);
     if (!segment_hits_.empty()) TouchSegments();
@@ -1488,6 +1421,9 @@ CUresult ShimCore::Synchronize() {
 CoreStats ShimCore::stats() {
   MutexLock lock(&mu_);
   CoreStats s = stats_;
+  s.kernels_decoded_as_function = layouts_.counts().decoded_as_function;
+  s.kernels_decoded_as_kernel = layouts_.counts().decoded_as_kernel;
+  s.kernels_undecodable = layouts_.counts().undecodable;
   s.events_recorded = tracker_->events_recorded();
   s.device_chunks_in_use = pool_->device_in_use();
   s.device_chunk_limit = pool_->device_limit();

@@ -144,6 +144,7 @@
 #include "shim/core/control_plane.h"
 #include "shim/core/eviction_sizing.h"
 #include "shim/core/host_ledger.h"
+#include "shim/core/param_layout.h"
 #include "shim/core/physical_pool.h"
 #include "shim/core/pointer_attributes.h"
 #include "shim/core/residency_policy.h"
@@ -446,18 +447,6 @@ class ShimCore {
   Residence TEST_ResidenceOf(CUdeviceptr ptr) MEMSHIM_EXCLUDES(mu_);
 
  private:
-  // One 8-byte argument word: params[param] + offset.
-  struct ArgWord {
-    uint32_t param;
-    uint32_t offset;
-  };
-  struct ParamLayout {
-    bool known = false;
-    std::vector<std::pair<uint32_t, uint32_t>> params;  // (offset, size)
-    std::vector<ArgWord> words;                         // every 8-byte word, flattened
-    bool one_word_each = false;  // every parameter is exactly one word at offset 0
-    bool aggregates = false;     // a parameter of more than 8 bytes (Note [hidden reach])
-  };
   struct PendingFree {
     uint64_t offset;
     uint32_t stream;  // kNoIndex: until the block's chunks are idle (Free)
@@ -475,36 +464,8 @@ class ShimCore {
 
   ShimCore(const Driver* driver, ControlPlane* control);
 
-  // Argument scanning.
-  // The parameter layout of `function`. A one-entry cache (the previous
-  // launch's function) answers inline; otherwise LookUpLayout().
-  const ParamLayout& LayoutOf(CUfunction function) MEMSHIM_REQUIRES(mu_) {
-    if (function == last_function_ && last_layout_ != nullptr) return *last_layout_;
-    return LookUpLayout(function);
-  }
-  const ParamLayout& LookUpLayout(CUfunction function) MEMSHIM_REQUIRES(mu_);
-  // Note [parameter information]
-  //   cuLaunchKernel takes a CUfunction or a CUkernel cast as one (NVIDIA's
-  //   runtime launches CUkernels), and the layout is asked with the call of
-  //   the handle's kind: cuFuncGetParamInfo for a function,
-  //   cuKernelGetParamInfo for a kernel (the driver answers
-  //   CUDA_ERROR_INVALID_HANDLE for the other kind). The kind is learned at
-  //   index 0: cuFuncGetParamInfo succeeding means a function; any other
-  //   answer asks cuKernelGetParamInfo. CUDA_ERROR_INVALID_VALUE from
-  //   cuFuncGetParamInfo at index 0 is ambiguous (a function without
-  //   parameters, or a kernel handle the driver does not tell apart) and is
-  //   not read as "no parameters" by itself: only if cuKernelGetParamInfo
-  //   answers CUDA_ERROR_INVALID_HANDLE (not a kernel) is it a function
-  //   without parameters; otherwise the kernel's answer counts (its
-  //   parameters, none, or an error: opaque). Past index 0,
-  //   CUDA_ERROR_INVALID_VALUE ends the list.
-  enum class ParamSource : uint8_t { kFunction, kKernel };
-  CUresult ParamInfo(ParamSource source, CUfunction function, size_t index, size_t* offset,
-                     size_t* size) const;
-  // The handle's kind, with `*first` the answer for index 0 (and *offset,
-  // *size filled if it is CUDA_SUCCESS).
-  ParamSource ParamSourceOf(CUfunction function, size_t* offset, size_t* size,
-                            CUresult* first) const;
+  // Argument scanning (layouts: ParamLayoutCache, Note [parameter
+  // information] in param_layout.h).
   void TouchWord(uint64_t word) MEMSHIM_REQUIRES(mu_);
   void TouchBlock(uint32_t first) MEMSHIM_REQUIRES(mu_);
   void TouchChunk(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
@@ -746,9 +707,7 @@ class ShimCore {
   // True if the application freed the block at `block` and its reuse waits
   // for work that may still use it (it is no allocation to the application).
   bool FreedButPending(uint64_t block) const MEMSHIM_REQUIRES(mu_);
-  std::unordered_map<CUfunction, ParamLayout> layouts_ MEMSHIM_GUARDED_BY(mu_);
-  CUfunction last_function_ MEMSHIM_GUARDED_BY(mu_) = nullptr;
-  const ParamLayout* last_layout_ MEMSHIM_GUARDED_BY(mu_) = nullptr;
+  ParamLayoutCache layouts_ MEMSHIM_GUARDED_BY(mu_);
   // Chunks touched by the operation being prepared (deduplicated by stamp).
   std::vector<uint32_t> touched_ MEMSHIM_GUARDED_BY(mu_);
   // Chunks it may reach but need not be made resident: mapped (device or

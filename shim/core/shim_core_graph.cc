@@ -80,15 +80,15 @@ void ShimCore::PlanKernelNode(CUgraphNode node, GraphPlan* plan) {
   };
   if (p.kernelParams != nullptr) {
     CUfunction f = p.func != nullptr ? p.func : reinterpret_cast<CUfunction>(p.kern);
-    if (f == nullptr || !LayoutOf(f).known) {
+    if (f == nullptr || !layouts_.Of(f).known) {
       MarkOpaque(plan, "a kernel without parameter information");
       return;
     }
-    if (HidesAnAddress(LayoutOf(f), p.kernelParams)) {  // Note [hidden reach]
+    if (HidesAnAddress(layouts_.Of(f), p.kernelParams)) {  // Note [hidden reach]
       MarkOpaque(plan, "a kernel whose structure parameter may hide an address");
       return;
     }
-    for (const ArgWord& w : LayoutOf(f).words) {
+    for (const ArgWord& w : layouts_.Of(f).words) {
       const char* at = static_cast<const char*>(p.kernelParams[w.param]);
       if (at != nullptr) keep(at + w.offset);
     }
