@@ -17,7 +17,6 @@ constexpr uint64_t kDefaultVaCap = 4096 * kGiB;  // Note [reservation size]
 constexpr uint64_t kLeastVaCap = 512 * kGiB;
 constexpr uint32_t kDemotionBatch = 16;  // host chunks stored per spill-tier wait
 constexpr size_t kMaxPendingFrees = 256;
-constexpr size_t kMaxAllocEvents = 16384;  // between two usage polls
 
 uint64_t RoundUpChunks(uint64_t bytes) { return (bytes + kChunkBytes - 1) & ~(kChunkBytes - 1); }
 
@@ -283,7 +282,7 @@ CUresult ShimCore::Alloc(CUdeviceptr* ptr, uint64_t bytes) {
     OnChunksCommitted(a.new_first, a.new_count);
     BackAtAllocation(a.new_first, a.new_count);
   }
-  LogAllocEvent(a.offset, bytes, /*freed=*/false);
+  alloc_events_.Record(a.offset, bytes, /*freed=*/false);
   *ptr = base_ + a.offset;
   return CUDA_SUCCESS;
 }
@@ -330,7 +329,7 @@ CUresult ShimCore::Free(CUdeviceptr ptr) {
   for (const PendingFree& f : pending_frees_) {
     if (f.offset == offset) return CUDA_ERROR_INVALID_VALUE;  // double free
   }
-  LogAllocEvent(offset, bytes, /*freed=*/true);
+  alloc_events_.Record(offset, bytes, /*freed=*/true);
   // Work still using a large block: reuse its address only once that work is
   // done. (Small blocks share a slab chunk with others; they are reusable at
   // once, as with the driver the application synchronizes before freeing.)
@@ -354,7 +353,7 @@ CUresult ShimCore::FreeAsync(CUdeviceptr ptr, CUstream stream, bool per_thread) 
   for (const PendingFree& f : pending_frees_) {
     if (f.offset == offset) return CUDA_ERROR_INVALID_VALUE;  // double free
   }
-  LogAllocEvent(offset, bytes, /*freed=*/true);
+  alloc_events_.Record(offset, bytes, /*freed=*/true);
   const uint32_t index = tracker_->IndexOf(stream, per_thread);
   const uint64_t seq = tracker_->issued(index);
   if (seq == 0 || tracker_->IsComplete(index, seq)) return FreeLocked(offset);
@@ -1435,15 +1434,6 @@ CoreStats ShimCore::stats() {
   return s;
 }
 
-void ShimCore::LogAllocEvent(uint64_t offset, uint64_t bytes, bool freed) {
-  if (!usage_polled_) return;  // standalone: nobody reads the log
-  if (alloc_events_.size() >= kMaxAllocEvents) {
-    ++dropped_alloc_events_;
-    return;
-  }
-  alloc_events_.push_back({offset, bytes, freed});
-}
-
 UsageReport ShimCore::TakeUsage() {
   MutexLock lock(&mu_);
   UsageReport u;
@@ -1457,9 +1447,7 @@ UsageReport ShimCore::TakeUsage() {
   u.nvme_write_bytes = stats_.demotions << kChunkShift;
   u.nvme_read_bytes = (stats_.promotion_reads + stats_.spill_prefetches) << kChunkShift;
   u.launches = stats_.launches;
-  u.dropped_alloc_events = dropped_alloc_events_;
-  u.alloc_events.swap(alloc_events_);
-  usage_polled_ = true;
+  alloc_events_.TakeInto(&u);
   return u;
 }
 

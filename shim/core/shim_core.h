@@ -139,6 +139,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "shim/core/alloc_event_log.h"
 #include "shim/core/block_allocator.h"
 #include "shim/core/chunk_table.h"
 #include "shim/core/control_plane.h"
@@ -587,7 +588,6 @@ class ShimCore {
   bool BlockIdle(uint64_t offset) MEMSHIM_REQUIRES(mu_);
   void EnforceDeviceLimit() MEMSHIM_REQUIRES(mu_);
   static bool EligibleThunk(void* self, uint32_t chunk);
-  void LogAllocEvent(uint64_t offset, uint64_t bytes, bool freed) MEMSHIM_REQUIRES(mu_);
 
   // Spill tier (Note [spill tier], shim_core_spill.cc).
   struct StagingSlot {
@@ -771,10 +771,8 @@ class ShimCore {
                                           Ticket* ticket) MEMSHIM_REQUIRES(mu_);
   std::unordered_map<CUgraphExec, GraphPlan> graph_plans_ MEMSHIM_GUARDED_BY(mu_);
   CoreStats stats_ MEMSHIM_GUARDED_BY(mu_);
-  // Allocation hints for the control plane (bounded; see TakeUsage()).
-  bool usage_polled_ MEMSHIM_GUARDED_BY(mu_) = false;
-  std::vector<AllocEvent> alloc_events_ MEMSHIM_GUARDED_BY(mu_);
-  uint64_t dropped_alloc_events_ MEMSHIM_GUARDED_BY(mu_) = 0;
+  // Allocation hints for the control plane (see TakeUsage()).
+  AllocEventLog alloc_events_ MEMSHIM_GUARDED_BY(mu_);
 };
 
 }  // namespace memvirt::shim

@@ -265,13 +265,14 @@ CUresult ShimCore::AppMap(CUdeviceptr ptr, uint64_t bytes, uint64_t offset,
   if (lo != first || hi != first + count) allocator_->Regroup(lo, hi - lo);
   OnChunksCommitted(first, count);
   BackAtAllocation(first, count);
-  LogAllocEvent(static_cast<uint64_t>(first) << kChunkShift, bytes, /*freed=*/false);
+  alloc_events_.Record(static_cast<uint64_t>(first) << kChunkShift, bytes, /*freed=*/false);
   return CUDA_SUCCESS;
 }
 
 void ShimCore::ReleaseMappingChunks(uint32_t m, uint32_t n) {
-  LogAllocEvent(static_cast<uint64_t>(m) << kChunkShift, static_cast<uint64_t>(n) << kChunkShift,
-                /*freed=*/true);
+  alloc_events_.Record(static_cast<uint64_t>(m) << kChunkShift,
+                       static_cast<uint64_t>(n) << kChunkShift,
+                       /*freed=*/true);
   if (!buffer_ids_.empty()) buffer_ids_.erase(static_cast<uint64_t>(m) << kChunkShift);
   // Note [contiguous mappings]: the block around the mapping splits.
   const uint32_t lo = table_[m].owner_first, hi = lo + table_[m].owner_count;
