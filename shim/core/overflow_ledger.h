@@ -26,6 +26,13 @@
 //     over its capacity until they are freed, as the host ledger may).
 //   * The spill capacity is counted once per process: every core's tier
 //     channel reports the same store (InitSpillChunks keeps the first).
+//     Each core with a spill tier holds back as many chunks of it as it has
+//     staging buffers (AddSpillReserve): at full capacity a promotion makes
+//     room by demoting a host chunk first, and a promoted chunk's stored
+//     copy is released only once the operation's fills are committed (Note
+//     [failed transitions] in shim_core.h), so chunks could not move through
+//     an NVMe tier filled to the last chunk and admitted data could no longer
+//     be reached.
 //   * A core's own part is the device budget it was created with, the one
 //     its virtual capacity holds; later device budget directives move
 //     chunks between the tiers and do not change admission.
@@ -63,8 +70,16 @@ class OverflowLedger {
     const int64_t s = spill_.load(std::memory_order_acquire);
     return s < 0 ? 0 : static_cast<uint64_t>(s);
   }
-  // Host budget in force + spill capacity, in chunks.
-  uint64_t capacity() const { return host_->limit() + spill_chunks(); }
+  // Spill chunks a core holds back for moving chunks through a full tier
+  // (given back with a negative count when the core goes away).
+  void AddSpillReserve(int64_t chunks) { reserve_.fetch_add(chunks, std::memory_order_acq_rel); }
+  // Host budget in force + spill capacity less the reserves, in chunks.
+  uint64_t capacity() const {
+    const uint64_t spill = spill_chunks();
+    const int64_t reserve = reserve_.load(std::memory_order_acquire);
+    const uint64_t held_back = reserve < 0 ? 0 : static_cast<uint64_t>(reserve);
+    return host_->limit() + (spill > held_back ? spill - held_back : 0);
+  }
 
   // Admits `chunks` more beyond the cores' device budgets: false (nothing
   // charged) if they do not fit in capacity().
@@ -87,6 +102,7 @@ class OverflowLedger {
  private:
   const HostLedger* const host_;
   std::atomic<int64_t> spill_{-1};  // -1: not set yet
+  std::atomic<int64_t> reserve_{0};
   std::atomic<uint64_t> charged_{0};
 };
 

@@ -155,7 +155,12 @@ CUresult ShimCore::Create(const Driver* driver, const CoreOptions& options, Cont
       core->own_overflow_ = std::make_unique<OverflowLedger>(core->pool_->host_ledger());
       overflow = core->own_overflow_.get();
     }
-    if (core->spill_ != nullptr) overflow->InitSpillChunks(spill_chunks);
+    if (core->spill_ != nullptr) {
+      overflow->InitSpillChunks(spill_chunks);
+      core->spill_reserve_ = static_cast<uint32_t>(core->staging_.size());
+      overflow->AddSpillReserve(core->spill_reserve_);
+    }
+    core->overflow_ = overflow;
     core->allocator_->ShareOverflow(overflow, device_chunks);
     core->tracker_ =
         std::make_unique<StreamTracker>(driver, options.event_batch, options.event_pace);
@@ -207,6 +212,7 @@ ShimCore::~ShimCore() {
     }
     tracker_.reset();
     allocator_.reset();  // gives its overflow charge back
+    if (overflow_ != nullptr) overflow_->AddSpillReserve(-static_cast<int64_t>(spill_reserve_));
     pool_.reset();
   }
   if (copy_stream_ != nullptr) driver_->cuStreamDestroy_v2(copy_stream_);

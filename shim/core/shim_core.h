@@ -675,6 +675,10 @@ class ShimCore {
   // The overflow ledger when none is shared (before allocator_, which
   // charges it until it is destroyed).
   std::unique_ptr<OverflowLedger> own_overflow_;
+  // The ledger the allocator charges (own_overflow_ or the shared one), and
+  // the spill chunks this core holds back in it (Note [shared admission]).
+  OverflowLedger* overflow_ MEMSHIM_GUARDED_BY(mu_) = nullptr;
+  uint32_t spill_reserve_ MEMSHIM_GUARDED_BY(mu_) = 0;
   ChunkTable table_ MEMSHIM_GUARDED_BY(mu_);
   std::unique_ptr<BlockAllocator> allocator_ MEMSHIM_GUARDED_BY(mu_);
   std::unique_ptr<PhysicalPool> pool_ MEMSHIM_GUARDED_BY(mu_);
