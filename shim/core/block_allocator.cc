@@ -46,6 +46,37 @@ BlockAllocator::BlockAllocator(ChunkTable* table, uint32_t max_committed_chunks)
   }
 }
 
+BlockAllocator::~BlockAllocator() {
+  if (const uint64_t over = OverflowOf(committed_); over != 0) overflow_->Release(over);
+}
+
+void BlockAllocator::ShareOverflow(OverflowLedger* ledger, uint32_t own_chunks) {
+  overflow_ = ledger;
+  own_chunks_ = own_chunks;
+}
+
+bool BlockAllocator::TryCommit(uint32_t count) {
+  const uint64_t after = committed_ + static_cast<uint64_t>(count);
+  if (after > max_committed_) return false;
+  const uint64_t over = OverflowOf(after) - OverflowOf(committed_);
+  if (over != 0 && !overflow_->TryCharge(over)) return false;
+  committed_ = static_cast<uint32_t>(after);
+  return true;
+}
+
+void BlockAllocator::Uncommitted(uint32_t count) {
+  const uint64_t over = OverflowOf(committed_) - OverflowOf(committed_ - count);
+  committed_ -= count;
+  if (over != 0) overflow_->Release(over);
+}
+
+uint64_t BlockAllocator::admissible_chunks() const {
+  const uint64_t room = max_committed_ - committed_;
+  if (overflow_ == nullptr) return room;
+  const uint64_t own_left = own_chunks_ > committed_ ? own_chunks_ - committed_ : 0;
+  return std::min(room, own_left + overflow_->available());
+}
+
 void BlockAllocator::FlushRangeCache() {
   if (cached_ranges_ == 0) return;
   for (uint32_t count = 1; count <= kCacheMaxChunks; ++count) {
@@ -58,15 +89,15 @@ void BlockAllocator::FlushRangeCache() {
 bool BlockAllocator::AllocateRange(uint32_t count, uint32_t* first) {
   if (count == 0 || committed_ + static_cast<uint64_t>(count) > max_committed_) return false;
   if (count <= kCacheMaxChunks && !range_cache_[count].empty()) {
+    if (!TryCommit(count)) return false;
     *first = range_cache_[count].back();  // Note [range cache]
     range_cache_[count].pop_back();
     --cached_ranges_;
-    committed_ += count;
     return true;
   }
   FlushRangeCache();
   auto it = free_by_size_.lower_bound({count, 0});
-  if (it == free_by_size_.end()) return false;
+  if (it == free_by_size_.end() || !TryCommit(count)) return false;
   uint32_t len = it->first, start = it->second;
   free_by_size_.erase(it);
   free_by_start_.erase(start);
@@ -74,14 +105,13 @@ bool BlockAllocator::AllocateRange(uint32_t count, uint32_t* first) {
     free_by_start_[start + count] = len - count;
     free_by_size_.insert({len - count, start + count});
   }
-  committed_ += count;
   table_->Materialize(start + count);  // Note [sparse chunk table]
   *first = start;
   return true;
 }
 
 void BlockAllocator::FreeRange(uint32_t first, uint32_t count) {
-  committed_ -= count;
+  Uncommitted(count);
   if (count <= kCacheMaxChunks && range_cache_[count].size() < kCachePerCount) {
     range_cache_[count].push_back(first);
     ++cached_ranges_;
@@ -263,11 +293,7 @@ void BlockAllocator::Disown(uint32_t first, uint32_t count, ChunkKind kind) {
   live_bytes_ -= static_cast<uint64_t>(count) << kChunkShift;
 }
 
-bool BlockAllocator::Commit(uint32_t count) {
-  if (committed_ + static_cast<uint64_t>(count) > max_committed_) return false;
-  committed_ += count;
-  return true;
-}
+bool BlockAllocator::Commit(uint32_t count) { return TryCommit(count); }
 
 bool BlockAllocator::Lookup(uint64_t offset, uint64_t* block_offset, uint64_t* block_bytes) const {
   if (offset >= table_->bytes()) return false;

@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "shim/core/chunk_table.h"
+#include "shim/core/overflow_ledger.h"
 
 namespace memvirt::shim {
 
@@ -47,13 +48,24 @@ class BlockAllocator {
   // `table` must outlive the allocator. At most `max_committed_chunks` chunks
   // are owned by live blocks or slabs at any time (the virtual capacity).
   BlockAllocator(ChunkTable* table, uint32_t max_committed_chunks);
+  // Gives back what ShareOverflow() charged.
+  ~BlockAllocator();
+  BlockAllocator(const BlockAllocator&) = delete;
+  BlockAllocator& operator=(const BlockAllocator&) = delete;
+
+  // Commits chunks beyond the first `own_chunks` (the core's device budget)
+  // only as `ledger` admits them: charged when committed, released when
+  // freed (Note [shared admission] in overflow_ledger.h). `ledger` is not
+  // owned and outlives the allocator. REQUIRES: nothing committed yet.
+  void ShareOverflow(OverflowLedger* ledger, uint32_t own_chunks);
 
   struct Allocation {
     uint64_t offset = 0;            // from the reservation base
     uint32_t new_first = kNoIndex;  // chunks newly committed by this call
     uint32_t new_count = 0;
   };
-  // Returns false if the request cannot be met within the capacity or VA.
+  // Returns false if the request cannot be met within the capacity (and the
+  // shared overflow ledger's) or VA.
   // REQUIRES: bytes > 0.
   bool Allocate(uint64_t bytes, Allocation* out);
 
@@ -89,12 +101,16 @@ class BlockAllocator {
   // mappings of application VMM form one contiguous allocation).
   void Regroup(uint32_t first, uint32_t count);
   // Capacity held without a block (a virtual handle's): false if it would
-  // exceed max_committed_chunks().
+  // exceed max_committed_chunks() or the shared overflow ledger.
   bool Commit(uint32_t count);
-  void Uncommit(uint32_t count) { committed_ -= count; }
+  // REQUIRES: `count` chunks committed by Commit() and not given back yet.
+  void Uncommit(uint32_t count) { Uncommitted(count); }
 
   uint32_t committed_chunks() const { return committed_; }
   uint32_t max_committed_chunks() const { return max_committed_; }
+  // The most chunks the next commit may take: within max_committed_chunks()
+  // and what the overflow ledger admits now.
+  uint64_t admissible_chunks() const;
   uint64_t live_bytes() const { return live_bytes_; }
 
   static int ClassOf(uint64_t bytes);  // -1 if larger than kSmallMax
@@ -114,6 +130,15 @@ class BlockAllocator {
   static constexpr size_t kCachePerCount = 4;
 
   bool AllocateRange(uint32_t count, uint32_t* first);
+  // Chunks of `committed` beyond own_chunks_ (0 without a ledger).
+  uint64_t OverflowOf(uint64_t committed) const {
+    return overflow_ != nullptr && committed > own_chunks_ ? committed - own_chunks_ : 0;
+  }
+  // Commits `count` more chunks if the capacity and the overflow ledger
+  // admit them; false (nothing changed) otherwise.
+  bool TryCommit(uint32_t count);
+  // Gives `count` committed chunks back (and their overflow charge).
+  void Uncommitted(uint32_t count);
   void FreeRange(uint32_t first, uint32_t count);
   void InsertFreeRange(uint32_t first, uint32_t count);  // map only, no accounting
   void FlushRangeCache();
@@ -124,6 +149,8 @@ class BlockAllocator {
   ChunkTable* table_;
   uint32_t max_committed_;
   uint32_t committed_ = 0;
+  OverflowLedger* overflow_ = nullptr;  // Note [shared admission]; null: none
+  uint32_t own_chunks_ = 0;
   uint64_t live_bytes_ = 0;
   std::map<uint32_t, uint32_t> free_by_start_;            // start -> count
   std::set<std::pair<uint32_t, uint32_t>> free_by_size_;  // (count, start)

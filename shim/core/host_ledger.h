@@ -16,7 +16,10 @@
 //   gives memory back until it is within again. The first core's budget
 //   sets the limit (InitLimit); the daemon's HOST_BUDGET directive changes
 //   it for all cores (SetLimit), and each core then demotes its own chunks
-//   while the total is over the limit.
+//   while the total is over the limit. What the cores may allocate beyond
+//   their device budgets is admitted against this limit (plus the spill
+//   capacity) by the OverflowLedger (Note [shared admission] in
+//   overflow_ledger.h).
 //
 // Thread safety: thread-safe (atomics); cores call it under their own locks.
 #ifndef MEMVIRT_SHIM_CORE_HOST_LEDGER_H_

@@ -38,6 +38,8 @@ class PhysicalPool {
   // Draws host slots from `ledger` (not owned; outlives the pool) instead of
   // the pool's own. REQUIRES: before Init.
   void ShareHostLedger(HostLedger* ledger) { ledger_ = ledger; }
+  // The ledger the pool draws from (its own or the shared one).
+  const HostLedger* host_ledger() const { return ledger_; }
 
   // Sets the device budget and enables a host tier of `host_chunks` slots if
   // its preconditions hold (Note [host tier preconditions]); `host_chunks` is

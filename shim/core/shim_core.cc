@@ -162,6 +162,20 @@ CUresult ShimCore::Create(const Driver* driver, const CoreOptions& options, Cont
         num_chunks,
         static_cast<uint64_t>(device_chunks) + core->pool_->host_limit() + spill_chunks));
     core->allocator_ = std::make_unique<BlockAllocator>(&core->table_, capacity);
+    // Note [shared admission]: beyond its device budget, the core admits
+    // what the process's host budget and spill capacity still hold.
+    OverflowLedger* overflow = options.overflow_ledger;
+    if (overflow == nullptr) {
+      core->own_overflow_ = std::make_unique<OverflowLedger>(core->pool_->host_ledger());
+      overflow = core->own_overflow_.get();
+    }
+    if (core->spill_ != nullptr) {
+      overflow->InitSpillChunks(spill_chunks);
+      core->spill_reserve_ = static_cast<uint32_t>(core->staging_.size());
+      overflow->AddSpillReserve(core->spill_reserve_);
+    }
+    core->overflow_ = overflow;
+    core->allocator_->ShareOverflow(overflow, device_chunks);
     core->tracker_ =
         std::make_unique<StreamTracker>(driver, options.event_batch, options.event_pace);
     core->copy_index_ = core->tracker_->Adopt(core->copy_stream_);
@@ -211,6 +225,8 @@ ShimCore::~ShimCore() {
       }
     }
     tracker_.reset();
+    allocator_.reset();  // gives its overflow charge back
+    if (overflow_ != nullptr) overflow_->AddSpillReserve(-static_cast<int64_t>(spill_reserve_));
     pool_.reset();
   }
   if (copy_stream_ != nullptr) driver_->cuStreamDestroy_v2(copy_stream_);
@@ -304,8 +320,38 @@ CUresult ShimCore::FreeLocked(uint64_t offset) {
   BlockAllocator::Release rel;
   if (!allocator_->Free(offset, &rel)) return CUDA_ERROR_INVALID_VALUE;
   if (!buffer_ids_.empty()) buffer_ids_.erase(offset);  // Note [buffer ids]
-  if (rel.freed_count != 0) OnChunksFreed(rel.freed_first, rel.freed_count);
+  if (rel.freed_count != 0) {
+    OnChunksFreed(rel.freed_first, rel.freed_count);
+    ReleaseFreedHostSlots(rel.freed_first, rel.freed_count);
+  }
   return CUDA_SUCCESS;
+}
+
+// Note [freed host slots]
+//   Freed device chunks stay mapped for a warm reuse of their address
+//   (dead_, reclaimed when a chunk is needed), but a freed chunk's host slot
+//   goes back to the host budget at once, once no work uses it: the budget
+//   is the process's (Note [shared host budget] in host_ledger.h), and a
+//   slot kept by the core that freed it is one the other cores' page-outs
+//   cannot have, although admission (Note [shared admission] in
+//   overflow_ledger.h) already counts its capacity as free. A slot still in
+//   use (or being written by a page-out) waits in dead_ as before. A later
+//   allocation at that address is backed afresh, without a copy of stale
+//   bytes.
+void ShimCore::ReleaseFreedHostSlots(uint32_t first, uint32_t count) {
+  for (uint32_t c = first; c < first + count; ++c) {
+    ChunkEntry& e = table_[c];
+    if (e.residence != Residence::kHost || e.evicting || e.pinned || !ChunkIdle(c)) continue;
+    if (!e.unmapped && pool_->UnmapAt(table_.AddressOf(c)) != CUDA_SUCCESS) continue;
+    if (e.unmapped) {
+      e.unmapped = false;
+      --unmapped_host_;
+    }
+    pool_->ReleaseHost(e.phys);
+    e.residence = Residence::kUnbacked;  // leaves dead_ at its next scan
+    policy_->OnEvicted(c);
+    ++stats_.drops;
+  }
 }
 
 bool ShimCore::BlockIdle(uint64_t offset) {
@@ -407,9 +453,8 @@ CUresult ShimCore::GetInfo(size_t* free, size_t* total) {
   MutexLock lock(&mu_);
   const uint64_t capacity = static_cast<uint64_t>(allocator_->max_committed_chunks())
                             << kChunkShift;
-  const uint64_t committed = static_cast<uint64_t>(allocator_->committed_chunks()) << kChunkShift;
   *total = capacity;
-  *free = capacity > committed ? capacity - committed : 0;
+  *free = allocator_->admissible_chunks() << kChunkShift;  // Note [shared admission]
   return CUDA_SUCCESS;
 }
 

@@ -145,6 +145,7 @@
 #include "shim/core/control_plane.h"
 #include "shim/core/eviction_sizing.h"
 #include "shim/core/host_ledger.h"
+#include "shim/core/overflow_ledger.h"
 #include "shim/core/param_layout.h"
 #include "shim/core/physical_pool.h"
 #include "shim/core/pointer_attributes.h"
@@ -163,6 +164,11 @@ struct CoreOptions {
   // (Note [shared host budget] in host_ledger.h); not owned, outlives the
   // core. Null: a budget of the core's own.
   HostLedger* host_ledger = nullptr;
+  // Admission beyond the device budgets, shared likewise (Note [shared
+  // admission] in overflow_ledger.h); not owned, outlives the core.
+  // REQUIRES: bound to `host_ledger`; null exactly when it is (the core then
+  // keeps one of its own).
+  OverflowLedger* overflow_ledger = nullptr;
   uint64_t va_bytes = 0;  // 0: Note [reservation size] in shim_core.cc
   uint32_t event_batch = 32;
   uint32_t event_pace = 512;  // Note [event pacing] in stream_tracker.h; 0 = off
@@ -247,7 +253,8 @@ class ShimCore {
   // Stream-ordered free: the block is reused only after `stream` passed this
   // point. REQUIRES: Owns(ptr).
   CUresult FreeAsync(CUdeviceptr ptr, CUstream stream, bool per_thread) MEMSHIM_EXCLUDES(mu_);
-  // Virtual capacity: total = device + host budget, free = total - committed.
+  // Virtual capacity: total = device + host budget (+ spill capacity), free =
+  // what the next allocation may commit (Note [shared admission]).
   CUresult GetInfo(size_t* free, size_t* total) MEMSHIM_EXCLUDES(mu_);
   CUresult GetAddressRange(CUdeviceptr* base, size_t* size, CUdeviceptr ptr) MEMSHIM_EXCLUDES(mu_);
   // cuPointerGetAttribute for an owned pointer (Note [pointer attributes] in
@@ -584,6 +591,9 @@ class ShimCore {
   bool IsCapturing(CUstream handle) MEMSHIM_REQUIRES(mu_);
   void OnChunksCommitted(uint32_t first, uint32_t count) MEMSHIM_REQUIRES(mu_);
   void OnChunksFreed(uint32_t first, uint32_t count) MEMSHIM_REQUIRES(mu_);
+  // Note [freed host slots]: gives the host slots of freed chunks in
+  // [first, first + count) that nothing uses any more back to the host budget.
+  void ReleaseFreedHostSlots(uint32_t first, uint32_t count) MEMSHIM_REQUIRES(mu_);
   [[nodiscard]] CUresult FreeLocked(uint64_t offset) MEMSHIM_REQUIRES(mu_);
   bool BlockIdle(uint64_t offset) MEMSHIM_REQUIRES(mu_);
   void EnforceDeviceLimit() MEMSHIM_REQUIRES(mu_);
@@ -636,6 +646,13 @@ class ShimCore {
   CUstream copy_stream_ = nullptr;
 
   mutable Mutex mu_;
+  // The overflow ledger when none is shared (before allocator_, which
+  // charges it until it is destroyed).
+  std::unique_ptr<OverflowLedger> own_overflow_;
+  // The ledger the allocator charges (own_overflow_ or the shared one), and
+  // the spill chunks this core holds back in it (Note [shared admission]).
+  OverflowLedger* overflow_ MEMSHIM_GUARDED_BY(mu_) = nullptr;
+  uint32_t spill_reserve_ MEMSHIM_GUARDED_BY(mu_) = 0;
   ChunkTable table_ MEMSHIM_GUARDED_BY(mu_);
   std::unique_ptr<BlockAllocator> allocator_ MEMSHIM_GUARDED_BY(mu_);
   std::unique_ptr<PhysicalPool> pool_ MEMSHIM_GUARDED_BY(mu_);

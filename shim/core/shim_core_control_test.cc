@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -19,8 +20,8 @@ namespace {
 constexpr auto kDeadlockTimeout = std::chrono::seconds(10);
 
 // Delivers a budget directive from its own thread as soon as the budget
-// callback is registered, holding callback_mu_ while the callback runs;
-// every registration takes callback_mu_ (as DaemonControlPlane does). A
+// callback is registered, holding the callback lock while the callback runs;
+// every registration takes the callback lock (as DaemonControlPlane does). A
 // registration that cannot take the lock within kDeadlockTimeout is a
 // deadlock: it is recorded and the registration goes ahead without the lock
 // (so the test fails instead of hanging).
@@ -38,10 +39,11 @@ class DeliveringControlPlane final : public ControlPlane {
     Register([&] { budget_ = std::move(callback); });
     if (!set || worker_.joinable()) return;
     worker_ = std::thread([this] {
-      std::lock_guard<std::mutex> lock(callback_mu_);
+      LockCallbacks();
       entered_ = true;
       if (budget_) budget_(directive_);
       delivered_ = true;
+      UnlockCallbacks();
     });
     // Registration returns only once the directive is being delivered.
     while (!entered_) std::this_thread::yield();
@@ -58,24 +60,44 @@ class DeliveringControlPlane final : public ControlPlane {
   bool delivered() const { return delivered_; }
 
  private:
-  // Polls try_lock rather than using a timed mutex: TSan does not model timed locks
-  // (pthread_mutex_clocklock) and reports their unlock as an unlock of an unlocked mutex.
   void Register(const std::function<void()>& store) {
-    const auto deadline = std::chrono::steady_clock::now() + kDeadlockTimeout;
-    while (!callback_mu_.try_lock()) {
-      if (std::chrono::steady_clock::now() >= deadline) {
-        deadlocked_ = true;
-        store();
-        return;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (!LockCallbacks(std::chrono::system_clock::now() + kDeadlockTimeout)) {
+      deadlocked_ = true;
+      store();
+      return;
     }
     store();
-    callback_mu_.unlock();
+    UnlockCallbacks();
+  }
+  // The callback lock, taken with a deadline: a flag under state_mu_, waited
+  // for on a condition variable until the holder releases it. (Not a timed
+  // mutex: TSan does not model timed locks (pthread_mutex_clocklock) and
+  // reports their unlock as an unlock of an unlocked mutex. The deadline is on
+  // the system clock, whose condition variable wait is pthread_cond_timedwait,
+  // which TSan models.)
+  bool LockCallbacks(std::chrono::system_clock::time_point deadline) {
+    std::unique_lock<std::mutex> lock(state_mu_);
+    if (!released_.wait_until(lock, deadline, [this] { return !callbacks_locked_; })) return false;
+    callbacks_locked_ = true;
+    return true;
+  }
+  void LockCallbacks() {
+    std::unique_lock<std::mutex> lock(state_mu_);
+    released_.wait(lock, [this] { return !callbacks_locked_; });
+    callbacks_locked_ = true;
+  }
+  void UnlockCallbacks() {
+    {
+      std::lock_guard<std::mutex> lock(state_mu_);
+      callbacks_locked_ = false;
+    }
+    released_.notify_all();
   }
 
   const uint64_t directive_;
-  std::mutex callback_mu_;
+  std::mutex state_mu_;
+  std::condition_variable released_;
+  bool callbacks_locked_ = false;  // guarded by state_mu_
   std::function<void(uint64_t)> budget_;
   std::function<UsageReport()> source_;
   HostTierControl host_;

@@ -174,6 +174,7 @@ ShimCore* Runtime::CoreForAlloc() {
   options.device_budget = config_.device_budget;
   options.host_budget = config_.host_budget;
   options.host_ledger = &host_ledger_;
+  options.overflow_ledger = &overflow_ledger_;
   options.va_bytes = config_.va_bytes;
   options.event_batch = config_.event_batch;
   options.event_pace = config_.event_pace;

@@ -127,6 +127,10 @@ class Runtime {
   // The process's host budget, shared by every device's core (Note [shared
   // host budget] in shim/core/host_ledger.h).
   HostLedger host_ledger_;
+  // What every core committed beyond its device budget, against that host
+  // budget and the spill capacity (Note [shared admission] in
+  // shim/core/overflow_ledger.h).
+  OverflowLedger overflow_ledger_{&host_ledger_};
   std::string daemon_socket_;
   Mutex create_mu_;  // held while a core is created
   // standalone_ or the daemon link.

@@ -148,7 +148,13 @@ TEST_F(ShimDaemonTest, ThreeShimProcessesAtThreeTimesTheDeviceFinishWithinTheirB
                      Field(detail, "live_allocations") > 0;
       }
     }
-    std::this_thread::sleep_for(milliseconds(20));
+    // The next sample once a process exits, or after the sampling period.
+    for (auto& p : procs) {
+      if (p->Running()) {
+        (void)p->Wait(milliseconds(20));
+        break;
+      }
+    }
   }
   EXPECT_GE(samples_with_all_three, 3) << "the three processes never ran side by side";
   EXPECT_TRUE(hints_seen) << "memctl client never showed allocation hints";
@@ -219,9 +225,14 @@ TEST_F(ShimDaemonTest, OneProcessOnTwoDevicesIsRegisteredAndBudgetedPerGpu) {
   std::string quota_gpu;  // the GPU given a quota, once both were seen in use
   std::map<std::string, double> max_resident, max_budget;
   bool quota_met = false;
-  while (p->Running() && !quota_met) {
+  // One look at `memctl status`; true once the quota is met or the process ended (or a step
+  // failed).
+  auto sample = [&] {
     auto s = d.StatusJson();
-    ASSERT_TRUE(s.has_value()) << d.process().Stderr();
+    if (!s.has_value()) {
+      ADD_FAILURE() << d.process().Stderr();
+      return true;
+    }
     const auto* entry = FindProcess(*s, p->pid());
     if (entry != nullptr) {
       EXPECT_EQ(Processes(*s).values_size(), 1) << "one registration per process";
@@ -237,7 +248,10 @@ TEST_F(ShimDaemonTest, OneProcessOnTwoDevicesIsRegisteredAndBudgetedPerGpu) {
       if (quota_gpu.empty() && seen.size() == 2 && seen.begin()->second.second > 0 &&
           seen.rbegin()->second.second > 0) {
         quota_gpu = seen.rbegin()->first;
-        ASSERT_EQ(d.Memctl({"set-quota", std::to_string(p->pid()), quota_gpu, "32M"}).exit_code, 0);
+        const int set =
+            d.Memctl({"set-quota", std::to_string(p->pid()), quota_gpu, "32M"}).exit_code;
+        EXPECT_EQ(set, 0);
+        if (set != 0) return true;
       } else if (!quota_gpu.empty() && seen.size() == 2) {
         for (const auto& [uuid, br] : seen) {
           if (uuid == quota_gpu) {
@@ -248,19 +262,23 @@ TEST_F(ShimDaemonTest, OneProcessOnTwoDevicesIsRegisteredAndBudgetedPerGpu) {
         }
       }
     }
-    std::this_thread::sleep_for(milliseconds(20));
-  }
+    return quota_met || !p->Running();
+  };
+  (void)WaitUntil(sample, seconds(240));  // quota_met is judged below
+  ASSERT_FALSE(HasFailure());
   // A restarted daemon re-learns the process on both GPUs from its re-registration.
   d.Kill(SIGKILL);
   d.Wait(seconds(5));
   ASSERT_TRUE(d.Start()) << d.process().Stderr();
   bool relearned = false;
-  while (p->Running() && !relearned) {
-    auto s = d.StatusJson();
-    const auto* entry = s ? FindProcess(*s, p->pid()) : nullptr;
-    relearned = entry != nullptr && entry->fields().at("gpus").list_value().values_size() == 2;
-    std::this_thread::sleep_for(milliseconds(20));
-  }
+  (void)WaitUntil(
+      [&] {
+        auto s = d.StatusJson();
+        const auto* entry = s ? FindProcess(*s, p->pid()) : nullptr;
+        relearned = entry != nullptr && entry->fields().at("gpus").list_value().values_size() == 2;
+        return relearned || !p->Running();
+      },
+      seconds(60));  // relearned is judged below
   ASSERT_EQ(p->Wait(seconds(120)), std::optional<int>(0)) << p->Stderr();
   EXPECT_EQ(WorkloadChecksum(p->Stdout()), expected) << p->Stderr();
   EXPECT_THAT(p->Stderr(), HasSubstr("registered with memvirtd"));
@@ -294,7 +312,15 @@ TEST_F(ShimDaemonTest, ShimProcessesSurviveADaemonKillAndReRegisterWithTheRestar
   ASSERT_TRUE(WaitUntil(all_registered, seconds(10))) << d.Memctl({"status"}).out;
   d.Kill(SIGKILL);
   d.Wait(seconds(5));
-  std::this_thread::sleep_for(milliseconds(200));
+  // The daemon is restarted once every process has noticed that it is gone and runs on without
+  // it (DaemonControlPlane::OnState in shim/daemon_link/daemon_control_plane.cc logs it).
+  auto lost_daemon = [&] {
+    for (auto& p : procs) {
+      if (p->Stderr().find("lost (or could not reach) memvirtd") == std::string::npos) return false;
+    }
+    return true;
+  };
+  ASSERT_TRUE(WaitUntil(lost_daemon, seconds(30))) << procs[0]->Stderr();
   ASSERT_TRUE(d.Start()) << d.process().Stderr();
   const auto restarted = std::chrono::steady_clock::now();
   // How fast is measured, not asserted here (Note [recovery timing] in daemon_recovery_test.cc).

@@ -154,6 +154,72 @@ TEST_F(ShimNvmeTest, TwoDevicesShareOneHostBudgetAndBothSpillToNvme) {
             << " MiB\n";
 }
 
+// The number after `key` in `out` ("key value"), or -1.
+long long NumberAfter(const std::string& out, const std::string& key) {
+  const size_t at = out.find(key + " ");
+  if (at == std::string::npos) return -1;
+  return std::atoll(out.c_str() + at + key.size() + 1);
+}
+
+// Note [shared admission] (shim/core/overflow_ledger.h): one process on two simulated devices
+// allocates 2 MiB blocks alternately, each written by a copy, under a daemon with a 64 MiB host
+// budget and 128 MiB of swap. The devices together are admitted exactly their device budgets +
+// the host budget + the NVMe capacity less a chunk per staging buffer of each core (the cores'
+// log lines give the numbers); the allocation
+// beyond is refused at cuMemAlloc on both devices, no admitted block's copy fails, and every
+// admitted block keeps its bytes through the host and NVMe tiers.
+TEST_F(ShimNvmeTest, TwoDevicesAreRefusedAtAllocationBeyondDevicesHostAndNvme) {
+  constexpr uint64_t kBlock = 2 * kMiB, kChunk = 2 * kMiB;
+  Daemon d(dir_.path(), DaemonFlags("128M"));
+  ASSERT_TRUE(d.Start()) << d.process().Stderr();
+  auto p = Subprocess::Spawn(
+      {MEMSHIM_ADMISSION_LIMIT, std::to_string(kBlock), "1000"}, dir_.path() + "/admission",
+      {"LD_PRELOAD=" MEMSHIM_LIBRARY, "MEMSIM_DEVICE_COUNT=2",
+       "MEMSIM_DEVICE_MEMORY=" + std::to_string(kDeviceBytes),
+       "MEMSHIM_DAEMON_SOCKET=" + d.socket(), "MEMSHIM_LOG=info", "MEMSHIM_REPORT_INTERVAL_MS=50",
+       "MEMSHIM_MIN_DEVICE_BUDGET=8M", "ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0"});
+  ASSERT_EQ(p->Wait(seconds(120)), std::optional<int>(0)) << p->Stdout() << p->Stderr();
+  const std::string out = p->Stdout(), err = p->Stderr();
+  // "virtual device memory: D MiB device budget, H MiB host tier, S MiB spill tier, ..."
+  uint64_t admissible_mib = 0;
+  int cores = 0;
+  unsigned long long host_mib = 0, spill_mib = 0;
+  const std::string key = "virtual device memory: ";
+  for (size_t at = err.find(key); at != std::string::npos; at = err.find(key, at + 1)) {
+    unsigned long long device = 0, host = 0, spill = 0;
+    ASSERT_EQ(std::sscanf(err.c_str() + at + key.size(),
+                          "%llu MiB device budget, %llu MiB host tier, %llu MiB spill tier",
+                          &device, &host, &spill),
+              3)
+        << err;
+    admissible_mib += device;
+    host_mib = host;
+    spill_mib = spill;
+    ++cores;
+  }
+  ASSERT_EQ(cores, 2) << err;
+  // "NVMe tier for GPU-...: N MiB of swap on the node, K staging buffers": each core holds back
+  // K chunks of the swap to move chunks through a full tier.
+  uint64_t reserve_mib = 0;
+  const std::string tier = "MiB of swap on the node, ";
+  for (size_t at = err.find(tier); at != std::string::npos; at = err.find(tier, at + 1)) {
+    reserve_mib += std::strtoull(err.c_str() + at + tier.size(), nullptr, 10) * (kChunk / kMiB);
+  }
+  EXPECT_GT(reserve_mib, 0u) << err;
+  EXPECT_EQ(host_mib, kDeviceBytes / kMiB);
+  EXPECT_GT(spill_mib, 0u) << err;
+  // One host budget and one swap for both devices: more than the devices and host hold, so
+  // the admitted blocks beyond them live in the NVMe tier.
+  admissible_mib += host_mib + spill_mib - reserve_mib;
+  const long long admitted = static_cast<long long>(admissible_mib * kMiB / kBlock);
+  constexpr long long kOutOfMemory = 2;  // CUDA_ERROR_OUT_OF_MEMORY
+  EXPECT_EQ(NumberAfter(out, "refused_at"), admitted) << out << err;
+  EXPECT_EQ(NumberAfter(out, "result"), kOutOfMemory) << out;
+  EXPECT_EQ(NumberAfter(out, "other_device_result"), kOutOfMemory) << out;
+  EXPECT_EQ(NumberAfter(out, "blocks"), admitted) << out;
+  EXPECT_EQ(NumberAfter(out, "mismatches"), 0) << out;
+}
+
 // Note [hidden reach] (shim/core/shim_core_hidden_reach.cc): blocks written by copies are pushed
 // to the NVMe tier (a 64 MiB device, a 64 MiB host tier, 224 MiB of data), and only then is a
 // pointer array naming them written; kernels reach them only through it. Their launches bring

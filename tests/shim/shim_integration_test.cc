@@ -204,6 +204,38 @@ TEST(MultiDeviceWorkloadTest, TwoDevicesEachAtThreeTimesTheirMemoryMatchUnconstr
   }
 }
 
+// Note [shared admission] (shim/core/overflow_ledger.h): one process allocates 2 MiB blocks
+// alternately on two simulated devices, each with a 16 MiB device budget, sharing one 32 MiB
+// host budget. Each device's core alone would admit 48 MiB; together the process holds 64 MiB.
+// The allocation that crosses that line fails with CUDA_ERROR_OUT_OF_MEMORY at cuMemAlloc (on
+// both devices), not as a failed copy into a block that was admitted, and every admitted block
+// reads back what was written.
+TEST(AdmissionTest, TwoDevicesSharingAHostBudgetAreRefusedAtAllocationBeyondIt) {
+  constexpr uint64_t kBlock = 2ull << 20;
+  constexpr uint64_t kDeviceBudget = 16ull << 20, kHostBudget = 32ull << 20;
+  std::vector<std::string> env = ShimEnv(kDevice);
+  env.push_back("MEMSIM_DEVICE_COUNT=2");
+  env.push_back("MEMSHIM_DEVICE_BUDGET=" + std::to_string(kDeviceBudget));
+  for (std::string& e : env) {  // instead of ShimEnv's 1 GiB
+    if (e.rfind("MEMSHIM_HOST_BUDGET=", 0) == 0)
+      e = "MEMSHIM_HOST_BUDGET=" + std::to_string(kHostBudget);
+  }
+  env.push_back("MEMSHIM_LOG=info");
+  const ProgramResult r =
+      RunProgram({MEMSHIM_ADMISSION_LIMIT, std::to_string(kBlock), "200"}, env, true);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  constexpr int kCudaErrorOutOfMemory = 2;
+  const uint64_t admitted = (2 * kDeviceBudget + kHostBudget) / kBlock;
+  EXPECT_EQ(Field(r.out, "refused_at"), std::to_string(admitted)) << r.out;
+  EXPECT_EQ(Field(r.out, "result"), std::to_string(kCudaErrorOutOfMemory)) << r.out;
+  EXPECT_EQ(Field(r.out, "other_device_result"), std::to_string(kCudaErrorOutOfMemory)) << r.out;
+  EXPECT_EQ(Field(r.out, "blocks"), std::to_string(admitted)) << r.out;
+  EXPECT_EQ(Field(r.out, "mismatches"), "0") << r.out;
+  // cuMemGetInfo: each device's virtual capacity, of which nothing is free for the process.
+  EXPECT_EQ(Field(r.out, "reported_free"), "0") << r.out;
+  EXPECT_EQ(Field(r.out, "reported_total"), std::to_string(kDeviceBudget + kHostBudget)) << r.out;
+}
+
 // The shim's "graph exec ... retired:" log lines (MEMSHIM_LOG=info), one per
 // destroyed executable graph.
 std::vector<std::string> RetiredGraphLines(const std::string& out) {

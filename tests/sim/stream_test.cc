@@ -255,7 +255,15 @@ TEST_F(SimStreamTest, HostFunctionsAndCallbacksRunInStreamOrder) {
   ASSERT_CU(cuStreamDestroy(s));
 }
 
+// The elapsed time is the time between the two events' completions: bracketed by what the host
+// observed, causally, without a sleep. `start` completed before the host saw it complete, and
+// `stop` after the host released the kernel it waits behind; both completed after the host
+// recorded `start` and before it saw `stop` complete. (The sim's event clock is steady_clock.)
 TEST_F(SimStreamTest, ElapsedTimeNeedsTimedCompletedEvents) {
+  using Clock = std::chrono::steady_clock;
+  auto ms_between = [](Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<float, std::milli>(b - a).count();
+  };
   CUstream s;
   ASSERT_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
   CUevent start, stop, untimed;
@@ -264,16 +272,25 @@ TEST_F(SimStreamTest, ElapsedTimeNeedsTimedCompletedEvents) {
   ASSERT_CU(cuEventCreate(&untimed, CU_EVENT_DISABLE_TIMING));
   float ms = -1;
   EXPECT_EQ(cuEventElapsedTime(&ms, start, stop), CUDA_ERROR_INVALID_HANDLE);  // not recorded
+  const Clock::time_point before_start = Clock::now();
   ASSERT_CU(cuEventRecord(start, s));
   ASSERT_CU(Block(s));
   ASSERT_CU(cuEventRecord(stop, s));
   ASSERT_CU(cuEventRecord(untimed, s));
-  EXPECT_EQ(cuEventElapsedTime(&ms, start, stop), CUDA_ERROR_NOT_READY);
-  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  ASSERT_CU(cuEventSynchronize(start));
+  const Clock::time_point start_seen = Clock::now();
+  EXPECT_EQ(cuEventElapsedTime(&ms, start, stop), CUDA_ERROR_NOT_READY);  // stop is held
+  EXPECT_EQ(cuEventQuery(stop), CUDA_ERROR_NOT_READY);
+  const Clock::time_point released = Clock::now();
   Release();
   ASSERT_CU(cuEventSynchronize(stop));
+  const Clock::time_point stop_seen = Clock::now();
   ASSERT_CU(cuEventElapsedTime(&ms, start, stop));
-  EXPECT_GE(ms, 25.0f);  // the stream was held for at least the sleep
+  // Clock readings convert to float milliseconds: a rounding margin, not a timing allowance.
+  constexpr float kRounding = 1e-3f;
+  EXPECT_GE(ms, ms_between(start_seen, released) - kRounding);  // held at least that long
+  EXPECT_LE(ms, ms_between(before_start, stop_seen) + kRounding);
+  EXPECT_GT(ms, 0.0f);
   EXPECT_EQ(cuEventElapsedTime(&ms, start, untimed), CUDA_ERROR_INVALID_HANDLE);
   for (CUevent e : {start, stop, untimed}) ASSERT_CU(cuEventDestroy(e));
   ASSERT_CU(cuStreamDestroy(s));
