@@ -27,7 +27,6 @@ using memvirt::shim::hooks::AccessRanges;
 using memvirt::shim::hooks::Forward;
 using memvirt::shim::hooks::kOverflowBytes;
 using memvirt::shim::hooks::Real;
-using memvirt::shim::hooks::Rows;
 using memvirt::shim::hooks::Runtime;
 using memvirt::shim::hooks::Side3D;
 
