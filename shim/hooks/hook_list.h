@@ -37,6 +37,11 @@
   X(cuMemcpy2DUnaligned_v2_ptds) X(cuMemcpy2DAsync_v2) X(cuMemcpy2DAsync_v2_ptsz)                  \
   X(cuMemcpy3D_v2) X(cuMemcpy3D_v2_ptds) X(cuMemcpy3DAsync_v2) X(cuMemcpy3DAsync_v2_ptsz)          \
   X(cuMemcpyPeer) X(cuMemcpyPeer_ptds) X(cuMemcpyPeerAsync) X(cuMemcpyPeerAsync_ptsz)              \
+  X(cuMemcpy3DPeer) X(cuMemcpy3DPeer_ptds) X(cuMemcpy3DPeerAsync) X(cuMemcpy3DPeerAsync_ptsz)      \
+  X(cuMemcpyBatchAsync) X(cuMemcpyBatchAsync_ptsz) X(cuMemcpyBatchAsync_v2)                        \
+  X(cuMemcpyBatchAsync_v2_ptsz) X(cuMemcpy3DBatchAsync) X(cuMemcpy3DBatchAsync_ptsz)               \
+  X(cuMemcpy3DBatchAsync_v2) X(cuMemcpy3DBatchAsync_v2_ptsz) X(cuMemcpyDtoA_v2)                    \
+  X(cuMemcpyDtoA_v2_ptds) X(cuMemcpyAtoD_v2) X(cuMemcpyAtoD_v2_ptds)                               \
   /* memsets */                                                                                    \
   X(cuMemsetD8_v2) X(cuMemsetD8_v2_ptds) X(cuMemsetD16_v2) X(cuMemsetD16_v2_ptds)                  \
   X(cuMemsetD32_v2) X(cuMemsetD32_v2_ptds) X(cuMemsetD2D8_v2) X(cuMemsetD2D8_v2_ptds)              \
@@ -49,12 +54,20 @@
   X(cuStreamDestroy) X(cuStreamDestroy_v2) X(cuStreamBeginCapture) X(cuStreamBeginCapture_ptsz)    \
   X(cuStreamBeginCapture_v2) X(cuStreamBeginCapture_v2_ptsz) X(cuStreamEndCapture)                 \
   X(cuStreamEndCapture_ptsz)                                                                       \
+  /* stream memory operations */                                                                   \
+  X(cuStreamWriteValue32) X(cuStreamWriteValue32_v2) X(cuStreamWriteValue32_ptsz)                  \
+  X(cuStreamWriteValue32_v2_ptsz) X(cuStreamWriteValue64) X(cuStreamWriteValue64_v2)               \
+  X(cuStreamWriteValue64_ptsz) X(cuStreamWriteValue64_v2_ptsz) X(cuStreamWaitValue32)              \
+  X(cuStreamWaitValue32_v2) X(cuStreamWaitValue32_ptsz) X(cuStreamWaitValue32_v2_ptsz)             \
+  X(cuStreamWaitValue64) X(cuStreamWaitValue64_v2) X(cuStreamWaitValue64_ptsz)                     \
+  X(cuStreamWaitValue64_v2_ptsz) X(cuStreamBatchMemOp) X(cuStreamBatchMemOp_v2)                    \
+  X(cuStreamBatchMemOp_ptsz) X(cuStreamBatchMemOp_v2_ptsz)                                         \
   /* 32-bit flavours (Note [32-bit entry points] in hooks_legacy32.cc) */                            \
   X(cuMemGetInfo) X(cuMemAlloc) X(cuMemAllocPitch) X(cuMemFree) X(cuMemGetAddressRange)            \
   X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyDtoD) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync)        \
   X(cuMemcpyDtoDAsync) X(cuMemcpy2D) X(cuMemcpy2DUnaligned) X(cuMemcpy2DAsync) X(cuMemcpy3D)       \
   X(cuMemcpy3DAsync) X(cuMemsetD8) X(cuMemsetD16) X(cuMemsetD32) X(cuMemsetD2D8) X(cuMemsetD2D16)  \
-  X(cuMemsetD2D32)                                                                                 \
+  X(cuMemsetD2D32) X(cuMemcpyDtoA) X(cuMemcpyAtoD)                                                \
   /* entry-point lookup */                                                                         \
   X(cuGetProcAddress) X(cuGetProcAddress_v2)
 // clang-format on

@@ -38,16 +38,15 @@ inline ScopedContext OwnerContext(const ShimCore* owner) {
 // current device's core (if any) takes its own sides; every side in another
 // device's reservation also goes to its own core (Note [cross-device copies]).
 template <typename Fn, typename... Args>
-CUresult AccessAnyDevice(const Runtime& runtime, Fn fn, std::initializer_list<MemRange> ranges,
+CUresult AccessAnyDevice(const Runtime& runtime, Fn fn, const MemRange* ranges, int count,
                          CUstream stream, bool per_thread, bool synchronous, Args... args) {
-  const int count = static_cast<int>(ranges.size());
   ShimCore* core = runtime.core();
   OtherDeviceSides others;
-  CUresult r = others.Prepare(runtime, core, ranges.begin(), count);
+  CUresult r = others.Prepare(runtime, core, ranges, count);
   if (r != CUDA_SUCCESS) return r;
   ShimCore::Ticket ticket;
   if (core != nullptr) {
-    r = core->BeforeAccess(ranges.begin(), count, stream, per_thread, synchronous, &ticket);
+    r = core->BeforeAccess(ranges, count, stream, per_thread, synchronous, &ticket);
     if (r != CUDA_SUCCESS) return others.Finish(runtime, r, stream, per_thread);
   }
   r = Forward(fn, args...);
@@ -55,20 +54,28 @@ CUresult AccessAnyDevice(const Runtime& runtime, Fn fn, std::initializer_list<Me
   return others.Finish(runtime, r, stream, per_thread);
 }
 
+// Access() over `count` ranges at `ranges` (calls whose range list is an
+// array: batched copies, batched stream memory operations).
+template <typename Fn, typename... Args>
+inline CUresult AccessRanges(Fn fn, const MemRange* ranges, int count, CUstream stream,
+                             bool per_thread, bool synchronous, Args... args) {
+  const Runtime& runtime = Runtime::Get();
+  ShimCore* core = runtime.only_core();
+  if (core == nullptr) {
+    return AccessAnyDevice(runtime, fn, ranges, count, stream, per_thread, synchronous, args...);
+  }
+  ShimCore::Ticket ticket;
+  CUresult r = core->BeforeAccess(ranges, count, stream, per_thread, synchronous, &ticket);
+  if (r != CUDA_SUCCESS) return r;
+  return Forward(fn, args...);  // `ticket` closes the enqueue window after the call
+}
+
 // Copies and memsets: make `ranges` resident on `stream`, then call `fn`.
 template <typename Fn, typename... Args>
 inline CUresult Access(Fn fn, std::initializer_list<MemRange> ranges, CUstream stream,
                        bool per_thread, bool synchronous, Args... args) {
-  const Runtime& runtime = Runtime::Get();
-  ShimCore* core = runtime.only_core();
-  if (core == nullptr) {
-    return AccessAnyDevice(runtime, fn, ranges, stream, per_thread, synchronous, args...);
-  }
-  ShimCore::Ticket ticket;
-  CUresult r = core->BeforeAccess(ranges.begin(), static_cast<int>(ranges.size()), stream,
-                                  per_thread, synchronous, &ticket);
-  if (r != CUDA_SUCCESS) return r;
-  return Forward(fn, args...);  // `ticket` closes the enqueue window after the call
+  return AccessRanges(fn, ranges.begin(), static_cast<int>(ranges.size()), stream, per_thread,
+                      synchronous, args...);
 }
 
 // Host-to-device copies: as Access; once the driver accepted the copy (and

@@ -217,3 +217,15 @@ MEMSHIM_EXPORT CUresult cuMemsetD2D32(CUdeviceptr_v1 dst, unsigned int pitch, un
   return ForwardOutsideShim("cuMemsetD2D32", {Rows32(dst, pitch, width, height, 4)},
                             Real().cuMemsetD2D32, dst, pitch, value, width, height);
 }
+
+MEMSHIM_EXPORT CUresult cuMemcpyDtoA(CUarray dst, unsigned int offset, CUdeviceptr_v1 src,
+                                     unsigned int bytes) {
+  return ForwardOutsideShim("cuMemcpyDtoA", {Bytes(src, bytes)}, Real().cuMemcpyDtoA, dst, offset,
+                            src, bytes);
+}
+
+MEMSHIM_EXPORT CUresult cuMemcpyAtoD(CUdeviceptr_v1 dst, CUarray src, unsigned int offset,
+                                     unsigned int bytes) {
+  return ForwardOutsideShim("cuMemcpyAtoD", {Bytes(dst, bytes)}, Real().cuMemcpyAtoD, dst, src,
+                            offset, bytes);
+}

@@ -48,6 +48,12 @@ MEMSIM_NOT_SUPPORTED(cuMemcpy3D_v2_ptds, (const CUDA_MEMCPY3D*))
 MEMSIM_NOT_SUPPORTED(cuMemcpy3DAsync_v2, (const CUDA_MEMCPY3D*, CUstream))
 MEMSIM_NOT_SUPPORTED(cuMemcpy3DAsync_v2_ptsz, (const CUDA_MEMCPY3D*, CUstream))
 MEMSIM_NOT_SUPPORTED(cuArrayDestroy, (CUarray))
+MEMSIM_NOT_SUPPORTED(cuMemcpyDtoA, (CUarray, unsigned int, CUdeviceptr_v1, unsigned int))
+MEMSIM_NOT_SUPPORTED(cuMemcpyAtoD, (CUdeviceptr_v1, CUarray, unsigned int, unsigned int))
+MEMSIM_NOT_SUPPORTED(cuMemcpyDtoA_v2, (CUarray, size_t, CUdeviceptr, size_t))
+MEMSIM_NOT_SUPPORTED(cuMemcpyDtoA_v2_ptds, (CUarray, size_t, CUdeviceptr, size_t))
+MEMSIM_NOT_SUPPORTED(cuMemcpyAtoD_v2, (CUdeviceptr, CUarray, size_t, size_t))
+MEMSIM_NOT_SUPPORTED(cuMemcpyAtoD_v2_ptds, (CUdeviceptr, CUarray, size_t, size_t))
 
 // Managed memory, IPC, imported handles.
 MEMSIM_NOT_SUPPORTED(cuMemAllocManaged, (CUdeviceptr*, size_t, unsigned int))

@@ -33,14 +33,6 @@ CUresult CUDAAPI cuSurfObjectGetResourceDesc(CUDA_RESOURCE_DESC_v1 *pResDesc, CU
 CUresult CUDAAPI cuModuleGetTexRef(CUtexref *pTexRef, CUmodule hmod, const char *name) { return CUDA_ERROR_NOT_SUPPORTED; }
 CUresult CUDAAPI cuModuleGetSurfRef(CUsurfref *pSurfRef, CUmodule hmod, const char *name) { return CUDA_ERROR_NOT_SUPPORTED; }
 CUresult CUDAAPI cuDeviceGetTexture1DLinearMaxWidth(size_t *maxWidthInElements, CUarray_format format, unsigned numChannels, CUdevice_v1 dev) { return CUDA_ERROR_NOT_SUPPORTED; }
-CUresult CUDAAPI cuMemcpy3DPeer(const CUDA_MEMCPY3D_PEER_v1 *pCopy) { return CUDA_ERROR_NOT_SUPPORTED; }
-CUresult CUDAAPI cuMemcpy3DPeer_ptds(const CUDA_MEMCPY3D_PEER_v1 *pCopy) { return CUDA_ERROR_NOT_SUPPORTED; }
-CUresult CUDAAPI cuMemcpy3DPeerAsync(const CUDA_MEMCPY3D_PEER_v1 *pCopy, CUstream hStream) { return CUDA_ERROR_NOT_SUPPORTED; }
-CUresult CUDAAPI cuMemcpy3DPeerAsync_ptsz(const CUDA_MEMCPY3D_PEER_v1 *pCopy, CUstream hStream) { return CUDA_ERROR_NOT_SUPPORTED; }
-CUresult CUDAAPI cuMemcpy3DBatchAsync(size_t numParams, CUDA_MEMCPY3D_BATCH_OP_v1 *opList, size_t *failIdx, unsigned long long flags, CUstream hStream) { return CUDA_ERROR_NOT_SUPPORTED; }
-CUresult CUDAAPI cuMemcpy3DBatchAsync_v2(size_t numParams, CUDA_MEMCPY3D_BATCH_OP_v1 *opList, unsigned long long flags, CUstream hStream) { return CUDA_ERROR_NOT_SUPPORTED; }
-CUresult CUDAAPI cuMemcpy3DBatchAsync_ptsz(size_t numParams, CUDA_MEMCPY3D_BATCH_OP_v1 *opList, size_t *failIdx, unsigned long long flags, CUstream hStream) { return CUDA_ERROR_NOT_SUPPORTED; }
-CUresult CUDAAPI cuMemcpy3DBatchAsync_v2_ptsz(size_t numParams, CUDA_MEMCPY3D_BATCH_OP_v1 *opList, unsigned long long flags, CUstream hStream) { return CUDA_ERROR_NOT_SUPPORTED; }
 
 // Managed memory: the sim has none, and CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS is 0, so every range is one these calls reject.
 CUresult CUDAAPI cuMemPrefetchAsync(CUdeviceptr_v2 devPtr, size_t count, CUdevice_v1 dstDevice, CUstream hStream) { return CUDA_ERROR_INVALID_VALUE; }
@@ -164,28 +156,6 @@ CUresult CUDAAPI cuStreamUpdateCaptureDependencies_v2(CUstream hStream, CUgraphN
 CUresult CUDAAPI cuStreamUpdateCaptureDependencies_ptsz(CUstream hStream, CUgraphNode *dependencies, size_t numDependencies, unsigned int flags) { return CUDA_ERROR_NOT_SUPPORTED; }
 CUresult CUDAAPI cuStreamUpdateCaptureDependencies_v2_ptsz(CUstream hStream, CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData, size_t numDependencies, unsigned int flags) { return CUDA_ERROR_NOT_SUPPORTED; }
 
-// Stream memory operations: CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS_V1 is 0.
-CUresult CUDAAPI cuStreamWaitValue32(CUstream stream, CUdeviceptr_v2 addr, cuuint32_t value, unsigned int flags) { return CUDA_ERROR_NOT_SUPPORTED; }
-CUresult CUDAAPI cuStreamWaitValue32_v2(CUstream stream, CUdeviceptr_v2 addr, cuuint32_t value, unsigned int flags) { return CUDA_ERROR_NOT_SUPPORTED; }
-CUresult CUDAAPI cuStreamWaitValue32_ptsz(CUstream stream, CUdeviceptr_v2 addr, cuuint32_t value, unsigned int flags) { return CUDA_ERROR_NOT_SUPPORTED; }
-CUresult CUDAAPI cuStreamWaitValue32_v2_ptsz(CUstream stream, CUdeviceptr_v2 addr, cuuint32_t value, unsigned int flags) { return CUDA_ERROR_NOT_SUPPORTED; }
-CUresult CUDAAPI cuStreamWriteValue32(CUstream stream, CUdeviceptr_v2 addr, cuuint32_t value, unsigned int flags) { return CUDA_ERROR_NOT_SUPPORTED; }
-CUresult CUDAAPI cuStreamWriteValue32_v2(CUstream stream, CUdeviceptr_v2 addr, cuuint32_t value, unsigned int flags) { return CUDA_ERROR_NOT_SUPPORTED; }
-CUresult CUDAAPI cuStreamWriteValue32_ptsz(CUstream stream, CUdeviceptr_v2 addr, cuuint32_t value, unsigned int flags) { return CUDA_ERROR_NOT_SUPPORTED; }
-CUresult CUDAAPI cuStreamWriteValue32_v2_ptsz(CUstream stream, CUdeviceptr_v2 addr, cuuint32_t value, unsigned int flags) { return CUDA_ERROR_NOT_SUPPORTED; }
-CUresult CUDAAPI cuStreamWaitValue64(CUstream stream, CUdeviceptr_v2 addr, cuuint64_t value, unsigned int flags) { return CUDA_ERROR_NOT_SUPPORTED; }
-CUresult CUDAAPI cuStreamWaitValue64_v2(CUstream stream, CUdeviceptr_v2 addr, cuuint64_t value, unsigned int flags) { return CUDA_ERROR_NOT_SUPPORTED; }
-CUresult CUDAAPI cuStreamWaitValue64_ptsz(CUstream stream, CUdeviceptr_v2 addr, cuuint64_t value, unsigned int flags) { return CUDA_ERROR_NOT_SUPPORTED; }
-CUresult CUDAAPI cuStreamWaitValue64_v2_ptsz(CUstream stream, CUdeviceptr_v2 addr, cuuint64_t value, unsigned int flags) { return CUDA_ERROR_NOT_SUPPORTED; }
-CUresult CUDAAPI cuStreamWriteValue64(CUstream stream, CUdeviceptr_v2 addr, cuuint64_t value, unsigned int flags) { return CUDA_ERROR_NOT_SUPPORTED; }
-CUresult CUDAAPI cuStreamWriteValue64_v2(CUstream stream, CUdeviceptr_v2 addr, cuuint64_t value, unsigned int flags) { return CUDA_ERROR_NOT_SUPPORTED; }
-CUresult CUDAAPI cuStreamWriteValue64_ptsz(CUstream stream, CUdeviceptr_v2 addr, cuuint64_t value, unsigned int flags) { return CUDA_ERROR_NOT_SUPPORTED; }
-CUresult CUDAAPI cuStreamWriteValue64_v2_ptsz(CUstream stream, CUdeviceptr_v2 addr, cuuint64_t value, unsigned int flags) { return CUDA_ERROR_NOT_SUPPORTED; }
-CUresult CUDAAPI cuStreamBatchMemOp(CUstream stream, unsigned int count, CUstreamBatchMemOpParams *paramArray, unsigned int flags) { return CUDA_ERROR_NOT_SUPPORTED; }
-CUresult CUDAAPI cuStreamBatchMemOp_v2(CUstream stream, unsigned int count, CUstreamBatchMemOpParams *paramArray, unsigned int flags) { return CUDA_ERROR_NOT_SUPPORTED; }
-CUresult CUDAAPI cuStreamBatchMemOp_ptsz(CUstream stream, unsigned int count, CUstreamBatchMemOpParams_v1 *paramArray, unsigned int flags) { return CUDA_ERROR_NOT_SUPPORTED; }
-CUresult CUDAAPI cuStreamBatchMemOp_v2_ptsz(CUstream stream, unsigned int count, CUstreamBatchMemOpParams *paramArray, unsigned int flags) { return CUDA_ERROR_NOT_SUPPORTED; }
-
 // Multicast objects (CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED is 0), green contexts and SM partitioning, tensor-map encoding (no tensor memory accelerator: kernels run on the CPU).
 CUresult CUDAAPI cuMulticastCreate(CUmemGenericAllocationHandle *mcHandle, const CUmulticastObjectProp *prop) { return CUDA_ERROR_NOT_SUPPORTED; }
 CUresult CUDAAPI cuMulticastAddDevice(CUmemGenericAllocationHandle mcHandle, CUdevice dev) { return CUDA_ERROR_NOT_SUPPORTED; }
@@ -219,10 +189,6 @@ CUresult CUDAAPI cuMemPoolImportPointer(CUdeviceptr_v2 *ptr_out, CUmemoryPool po
 CUresult CUDAAPI cuDeviceGetHostAtomicCapabilities(unsigned int* capabilities, const CUatomicOperation* operations, unsigned int count, CUdevice dev) { return CUDA_ERROR_NOT_SUPPORTED; }
 CUresult CUDAAPI cuDeviceGetP2PAtomicCapabilities(unsigned int* capabilities, const CUatomicOperation* operations, unsigned int count, CUdevice srcDevice, CUdevice dstDevice) { return CUDA_ERROR_NOT_SUPPORTED; }
 CUresult CUDAAPI cuCtxDetach(CUcontext ctx) { return CUDA_ERROR_NOT_SUPPORTED; }
-CUresult CUDAAPI cuMemcpyBatchAsync(CUdeviceptr_v2 *dsts, CUdeviceptr_v2 *srcs, size_t *sizes, size_t count, CUmemcpyAttributes_v1 *attrs, size_t *attrIdxs, size_t numAttrs, size_t *failIdx, CUstream hStream) { return CUDA_ERROR_NOT_SUPPORTED; }
-CUresult CUDAAPI cuMemcpyBatchAsync_v2(CUdeviceptr_v2 *dsts, CUdeviceptr_v2 *srcs, size_t *sizes, size_t count, CUmemcpyAttributes_v1 *attrs, size_t *attrIdxs, size_t numAttrs, CUstream hStream) { return CUDA_ERROR_NOT_SUPPORTED; }
-CUresult CUDAAPI cuMemcpyBatchAsync_ptsz(CUdeviceptr_v2 *dsts, CUdeviceptr_v2 *srcs, size_t *sizes, size_t count, CUmemcpyAttributes_v1 *attrs, size_t *attrIdxs, size_t numAttrs, size_t *failIdx, CUstream hStream) { return CUDA_ERROR_NOT_SUPPORTED; }
-CUresult CUDAAPI cuMemcpyBatchAsync_v2_ptsz(CUdeviceptr_v2 *dsts, CUdeviceptr_v2 *srcs, size_t *sizes, size_t count, CUmemcpyAttributes_v1 *attrs, size_t *attrIdxs, size_t numAttrs, CUstream hStream) { return CUDA_ERROR_NOT_SUPPORTED; }
 
 }  // extern "C"
 // clang-format on

@@ -30,8 +30,7 @@ GROUPS = [
      "cuTexObjectCreate cuTexObjectDestroy cuTexObjectGetResourceDesc "
      "cuTexObjectGetResourceViewDesc cuTexObjectGetTextureDesc cuSurfObjectCreate "
      "cuSurfObjectDestroy cuSurfObjectGetResourceDesc cuModuleGetTexRef cuModuleGetSurfRef "
-     "cuDeviceGetTexture1DLinearMaxWidth cuMemcpy3DPeer cuMemcpy3DPeerAsync "
-     "cuMemcpy3DBatchAsync"),
+     "cuDeviceGetTexture1DLinearMaxWidth"),
     ("Managed memory: the sim has none, and CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS is 0, so "
      "every range is one these calls reject.",
      "CUDA_ERROR_INVALID_VALUE",
@@ -76,10 +75,6 @@ GROUPS = [
      "cuGraphNodeSetParams cuGraphRemoveDependencies cuGraphReleaseUserObject cuGraphRetainUserObject cuGraphUpload "
      "cuUserObjectCreate cuUserObjectRelease cuUserObjectRetain cuStreamBeginCaptureToGraph "
      "cuStreamUpdateCaptureDependencies"),
-    ("Stream memory operations: CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS_V1 is 0.",
-     "CUDA_ERROR_NOT_SUPPORTED",
-     "cuStreamWaitValue32 cuStreamWriteValue32 cuStreamWaitValue64 cuStreamWriteValue64 "
-     "cuStreamBatchMemOp"),
     ("Multicast objects (CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED is 0), green contexts and SM "
      "partitioning, tensor-map encoding (no tensor memory accelerator: kernels run on the CPU).",
      "CUDA_ERROR_NOT_SUPPORTED",
@@ -95,7 +90,7 @@ GROUPS = [
      "CUDA_ERROR_NOT_SUPPORTED",
      "cuMemPoolExportToShareableHandle cuMemPoolImportFromShareableHandle cuMemPoolExportPointer "
      "cuMemPoolImportPointer cuDeviceGetHostAtomicCapabilities cuDeviceGetP2PAtomicCapabilities "
-     "cuCtxDetach cuMemcpyBatchAsync"),
+     "cuCtxDetach"),
 ]
 
 

@@ -293,6 +293,37 @@ TEST_F(ShimNvmeHiddenReachTest, ArrayBuiltByAKernelFromPlainArgumentsWithHiddenR
   ExpectSpilledBlocksReachedThroughTheArray("args", "all");
 }
 
+// Batched copies, 3D peer copies and stream memory operations (tests/shim/passthru_ops.cc) on
+// buffers that the host tier could not hold (a footprint 4x the device, a 1x host tier): when
+// the operation is enqueued its buffers are on NVMe, unmapped. An operation the shim does not
+// track reaches the driver with unmapped ranges (CUDA_ERROR_INVALID_VALUE, or a fault when it
+// runs); a tracked one has them brought back first and recorded as used by its stream, and its
+// bytes match the unconstrained run's.
+class ShimNvmePassthruTest : public ShimNvmeTest,
+                             public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(ShimNvmePassthruTest, OperationOnSpilledBuffersMatchesUnconstrainedRun) {
+  const std::vector<std::string> argv = {MEMSHIM_PASSTHRU_OPS, GetParam(),
+                                         std::to_string(kFootprint)};
+  auto reference =
+      Subprocess::Spawn(argv, dir_.path() + "/passthru.reference", {"MEMSIM_DEVICE_MEMORY=2G"});
+  ASSERT_EQ(reference->Wait(seconds(60)), std::optional<int>(0)) << reference->Stderr();
+  ASSERT_NE(reference->Stdout().find("result 0\n"), std::string::npos) << reference->Stdout();
+  Daemon d(dir_.path(), DaemonFlags("1G"));
+  ASSERT_TRUE(d.Start()) << d.process().Stderr();
+  auto p = Subprocess::Spawn(
+      argv, dir_.path() + "/passthru.shim",
+      {"LD_PRELOAD=" MEMSHIM_LIBRARY, "MEMSIM_DEVICE_MEMORY=" + std::to_string(kDeviceBytes),
+       "MEMSHIM_DAEMON_SOCKET=" + d.socket(), "MEMSHIM_LOG=info", "MEMSHIM_MIN_DEVICE_BUDGET=8M",
+       "ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0"});
+  ASSERT_EQ(p->Wait(seconds(60)), std::optional<int>(0)) << p->Stdout() << p->Stderr();
+  EXPECT_EQ(p->Stdout(), reference->Stdout()) << p->Stderr();
+  EXPECT_NE(p->Stderr().find("NVMe tier for GPU-"), std::string::npos) << p->Stderr();
+}
+
+INSTANTIATE_TEST_SUITE_P(Operations, ShimNvmePassthruTest,
+                         ::testing::Values("batch", "peer3d", "value", "batchmemop"));
+
 // Note [what a restart keeps] (docs/nvme.md): a daemon restart keeps no NVMe contents. A process
 // whose data was on NVMe then fails its next access to that data with a CUDA error; it never
 // computes on wrong data.

@@ -505,5 +505,25 @@ TEST(CopyBoundsTest, OutOfRangeCopiesFailAsWithoutTheShim) {
   }
 }
 
+// Batched copies, 3D peer copies and stream memory operations queued behind
+// a gate while the host pages a footprint 3x the device (passthru_ops.cc):
+// the bytes match an unconstrained run.
+class PassthruOpsTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(PassthruOpsTest, QueuedOperationMatchesUnconstrainedRunAtThreeTimesTheDevice) {
+  const std::string footprint = std::to_string(3 * kDevice);
+  const ProgramResult reference =
+      RunProgram({MEMSHIM_PASSTHRU_OPS, GetParam(), footprint}, SimEnv(1ull << 30));
+  ASSERT_EQ(reference.exit_code, 0) << reference.out;
+  ASSERT_EQ(Field(reference.out, "result"), "0") << reference.out;
+  const ProgramResult shim =
+      RunProgram({MEMSHIM_PASSTHRU_OPS, GetParam(), footprint}, ShimEnv(kDevice));
+  ASSERT_EQ(shim.exit_code, 0) << shim.out;
+  EXPECT_EQ(shim.out, reference.out);
+}
+
+INSTANTIATE_TEST_SUITE_P(Operations, PassthruOpsTest,
+                         ::testing::Values("batch", "peer3d", "value", "batchmemop"));
+
 }  // namespace
 }  // namespace memvirt::testing

@@ -288,10 +288,10 @@ TEST_F(RuntimeEntryPointTest, UnsupportedFeaturesAnswerAsDocumented) {
   CUarray array;
   CUDA_ARRAY_DESCRIPTOR desc = {};
   EXPECT_EQ(cuArrayCreate(&array, &desc), CUDA_ERROR_NOT_SUPPORTED);
-  EXPECT_EQ(cuStreamWaitValue32(nullptr, p, 1, 0), CUDA_ERROR_NOT_SUPPORTED);
+  // Stream memory operations are simulated (Note [stream memory operations]).
   int can_use = -1;
   ASSERT_CU(cuDeviceGetAttribute(&can_use, CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS_V1, dev_));
-  EXPECT_EQ(can_use, 0);
+  EXPECT_EQ(can_use, 1);
   ASSERT_CU(cuMemFree(p));
   // Every flavour is reachable by version, as the runtime asks for them.
   void* fn = nullptr;
