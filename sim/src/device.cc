@@ -263,10 +263,10 @@ CUresult Device::Attribute(CUdevice_attribute attr, int* value) const {
     case CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
       v = 1;
       break;
-    // Note [stream memory operations] in api_stream_memops.cc.
-    case CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS_V1:
-    case CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS_V1:
-    case CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR_V1:
+    // Note [stream memory operations] in api_stream_memops.cc. The v2 operations are
+    // available on every platform; the v1 attributes describe the legacy API, disabled unless
+    // the kernel module enables it: an H200 (driver 580) answers 0 for
+    // CAN_USE_STREAM_MEM_OPS_V1 (tests/gpu/reference/).
     case CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS:
     case CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR:
       v = 1;

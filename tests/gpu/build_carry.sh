@@ -9,6 +9,7 @@
 #                                       simulated driver to
 #   lib/libmemshim.so                   the shim (no daemon link: the GPU machine has no gRPC)
 #   bin/oversub_workload bin/driver_probe   nvcc programs, sm_90 cubins plus compute_90 PTX
+#   bin/passthru_ops                    batched/3D peer copies and stream memory operations
 #   lib/libgpt_kernels.so               the training loop's kernels (nvcc, called by gpt_train.py)
 #   sim/libcuda.so.1 sim/gpu_check_kernels.so sim/gpt_kernels_host.so
 #                                       the simulated driver and the kernels' host versions, for
@@ -52,6 +53,9 @@ nvcc_build() {  # nvcc_build OUTPUT SOURCE [flags...]
 }
 nvcc_build oversub_workload tests/gpu/oversub_workload.cu
 nvcc_build driver_probe tests/gpu/driver_probe.cu -L"$CUDA_ROOT/lib64/stubs" -lcuda -ldl
+# A driver-API program (no kernels): built against the toolkit's headers and stub libcuda.
+"${CXX:-g++}" -O2 -std=c++17 -Wall -I"$CUDA_ROOT/include" -I"$ROOT" \
+  -o "$OUT_DIR/bin/passthru_ops" "$ROOT/tests/shim/passthru_ops.cc" -L"$CUDA_ROOT/lib64/stubs" -lcuda
 "$NVCC" -O2 -std=c++17 "${ARCH[@]}" -shared -Xcompiler -fPIC,-Wall -cudart shared \
   -o "$OUT_DIR/lib/libgpt_kernels.so" "$ROOT/tests/pytorch/gpt_kernels/gpt_kernels.cu"
 say "built the nvcc programs"

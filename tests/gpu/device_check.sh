@@ -20,6 +20,9 @@
 #   native_expandable  the same with PyTorch's expandable segments (its own cuMemCreate/cuMemMap),
 #                  with the shim's default address space (16 x the device's memory)
 #   oversub_graph  the workload as CUDA graph launches under the shim
+#   passthru_ops   batched copies, 3D peer copies, stream write/wait value and batch memory
+#                  operations on shim memory queued while the host pages 3x the budget: the
+#                  output equals the unconstrained run's
 # Exit status: 0 when no stage failed (skipped stages do not fail the run).
 set -u -o pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -49,6 +52,7 @@ else
 fi
 BUDGET=$((FOOTPRINT / 3))
 NATIVE_FOOTPRINT=$((8 << 30))
+PASSTHRU_FOOTPRINT=$((768 << 20))
 SHIM_ENV=(LD_PRELOAD="$SHIM" MEMSHIM_HOST_BUDGET=$HOST_BUDGET
           MEMSHIM_DAEMON_SOCKET=/nonexistent/memvirtd.sock)
 
@@ -100,7 +104,7 @@ shim_was_active() {
   grep -q "virtual device memory:" "$OUT/$1.log" || { echo "note: the shim was not active"; return 1; }
 }
 export -f checksum_of shim_was_active
-export OUT HERE SHIM PY SIM NATIVE_FOOTPRINT FOOTPRINT SMOKE_FOOTPRINT BUDGET HOST_BUDGET UNCONSTRAINED
+export OUT HERE SHIM PY SIM NATIVE_FOOTPRINT PASSTHRU_FOOTPRINT FOOTPRINT SMOKE_FOOTPRINT BUDGET HOST_BUDGET UNCONSTRAINED
 export SHIM_ENV_STR="${SHIM_ENV[*]}"
 
 env_stage() {
@@ -207,6 +211,19 @@ native_shim_stage() {
   echo "note: ${1:-native allocator}, budget $((NATIVE_FOOTPRINT / 3 >> 20)) MiB, checksums $( ((ok)) && echo DIFFER || echo equal)"
   return $ok
 }
+passthru_stage() {
+  local mode want got ok=0
+  for mode in batch peer3d value batchmemop; do
+    want=$(env $UNCONSTRAINED "$HERE/bin/passthru_ops" $mode $PASSTHRU_FOOTPRINT) || return 1
+    got=$(env $SHIM_ENV_STR MEMSHIM_LOG=info MEMSHIM_DEVICE_BUDGET=$((PASSTHRU_FOOTPRINT / 3)) \
+      "$HERE/bin/passthru_ops" $mode $PASSTHRU_FOOTPRINT) || return 1
+    echo "$mode under the shim: ${got//$'\n'/ }; unconstrained: ${want//$'\n'/ }"
+    [[ $got == "$want" && $got == "result 0"* ]] || ok=1
+  done
+  shim_was_active passthru_ops || return 1
+  echo "note: budget $((PASSTHRU_FOOTPRINT / 3 >> 20)) MiB, outputs $( ((ok)) && echo DIFFER || echo equal)"
+  return $ok
+}
 oversub_graph_stage() {
   env $SHIM_ENV_STR MEMSHIM_LOG=info MEMSHIM_DEVICE_BUDGET=$BUDGET \
     "$HERE/bin/oversub_workload" "$FOOTPRINT" 3 graph || return 1
@@ -218,7 +235,7 @@ oversub_graph_stage() {
 }
 export -f env_stage probe_stage smoke_stage oversub_ref_stage oversub_shim_stage \
   torch_available torch_ref_stage torch_shim_stage oversub_graph_stage native_available \
-  native_ref_stage native_shim_stage
+  native_ref_stage native_shim_stage passthru_stage
 
 stage env 30 env_stage
 stage driver_probe 60 probe_stage
@@ -231,6 +248,7 @@ stage native_ref 90 native_ref_stage
 stage native_shim 120 native_shim_stage
 stage native_expandable 120 "native_shim_stage expandable_segments:True"
 stage oversub_graph 90 oversub_graph_stage
+stage passthru_ops 60 passthru_stage
 
 failed=0
 for s in "${STATUS[@]}"; do [[ $s == pass || $s == skipped ]] || failed=1; done

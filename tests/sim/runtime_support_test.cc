@@ -288,9 +288,16 @@ TEST_F(RuntimeEntryPointTest, UnsupportedFeaturesAnswerAsDocumented) {
   CUarray array;
   CUDA_ARRAY_DESCRIPTOR desc = {};
   EXPECT_EQ(cuArrayCreate(&array, &desc), CUDA_ERROR_NOT_SUPPORTED);
-  // Stream memory operations are simulated (Note [stream memory operations]).
+  // Stream memory operations are simulated (Note [stream memory operations]): the v2 ones, as
+  // on a GPU, where the legacy v1 attribute is 0 unless the kernel module enables it.
   int can_use = -1;
   ASSERT_CU(cuDeviceGetAttribute(&can_use, CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS_V1, dev_));
+  EXPECT_EQ(can_use, 0);
+  ASSERT_CU(
+      cuDeviceGetAttribute(&can_use, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, dev_));
+  EXPECT_EQ(can_use, 1);
+  ASSERT_CU(
+      cuDeviceGetAttribute(&can_use, CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR, dev_));
   EXPECT_EQ(can_use, 1);
   ASSERT_CU(cuMemFree(p));
   // Every flavour is reachable by version, as the runtime asks for them.
