@@ -49,27 +49,8 @@ CUmemorytype MemoryTypeOf(Side side) {
 // The cuMemcpy3D description of a captured copy (what cuGraphMemcpyNodeGetParams reports).
 CUDA_MEMCPY3D Describe(Side dst_side, uint64_t dst, Side src_side, uint64_t src,
                        const CopyShape& shape) {
-  CUDA_MEMCPY3D d{};
-  d.srcMemoryType = MemoryTypeOf(src_side);
-  if (src_side == Side::kHost) {
-    d.srcHost = reinterpret_cast<const void*>(src);
-  } else {
-    d.srcDevice = src;
-  }
-  d.srcPitch = shape.src_pitch;
-  d.srcHeight = shape.rows;
-  d.dstMemoryType = MemoryTypeOf(dst_side);
-  if (dst_side == Side::kHost) {
-    d.dstHost = reinterpret_cast<void*>(dst);
-  } else {
-    d.dstDevice = dst;
-  }
-  d.dstPitch = shape.dst_pitch;
-  d.dstHeight = shape.rows;
-  d.WidthInBytes = shape.width;
-  d.Height = shape.rows;
-  d.Depth = 1;
-  return d;
+  return memsim::DescribePitchedCopy(MemoryTypeOf(dst_side), dst, MemoryTypeOf(src_side), src,
+                                     shape);
 }
 
 CUresult Copy(Side dst_side, uint64_t dst, Side src_side, uint64_t src, CopyShape shape,

@@ -58,26 +58,7 @@ CUresult Resolve(CUmemorytype dst_type, uint64_t dst, CUmemorytype src_type, uin
     return r;
   }
   out->shape = shape;
-  CUDA_MEMCPY3D& d = out->desc;
-  d.srcMemoryType = src_type;
-  if (src_type == CU_MEMORYTYPE_HOST) {
-    d.srcHost = reinterpret_cast<const void*>(src);
-  } else {
-    d.srcDevice = src;
-  }
-  d.srcPitch = shape.src_pitch;
-  d.srcHeight = shape.rows;
-  d.dstMemoryType = dst_type;
-  if (dst_type == CU_MEMORYTYPE_HOST) {
-    d.dstHost = reinterpret_cast<void*>(dst);
-  } else {
-    d.dstDevice = dst;
-  }
-  d.dstPitch = shape.dst_pitch;
-  d.dstHeight = shape.rows;
-  d.WidthInBytes = shape.width;
-  d.Height = shape.rows;
-  d.Depth = 1;
+  out->desc = memsim::DescribePitchedCopy(dst_type, dst, src_type, src, shape);
   return CUDA_SUCCESS;
 }
 

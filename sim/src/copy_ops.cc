@@ -53,6 +53,31 @@ void CopyRows(const CopyEnd& dst, const CopyEnd& src, const CopyShape& shape) {
 
 }  // namespace
 
+CUDA_MEMCPY3D DescribePitchedCopy(CUmemorytype dst_type, uint64_t dst, CUmemorytype src_type,
+                                  uint64_t src, const CopyShape& shape) {
+  CUDA_MEMCPY3D d{};
+  d.srcMemoryType = src_type;
+  if (src_type == CU_MEMORYTYPE_HOST) {
+    d.srcHost = reinterpret_cast<const void*>(src);
+  } else {
+    d.srcDevice = src;
+  }
+  d.srcPitch = shape.src_pitch;
+  d.srcHeight = shape.rows;
+  d.dstMemoryType = dst_type;
+  if (dst_type == CU_MEMORYTYPE_HOST) {
+    d.dstHost = reinterpret_cast<void*>(dst);
+  } else {
+    d.dstDevice = dst;
+  }
+  d.dstPitch = shape.dst_pitch;
+  d.dstHeight = shape.rows;
+  d.WidthInBytes = shape.width;
+  d.Height = shape.rows;
+  d.Depth = 1;
+  return d;
+}
+
 CUresult ResolveByMemoryType(CUmemorytype type, uint64_t addr, size_t extent, bool write,
                              CopyEnd* out) {
   switch (type) {

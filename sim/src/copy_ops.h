@@ -44,6 +44,11 @@ struct CopyShape {
   size_t dst_pitch = 0;
 };
 
+// The cuMemcpy3D description of one pitched copy between `dst` and `src` (what
+// cuGraphMemcpyNodeGetParams reports for a captured copy).
+CUDA_MEMCPY3D DescribePitchedCopy(CUmemorytype dst_type, uint64_t dst, CUmemorytype src_type,
+                                  uint64_t src, const CopyShape& shape);
+
 // The stream work of a copy / of a memset (see EnqueueCopy / EnqueueMemset).
 StreamOp MakeCopyOp(Context* ctx, CopyEnd dst, CopyEnd src, CopyShape shape);
 StreamOp MakeMemsetOp(Context* ctx, uint64_t dst, size_t pitch, uint32_t value, size_t element_size,
