@@ -144,7 +144,9 @@
 #include "shim/core/chunk_table.h"
 #include "shim/core/control_plane.h"
 #include "shim/core/eviction_sizing.h"
+#include "shim/core/graph_walk.h"
 #include "shim/core/host_ledger.h"
+#include "shim/core/mem_range.h"
 #include "shim/core/overflow_ledger.h"
 #include "shim/core/param_layout.h"
 #include "shim/core/physical_pool.h"
@@ -177,12 +179,6 @@ struct CoreOptions {
   uint32_t lookahead_min_chunks = kLookaheadMinChunks;
   std::string policy = "lifetime";
   bool hidden_reach_all = false;  // MEMSHIM_HIDDEN_REACH=all (Note [hidden reach])
-};
-
-// A byte range an operation may touch.
-struct MemRange {
-  CUdeviceptr ptr = 0;
-  uint64_t bytes = 0;
 };
 
 struct CoreStats {
@@ -335,9 +331,11 @@ class ShimCore {
   CUresult BeforeOpaque(CUstream stream, bool per_thread, Ticket* ticket) MEMSHIM_EXCLUDES(mu_);
 
   // ---- Graphs (Note [graph residency], shim_core_graph.cc) -----------------
-  // After a successful cuGraphInstantiate*: walks `graph` with the driver and
+  // After a successful cuGraphInstantiate*: walks `graph` with the driver
+  // (without the core lock: Note [graph planning outside the lock]) and
   // records, for `exec`, the device memory its nodes reference (replacing
-  // anything recorded for that handle before).
+  // anything recorded for that handle before). REQUIRES: `graph` is not
+  // destroyed or changed until it returns.
   void OnGraphInstantiate(CUgraphExec exec, CUgraph graph) MEMSHIM_EXCLUDES(mu_);
   // Before cuGraphExecDestroy or a change of `exec`'s parameters: forgets
   // `exec`; an exec with no record is launched as opaque work.
@@ -780,8 +778,9 @@ class ShimCore {
     uint64_t launches = 0;
     uint64_t page_ins = 0;  // chunks filled from the host tier before its launches
   };
-  void PlanGraph(CUgraph graph, int depth, GraphPlan* plan) MEMSHIM_REQUIRES(mu_);
-  void PlanKernelNode(CUgraphNode node, GraphPlan* plan) MEMSHIM_REQUIRES(mu_);
+  // Adds what `kernel`, a node of a walked graph, may touch to `plan`
+  // (Note [graph planning outside the lock] in shim_core_graph.cc).
+  void PlanKernelNode(const GraphKernelNode& kernel, GraphPlan* plan) MEMSHIM_REQUIRES(mu_);
   [[nodiscard]] CUresult ReferencesLocked(const uint64_t* words, size_t num_words,
                                           const MemRange* ranges, size_t num_ranges,
                                           uint32_t stream, bool capturing, bool extra_buffer,

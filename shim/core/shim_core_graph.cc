@@ -29,174 +29,74 @@
 //   Like launches, graphs whose kernels follow pointers stored in device
 //   memory are not covered (see Note [host mapping]: such reads still work,
 //   from host memory).
+//
+// Note [graph planning outside the lock]
+//   Walking a graph costs driver queries per node (thousands for a captured
+//   training step) and needs nothing of the core, so OnGraphInstantiate walks
+//   it (WalkGraph, graph_walk.h) before taking the core lock; other threads'
+//   launches, copies and allocations proceed meanwhile. Under the lock it
+//   only decides, from the walk, what the core's state tells: each kernel's
+//   parameter layout (the cache, asking the driver for a kernel it has not
+//   seen, as a launch does), whether a structure parameter may hide an
+//   address, and which words and ranges fall in the reservation. The
+//   kernelParams the walk returns are the nodes' own storage, valid while the
+//   application's call to instantiate runs (the graph cannot be destroyed
+//   before it returns).
 #include <algorithm>
 #include <cstring>
 
+#include "shim/core/graph_walk.h"
 #include "shim/core/log.h"
 #include "shim/core/shim_core.h"
 
 namespace memvirt::shim {
 namespace {
 
-constexpr int kMaxGraphDepth = 16;
-
-// The device bytes one side of a cuMemcpy3D descriptor may touch.
-MemRange CopySide(CUmemorytype type, CUdeviceptr device, size_t x, size_t y, size_t z, size_t pitch,
-                  size_t plane_rows, size_t width, size_t height, size_t depth) {
-  if ((type != CU_MEMORYTYPE_DEVICE && type != CU_MEMORYTYPE_UNIFIED) || height == 0 ||
-      depth == 0 || width == 0) {
-    return {};
-  }
-  if (pitch == 0) pitch = width;
-  if (plane_rows == 0) plane_rows = height;
-  return {device + (z * plane_rows + y) * pitch + x,
-          ((depth - 1) * plane_rows + (height - 1)) * pitch + width};
-}
-
 // Marks a plan unusable, keeping the first reason.
 template <typename Plan>
-void MarkOpaque(Plan* plan, const char* why) {
+void MarkPlanOpaque(Plan* plan, const char* why) {
   if (plan->decodable) plan->why = why;
   plan->decodable = false;
 }
 
 }  // namespace
 
-void ShimCore::PlanKernelNode(CUgraphNode node, GraphPlan* plan) {
-  if (driver_->cuGraphKernelNodeGetParams_v2 == nullptr) {
-    MarkOpaque(plan, "the driver lacks cuGraphKernelNodeGetParams_v2");
-    return;
-  }
-  CUDA_KERNEL_NODE_PARAMS_v2 p;
-  std::memset(&p, 0, sizeof(p));
-  if (driver_->cuGraphKernelNodeGetParams_v2(node, &p) != CUDA_SUCCESS) {
-    MarkOpaque(plan, "kernel node parameters unavailable");
-    return;
-  }
-  auto keep = [&](const char* at) MEMSHIM_REQUIRES(mu_) {
-    uint64_t word;
-    memcpy(&word, at, sizeof(word));
+void ShimCore::PlanKernelNode(const GraphKernelNode& kernel, GraphPlan* plan) {
+  auto keep = [&](uint64_t word) MEMSHIM_REQUIRES(mu_) {
     if (table_.Contains(word)) plan->words.push_back(word);
   };
-  if (p.kernelParams != nullptr) {
-    CUfunction f = p.func != nullptr ? p.func : reinterpret_cast<CUfunction>(p.kern);
-    if (f == nullptr || !layouts_.Of(f).known) {
-      MarkOpaque(plan, "a kernel without parameter information");
-      return;
-    }
-    if (HidesAnAddress(layouts_.Of(f), p.kernelParams)) {  // Note [hidden reach]
-      MarkOpaque(plan, "a kernel whose structure parameter may hide an address");
-      return;
-    }
-    for (const ArgWord& w : layouts_.Of(f).words) {
-      const char* at = static_cast<const char*>(p.kernelParams[w.param]);
-      if (at != nullptr) keep(at + w.offset);
-    }
+  if (kernel.params == nullptr) {  // an `extra` buffer, or no arguments
+    for (uint64_t word : kernel.extra_words) keep(word);
     return;
   }
-  if (p.extra == nullptr) return;  // no arguments
-  const char* buffer = nullptr;
-  size_t bytes = 0;
-  for (void** e = p.extra; *e != CU_LAUNCH_PARAM_END; e += 2) {
-    if (e[0] == CU_LAUNCH_PARAM_BUFFER_POINTER) {
-      buffer = static_cast<const char*>(e[1]);
-    } else if (e[0] == CU_LAUNCH_PARAM_BUFFER_SIZE && e[1] != nullptr) {
-      bytes = *static_cast<const size_t*>(e[1]);
-    } else {
-      MarkOpaque(plan, "an unknown kernel `extra` option");
-      return;
-    }
+  const ParamLayout& layout = layouts_.Of(kernel.function);
+  if (!layout.known) return MarkPlanOpaque(plan, "a kernel without parameter information");
+  if (HidesAnAddress(layout, kernel.params)) {  // Note [hidden reach]
+    return MarkPlanOpaque(plan, "a kernel whose structure parameter may hide an address");
   }
-  if (buffer != nullptr) plan->extra_buffer = true;  // Note [hidden reach]
-  for (size_t off = 0; buffer != nullptr && off + sizeof(uint64_t) <= bytes; off += 8) {
-    keep(buffer + off);
-  }
-}
-
-void ShimCore::PlanGraph(CUgraph graph, int depth, GraphPlan* plan) {
-  auto fail = [plan](const char* why) { MarkOpaque(plan, why); };
-  if (depth > kMaxGraphDepth) return fail("child graphs nested too deeply");
-  if (driver_->cuGraphGetNodes == nullptr || driver_->cuGraphNodeGetType == nullptr) {
-    return fail("the driver lacks graph queries");
-  }
-  size_t n = 0;
-  if (driver_->cuGraphGetNodes(graph, nullptr, &n) != CUDA_SUCCESS) {
-    return fail("cuGraphGetNodes failed");
-  }
-  std::vector<CUgraphNode> nodes(n);
-  if (n > 0 && driver_->cuGraphGetNodes(graph, nodes.data(), &n) != CUDA_SUCCESS) {
-    return fail("cuGraphGetNodes failed");
-  }
-  nodes.resize(std::min(n, nodes.size()));
-  for (CUgraphNode node : nodes) {
-    if (!plan->decodable) return;
-    ++plan->nodes;
-    CUgraphNodeType type;
-    if (driver_->cuGraphNodeGetType(node, &type) != CUDA_SUCCESS) {
-      return fail("cuGraphNodeGetType failed");
-    }
-    switch (type) {
-      case CU_GRAPH_NODE_TYPE_KERNEL:
-        PlanKernelNode(node, plan);
-        break;
-      case CU_GRAPH_NODE_TYPE_MEMCPY: {
-        CUDA_MEMCPY3D c;
-        std::memset(&c, 0, sizeof(c));
-        if (driver_->cuGraphMemcpyNodeGetParams == nullptr ||
-            driver_->cuGraphMemcpyNodeGetParams(node, &c) != CUDA_SUCCESS) {
-          return fail("memcpy node parameters unavailable");
-        }
-        const size_t depth3 = c.Depth == 0 ? 1 : c.Depth;
-        for (const MemRange& r :
-             {CopySide(c.srcMemoryType, c.srcDevice, c.srcXInBytes, c.srcY, c.srcZ, c.srcPitch,
-                       c.srcHeight, c.WidthInBytes, c.Height, depth3),
-              CopySide(c.dstMemoryType, c.dstDevice, c.dstXInBytes, c.dstY, c.dstZ, c.dstPitch,
-                       c.dstHeight, c.WidthInBytes, c.Height, depth3)}) {
-          if (r.bytes != 0 && table_.Contains(r.ptr)) plan->ranges.push_back(r);
-        }
-        break;
-      }
-      case CU_GRAPH_NODE_TYPE_MEMSET: {
-        CUDA_MEMSET_NODE_PARAMS m;
-        std::memset(&m, 0, sizeof(m));
-        if (driver_->cuGraphMemsetNodeGetParams == nullptr ||
-            driver_->cuGraphMemsetNodeGetParams(node, &m) != CUDA_SUCCESS) {
-          return fail("memset node parameters unavailable");
-        }
-        if (m.width != 0 && m.height != 0 && table_.Contains(m.dst)) {
-          const uint64_t row = static_cast<uint64_t>(m.width) * m.elementSize;
-          plan->ranges.push_back({m.dst, (m.height - 1) * m.pitch + row});
-        }
-        break;
-      }
-      case CU_GRAPH_NODE_TYPE_GRAPH: {
-        CUgraph child = nullptr;
-        if (driver_->cuGraphChildGraphNodeGetGraph == nullptr ||
-            driver_->cuGraphChildGraphNodeGetGraph(node, &child) != CUDA_SUCCESS) {
-          return fail("child graph unavailable");
-        }
-        PlanGraph(child, depth + 1, plan);
-        break;
-      }
-      case CU_GRAPH_NODE_TYPE_HOST:
-      case CU_GRAPH_NODE_TYPE_EMPTY:
-      case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
-      case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
-      case CU_GRAPH_NODE_TYPE_EXT_SEMAS_SIGNAL:
-      case CU_GRAPH_NODE_TYPE_EXT_SEMAS_WAIT:
-      case CU_GRAPH_NODE_TYPE_MEM_ALLOC:  // the driver's graph memory, not the shim's
-      case CU_GRAPH_NODE_TYPE_MEM_FREE:
-        break;
-      default:  // batch memory operations, conditional nodes, newer types
-        return fail("a node type the shim cannot decode");
-    }
+  for (const ArgWord& w : layout.words) {
+    const char* at = static_cast<const char*>(kernel.params[w.param]);
+    if (at == nullptr) continue;
+    uint64_t word;
+    std::memcpy(&word, at + w.offset, sizeof(word));
+    keep(word);
   }
 }
 
 void ShimCore::OnGraphInstantiate(CUgraphExec exec, CUgraph graph) {
+  GraphWalk walk;
+  WalkGraph(*driver_, graph, &walk);  // Note [graph planning outside the lock]
   MutexLock lock(&mu_);
   GraphPlan plan;
-  PlanGraph(graph, 0, &plan);
+  plan.nodes = walk.nodes;
+  plan.extra_buffer = walk.extra_buffer;
+  if (!walk.decodable) MarkPlanOpaque(&plan, walk.why);
+  for (size_t i = 0; i < walk.kernels.size() && plan.decodable; ++i) {
+    PlanKernelNode(walk.kernels[i], &plan);
+  }
+  for (const MemRange& r : walk.ranges) {
+    if (table_.Contains(r.ptr)) plan.ranges.push_back(r);
+  }
   std::sort(plan.words.begin(), plan.words.end());
   plan.words.erase(std::unique(plan.words.begin(), plan.words.end()), plan.words.end());
   if (plan.decodable) {

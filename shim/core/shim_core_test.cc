@@ -2,9 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
+#include <functional>
+#include <future>
 #include <random>
 #include <thread>
+#include <utility>
 
 #include "shim/core/shim_core_test_fixture.h"
 #include "shim/testing/fake_driver.h"
@@ -390,6 +394,50 @@ TEST_F(ShimCoreTest, ChildGraphsAreWalked) {
   EXPECT_EQ(core_->TEST_ResidenceOf(a), Residence::kDevice);
   EXPECT_EQ(core_->TEST_ResidenceOf(b), Residence::kDevice);
   EXPECT_EQ(core_->stats().opaque_launches, 0u);
+}
+
+// Note [graph planning outside the lock]: while a graph is walked, other
+// threads' calls into the core are served. The walk's first node-type query
+// starts an allocation on another thread and waits (up to 20 s) for it to
+// return.
+std::function<void()> during_node_type_query;
+CUresult (*forwarded_node_type_query)(CUgraphNode, CUgraphNodeType*) = nullptr;
+
+CUresult NodeTypeQueryWithHook(CUgraphNode node, CUgraphNodeType* type) {
+  // Runs once: taken out before it runs.
+  if (std::function<void()> hook = std::exchange(during_node_type_query, nullptr)) hook();
+  return forwarded_node_type_query(node, type);
+}
+
+TEST_F(ShimCoreTest, GraphPlanningLetsOtherThreadsUseTheCore) {
+  static Driver hooked;  // outlives the core, which the fixture destroys last
+  hooked = fake_.driver();
+  forwarded_node_type_query = hooked.cuGraphNodeGetType;
+  hooked.cuGraphNodeGetType = &NodeTypeQueryWithHook;
+  Make(&hooked, 8 * kMiB, 64 * kMiB);
+  CUdeviceptr a;
+  ASSERT_EQ(core_->Alloc(&a, 2 * kMiB), CUDA_SUCCESS);
+  CUgraph graph = fake_.MakeGraph();
+  fake_.AddKernelNode(graph, Function(1), {a});
+  bool served_during_walk = false;
+  CUdeviceptr b = 0;
+  std::promise<CUresult> done;
+  std::future<CUresult> result = done.get_future();
+  std::thread other;  // joined once the walk is over (it waits for the lock if the walk held it)
+  during_node_type_query = [&] {
+    other = std::thread([&] { done.set_value(core_->Alloc(&b, 2 * kMiB)); });
+    served_during_walk = result.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
+  };
+  const CUgraphExec exec = reinterpret_cast<CUgraphExec>(0x4000);
+  core_->OnGraphInstantiate(exec, graph);
+  during_node_type_query = nullptr;
+  if (other.joinable()) other.join();
+  EXPECT_TRUE(served_during_walk);
+  EXPECT_EQ(result.get(), CUDA_SUCCESS);
+  EXPECT_NE(b, 0u);
+  const ShimCore::GraphPlanInfo info = core_->TEST_GraphPlanOf(exec);
+  EXPECT_TRUE(info.decodable);
+  EXPECT_EQ(info.words, 1u);
 }
 
 TEST_F(ShimCoreTest, AllocationBeyondVirtualCapacityFailsCleanly) {
