@@ -6,7 +6,9 @@
 //   memvirt-bench nvme [...]                 NVMe tier benchmark, if built
 //
 // Counters:
-//   BM_Launch/N/P     (P: 0 = MEMSHIM_POLICY=lru, 1 = lifetime) passthrough_ns:
+//   BM_Launch/N/P/C   (P: 0 = MEMSHIM_POLICY=lru, 1 = lifetime; C: a loop of
+//                     1 launch repeated, or of 16 distinct launches, see
+//                     LaunchCycle) passthrough_ns:
 //                     cuLaunchKernel on the driver alone; added_ns: the shim's
 //                     work before it (argument scan of N pointers, residency
 //                     check, sequence/event bookkeeping), with caches as the
@@ -17,7 +19,7 @@
 //                     median instead of the mean (no batched event in it);
 //                     events_per_1k: batched events per 1000 launches (Note
 //                     [event pacing] in shim/core/stream_tracker.h).
-//   BM_ShimLaunchWork/N/P  the shim's work alone, back to back (CPU time
+//   BM_ShimLaunchWork/N/P/C  the shim's work alone, back to back (CPU time
 //                     column = added ns per intercepted launch, warm caches);
 //                     BM_DriverLaunch/N: the driver's launch alone.
 //   BM_AllocFree/B    shim_ns: alloc+free pair from the shim's warm pool;
@@ -149,6 +151,35 @@ double EventsPer1k(shim::ShimCore& core, uint64_t before, uint64_t launches) {
          static_cast<double>(launches);
 }
 
+// The argument lists of a launch loop with `period` distinct steps: step i
+// passes `nargs` pointers, the first into a 2 MiB block of its own (so that
+// the chunk sets, and what the policy sees, differ from step to step), the
+// rest into 4 KiB blocks all steps share. With period 1 every launch is the
+// same one (a loop the lifetime policy never takes for an iteration: Note
+// [iteration detection] in policy/src/lifetime_policy.cc); with a longer
+// period it learns the cycle and follows it, as in a training loop's steady
+// state.
+struct LaunchCycle {
+  LaunchCycle(shim::ShimCore& core, int nargs, int period) : ptrs(period), params(period) {
+    std::vector<CUdeviceptr> shared(nargs - 1);
+    for (auto& p : shared) core.Alloc(&p, 4096);
+    for (int i = 0; i < period; ++i) {
+      ptrs[i].resize(nargs);
+      core.Alloc(&ptrs[i][0], 2ull << 20);
+      std::copy(shared.begin(), shared.end(), ptrs[i].begin() + 1);
+      for (auto& p : ptrs[i]) params[i].push_back(&p);
+    }
+  }
+  void** Next() {
+    void** p = params[next].data();
+    next = next + 1 == params.size() ? 0 : next + 1;
+    return p;
+  }
+  std::vector<std::vector<CUdeviceptr>> ptrs;
+  std::vector<std::vector<void*>> params;
+  size_t next = 0;
+};
+
 void BM_Launch(benchmark::State& state) {
   Env& env = GetEnv();
   if (!env.ok) return state.SkipWithError("no driver or bench kernels");
@@ -158,10 +189,7 @@ void BM_Launch(benchmark::State& state) {
   state.SetLabel(policy);
   auto core = MakeCore(env, 256ull << 20, 256ull << 20, policy);
   if (!core) return state.SkipWithError("core creation failed");
-  std::vector<CUdeviceptr> ptrs(nargs);
-  for (auto& p : ptrs) core->Alloc(&p, 4096);
-  std::vector<void*> params;
-  for (auto& p : ptrs) params.push_back(&p);
+  LaunchCycle cycle(*core, nargs, static_cast<int>(state.range(2)));
   // Per-iteration samples (ns): the counters are robust statistics of them.
   std::vector<float> clock, added, pass;
   const uint64_t events_before = core->stats().events_recorded;
@@ -170,11 +198,12 @@ void BM_Launch(benchmark::State& state) {
     auto c0 = Clock::now();
     auto c1 = Clock::now();
     auto t0 = Clock::now();
+    void** params = cycle.Next();
     shim::ShimCore::Ticket ticket;
-    core->BeforeLaunch(f, params.data(), nullptr, env.stream, false, &ticket);
+    core->BeforeLaunch(f, params, nullptr, env.stream, false, &ticket);
     ticket.Close();
     auto t1 = Clock::now();
-    cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, env.stream, params.data(), nullptr);
+    cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, env.stream, params, nullptr);
     auto t2 = Clock::now();
     clock.push_back(std::chrono::duration<float, std::nano>(c1 - c0).count());
     added.push_back(std::chrono::duration<float, std::nano>(t1 - t0).count());
@@ -194,7 +223,7 @@ void BM_Launch(benchmark::State& state) {
   state.counters["passthrough_ns"] = MeanBelow(pass, kPreemptedNs) - clock_ns;
   state.counters["events_per_1k"] = EventsPer1k(*core, events_before, n);
 }
-BENCHMARK(BM_Launch)->ArgsProduct({{8, 64}, {0, 1}});
+BENCHMARK(BM_Launch)->ArgsProduct({{8, 64}, {0, 1}, {1, 16}});
 
 // The shim's work per intercepted launch alone (no driver call): its CPU time
 // per iteration is the added cost, robust against preemption on a loaded
@@ -208,19 +237,16 @@ void BM_ShimLaunchWork(benchmark::State& state) {
   state.SetLabel(policy);
   auto core = MakeCore(env, 256ull << 20, 256ull << 20, policy);
   if (!core) return state.SkipWithError("core creation failed");
-  std::vector<CUdeviceptr> ptrs(nargs);
-  for (auto& p : ptrs) core->Alloc(&p, 4096);
-  std::vector<void*> params;
-  for (auto& p : ptrs) params.push_back(&p);
+  LaunchCycle cycle(*core, nargs, static_cast<int>(state.range(2)));
   const uint64_t events_before = core->stats().events_recorded;
   for (auto _ : state) {
     shim::ShimCore::Ticket ticket;
-    core->BeforeLaunch(f, params.data(), nullptr, env.stream, false, &ticket);
+    core->BeforeLaunch(f, cycle.Next(), nullptr, env.stream, false, &ticket);
   }
   state.counters["events_per_1k"] = EventsPer1k(*core, events_before, state.iterations());
   core->Synchronize();
 }
-BENCHMARK(BM_ShimLaunchWork)->ArgsProduct({{8, 64}, {0, 1}});
+BENCHMARK(BM_ShimLaunchWork)->ArgsProduct({{8, 64}, {0, 1}, {1, 16}});
 
 // cuLaunchKernel on the driver alone, for the same kernels.
 void BM_DriverLaunch(benchmark::State& state) {

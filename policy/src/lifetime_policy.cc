@@ -36,7 +36,9 @@
 //   same order; e.g. back-to-back kernels over the same tensors), with no
 //   alloc, free or residency event in between, leaves the shadow LRU as it
 //   is (its blocks are already the most recent, in that order) and has the
-//   previous step's signature: both are reused instead of recomputed.
+//   previous step's signature: both are reused instead of recomputed. While
+//   learning, such a step is recorded with a copy of the previous step's
+//   merged accesses and signature (no sort, no hashing of the accesses).
 
 #include <algorithm>
 #include <cstdint>
@@ -55,9 +57,8 @@ using internal::Schedule;
 // Sorted by block, duplicates merged, in one allocation.
 std::vector<BlockAccess> Merged(std::span<const BlockAccess> accesses) {
   std::vector<BlockAccess> v(accesses.begin(), accesses.end());
-  std::sort(v.begin(), v.end(), [](const BlockAccess &a, const BlockAccess &b) {
-    return a.block < b.block;
-  });
+  std::sort(v.begin(), v.end(),
+            [](const BlockAccess& a, const BlockAccess& b) { return a.block < b.block; });
   size_t kept = 0;
   for (size_t i = 0; i < v.size(); ++i) {
     if (kept > 0 && v[kept - 1].block == v[i].block) {
@@ -71,50 +72,43 @@ std::vector<BlockAccess> Merged(std::span<const BlockAccess> accesses) {
 }
 
 class LifetimePolicy final : public Policy {
-public:
-  explicit LifetimePolicy(const LifetimeOptions &options)
+ public:
+  explicit LifetimePolicy(const LifetimeOptions& options)
       : options_(options), lru_(MakeLruPolicy()) {}
 
   std::string_view name() const override { return "lifetime"; }
 
-  void OnAlloc(BlockId block, const BlockInfo &info) override {
+  void OnAlloc(BlockId block, const BlockInfo& info) override {
     ++lru_epoch_;
     lru_->OnAlloc(block, info);
     blocks_[block] = Known{info.bytes, false};
     sizes_[block] = info.bytes;
-    if (planner_)
-      planner_->Alloc(block, info.bytes);
+    if (planner_) planner_->Alloc(block, info.bytes);
   }
   void OnFree(BlockId block) override {
     ++lru_epoch_;
     lru_->OnFree(block);
     blocks_.erase(block);
-    if (planner_)
-      planner_->Free(block);
+    if (planner_) planner_->Free(block);
   }
   void OnResident(BlockId block) override {
     ++lru_epoch_;
     lru_->OnResident(block);
     auto it = blocks_.find(block);
-    if (it != blocks_.end())
-      it->second.resident = true;
-    if (planner_)
-      planner_->Resident(block);
+    if (it != blocks_.end()) it->second.resident = true;
+    if (planner_) planner_->Resident(block);
   }
   void OnEvicted(BlockId block) override {
     ++lru_epoch_;
     lru_->OnEvicted(block);
     auto it = blocks_.find(block);
-    if (it != blocks_.end())
-      it->second.resident = false;
-    if (planner_)
-      planner_->Evicted(block);
+    if (it != blocks_.end()) it->second.resident = false;
+    if (planner_) planner_->Evicted(block);
   }
   void OnBudgetChange(uint64_t device_bytes) override {
     budget_ = device_bytes;
     lru_->OnBudgetChange(device_bytes);
-    if (planner_)
-      planner_->SetBudget(device_bytes);
+    if (planner_) planner_->SetBudget(device_bytes);
   }
   void OnStepDuration(Step step, double duration_us) override {
     for (auto it = recording_.rbegin(); it != recording_.rend(); ++it) {
@@ -122,18 +116,20 @@ public:
         it->duration_us = duration_us;
         return;
       }
-      if (it->step < step)
-        return;
+      if (it->step < step) return;
     }
   }
 
   void OnAccess(Step step, std::span<const BlockAccess> accesses) override {
-    if (!RepeatsLastStep(accesses)) { // Note [repeated step]
+    const bool repeat = RepeatsLastStep(accesses);
+    if (!repeat) {  // Note [repeated step]
       lru_->OnAccess(step, accesses);
       last_accesses_.assign(accesses.begin(), accesses.end());
       last_signature_ = internal::AccessSignature(accesses);
     }
     last_epoch_ = lru_epoch_;
+    repeats_recorded_ = repeat && last_recorded_;
+    last_recorded_ = false;
     // The common case, kept small (Note [following without a recording]).
     if (planner_ != nullptr && !marks_seen_ && recording_.empty() &&
         FollowExpected(last_signature_)) {
@@ -144,32 +140,32 @@ public:
 
   // The rest of OnAccess(): re-synchronization, learning and recording. Out
   // of line so that the common case above stays a small function.
-  [[gnu::noinline]] void OnAccessSlow(Step step,
-                                      std::span<const BlockAccess> accesses) {
+  [[gnu::noinline]] void OnAccessSlow(Step step, std::span<const BlockAccess> accesses) {
     if (planner_ != nullptr && !marks_seen_ && !on_trial_) {
       // Note [following without a recording]
-      if (!recording_.empty())
-        ResetRecording();
-      if (FollowExpected(last_signature_))
-        return;
+      if (!recording_.empty()) ResetRecording();
+      if (FollowExpected(last_signature_)) return;
       std::vector<BlockAccess> merged = Merged(accesses);
       const uint64_t sig = internal::AccessSignature(merged);
       Follow(sig);
-      if (planner_ != nullptr)
-        return;
+      if (planner_ != nullptr) return;
       // Learning restarted: this step opens the new recording.
       Record(step, std::move(merged), sig);
       return;
     }
-    std::vector<BlockAccess> merged = Merged(accesses);
-    const uint64_t sig = internal::AccessSignature(merged);
+    // Note [repeated step]: the previous step's merged form and signature
+    // are the last recorded ones.
+    std::vector<BlockAccess> merged =
+        repeats_recorded_ ? recording_.back().accesses : Merged(accesses);
+    const uint64_t sig =
+        repeats_recorded_ ? recorded_signatures_.back() : internal::AccessSignature(merged);
     if (planner_ != nullptr && on_trial_) {
       // A schedule on trial is followed while the recording goes on; the
       // first mismatch rejects it (see Note [iteration detection]).
       if (FollowExpected(sig)) {
         if (++trial_followed_ >= trial_length_ ||
             recording_.size() + 1 >= options_.max_iteration_steps) {
-          on_trial_ = false; // passed: from now on, no recording
+          on_trial_ = false;  // passed: from now on, no recording
           ResetRecording();
           return;
         }
@@ -183,11 +179,9 @@ public:
     } else if (!marks_seen_ && options_.detect_iterations) {
       Detect(sig);
     }
-    if (recording_.size() >= options_.max_iteration_steps)
-      ResetRecording();
+    if (recording_.size() >= options_.max_iteration_steps) ResetRecording();
     Record(step, std::move(merged), sig);
-    if (adopt_period_ > 0)
-      Adopt();
+    if (adopt_period_ > 0) Adopt();
   }
 
   void OnIterationMark() override {
@@ -210,8 +204,7 @@ public:
       // Next expected step: position 0 of the next iteration.
       const int64_t n = static_cast<int64_t>(schedule_->size());
       position_ = ((position_ + 1 + n - 1) / n) * n - 1;
-      if (position_ < n - 1)
-        position_ = n - 1;
+      if (position_ < n - 1) position_ = n - 1;
       planner_->Realign(position_);
       in_sync_ = true;
       out_of_sync_steps_ = 0;
@@ -219,24 +212,20 @@ public:
   }
 
   std::optional<BlockId> PickVictim(EvictablePredicate can_evict) override {
-    if (Planning())
-      return planner_->PickVictim(can_evict);
+    if (Planning()) return planner_->PickVictim(can_evict);
     return lru_->PickVictim(can_evict);
   }
   std::optional<BlockId> PickVictimForPrefetch(EvictablePredicate can_evict,
                                                BlockId incoming) override {
-    if (Planning())
-      return planner_->PickVictimForPrefetch(can_evict, incoming);
+    if (Planning()) return planner_->PickVictimForPrefetch(can_evict, incoming);
     return std::nullopt;
   }
-  std::vector<PrefetchRequest>
-  PrefetchCandidates(uint64_t byte_limit) override {
+  std::vector<PrefetchRequest> PrefetchCandidates(uint64_t byte_limit) override {
     std::vector<PrefetchRequest> out;
     PrefetchCandidatesInto(byte_limit, out);
     return out;
   }
-  void PrefetchCandidatesInto(uint64_t byte_limit,
-                              std::vector<PrefetchRequest> &out) override {
+  void PrefetchCandidatesInto(uint64_t byte_limit, std::vector<PrefetchRequest>& out) override {
     if (Planning()) {
       planner_->Prefetch(byte_limit, out);
     } else {
@@ -245,23 +234,19 @@ public:
   }
   std::vector<BlockId> EvictAheadCandidates(EvictablePredicate can_evict,
                                             uint64_t free_bytes) override {
-    if (Planning())
-      return planner_->EvictAhead(can_evict, free_bytes);
+    if (Planning()) return planner_->EvictAhead(can_evict, free_bytes);
     return {};
   }
-  bool IsDead(BlockId block) const override {
-    return Planning() && planner_->IsDead(block);
-  }
+  bool IsDead(BlockId block) const override { return Planning() && planner_->IsDead(block); }
   bool NextAccessOverwrites(BlockId block) const override {
     return Planning() && planner_->NextAccessOverwrites(block);
   }
   std::optional<uint64_t> NextUseDistance(BlockId block) const override {
-    if (Planning())
-      return planner_->NextUseDistance(block);
+    if (Planning()) return planner_->NextUseDistance(block);
     return std::nullopt;
   }
 
-private:
+ private:
   struct Known {
     uint64_t bytes = 0;
     bool resident = false;
@@ -272,8 +257,7 @@ private:
   // True if `accesses` equal the previous step's and no event changed the
   // shadow LRU since (Note [repeated step]).
   bool RepeatsLastStep(std::span<const BlockAccess> accesses) const {
-    if (last_epoch_ != lru_epoch_ || accesses.size() != last_accesses_.size())
-      return false;
+    if (last_epoch_ != lru_epoch_ || accesses.size() != last_accesses_.size()) return false;
     for (size_t i = 0; i < accesses.size(); ++i) {
       if (accesses[i].block != last_accesses_[i].block ||
           accesses[i].mode != last_accesses_[i].mode) {
@@ -317,7 +301,7 @@ private:
   static constexpr uint64_t kConfirmSteps = 4;
 
   void Detect(uint64_t sig) {
-    const uint64_t index = recording_.size(); // index this step will get
+    const uint64_t index = recording_.size();  // index this step will get
     if (candidate_period_ > 0) {
       if (sig == recorded_signatures_[index - candidate_period_]) {
         if (++candidate_matched_ >= std::min(kConfirmSteps, candidate_period_))
@@ -327,14 +311,11 @@ private:
       candidate_period_ = 0;
     }
     auto it = last_index_.find(sig);
-    if (it == last_index_.end())
-      return;
+    if (it == last_index_.end()) return;
     const uint64_t period = index - it->second;
-    if (period < 2)
-      return;
-    for (const Rejected &r : rejected_) {
-      if (r.period == period && index - period < r.at)
-        return;
+    if (period < 2) return;
+    for (const Rejected& r : rejected_) {
+      if (r.period == period && index - period < r.at) return;
     }
     candidate_period_ = period;
     candidate_start_ = index;
@@ -346,10 +327,12 @@ private:
     last_index_[sig] = recording_.size();
     recording_.push_back(StepAccesses{step, std::move(merged), 0});
     recorded_signatures_.push_back(sig);
+    last_recorded_ = true;
   }
 
   // Empties the recording and what detection inferred from it.
   void ResetRecording() {
+    last_recorded_ = false;
     recording_.clear();
     recorded_signatures_.clear();
     last_index_.clear();
@@ -393,31 +376,27 @@ private:
   // REQUIRES: schedule_ non-null, position >= 0.
   int64_t PhaseOf(int64_t position) {
     const int64_t n = static_cast<int64_t>(schedule_->size());
-    const int64_t p = position == phase_position_ + 1
-                          ? (phase_ + 1 == n ? 0 : phase_ + 1)
-                          : position % n;
+    const int64_t p =
+        position == phase_position_ + 1 ? (phase_ + 1 == n ? 0 : phase_ + 1) : position % n;
     phase_position_ = position;
     phase_ = p;
     return p;
   }
 
   void Learn(std::vector<StepAccesses> steps) {
-    phase_position_ = INT64_MIN; // a new schedule size
+    phase_position_ = INT64_MIN;  // a new schedule size
     schedule_ = std::make_shared<Schedule>(std::move(steps));
     planner_ = std::make_unique<Planner>(schedule_, /*cyclic=*/true, options_);
     planner_->SetBudget(budget_);
     // Deterministic registration order (the map's order is not).
     std::vector<BlockId> ids;
     ids.reserve(blocks_.size());
-    for (const auto &[id, k] : blocks_)
-      ids.push_back(id);
+    for (const auto& [id, k] : blocks_) ids.push_back(id);
     std::sort(ids.begin(), ids.end());
-    for (const auto &[id, bytes] : sizes_)
-      planner_->RememberSize(id, bytes);
+    for (const auto& [id, bytes] : sizes_) planner_->RememberSize(id, bytes);
     for (BlockId id : ids) {
       planner_->Alloc(id, blocks_[id].bytes);
-      if (blocks_[id].resident)
-        planner_->Resident(id);
+      if (blocks_[id].resident) planner_->Resident(id);
     }
   }
 
@@ -425,8 +404,7 @@ private:
   // scheduled there. REQUIRES: planner_ non-null.
   bool FollowExpected(uint64_t sig) {
     const int64_t expected = position_ + 1;
-    if (schedule_->signature(PhaseOf(expected)) != sig)
-      return false;
+    if (schedule_->signature(PhaseOf(expected)) != sig) return false;
     position_ = expected;
     planner_->Advance(position_);
     in_sync_ = true;
@@ -435,20 +413,16 @@ private:
   }
 
   void Follow(uint64_t sig) {
-    if (FollowExpected(sig))
-      return;
+    if (FollowExpected(sig)) return;
     const int64_t n = static_cast<int64_t>(schedule_->size());
     const int64_t expected = position_ + 1;
     const int64_t p = expected % n;
     mismatch_ = true;
-    const std::vector<uint64_t> *candidates =
-        schedule_->PositionsWithSignature(sig);
+    const std::vector<uint64_t>* candidates = schedule_->PositionsWithSignature(sig);
     if (candidates != nullptr && !candidates->empty()) {
       // The nearest matching position at or after the expected one.
-      auto it = std::lower_bound(candidates->begin(), candidates->end(),
-                                 static_cast<uint64_t>(p));
-      const int64_t q = static_cast<int64_t>(
-          it != candidates->end() ? *it : candidates->front());
+      auto it = std::lower_bound(candidates->begin(), candidates->end(), static_cast<uint64_t>(p));
+      const int64_t q = static_cast<int64_t>(it != candidates->end() ? *it : candidates->front());
       position_ = expected - p + q + (q < p ? n : 0);
       planner_->Realign(position_);
       in_sync_ = true;
@@ -469,7 +443,7 @@ private:
   LifetimeOptions options_;
   std::unique_ptr<Policy> lru_;
   absl::flat_hash_map<BlockId, Known> blocks_;
-  absl::flat_hash_map<BlockId, uint64_t> sizes_; // every block ever allocated
+  absl::flat_hash_map<BlockId, uint64_t> sizes_;  // every block ever allocated
   uint64_t budget_ = 0;
 
   std::vector<StepAccesses> recording_;
@@ -485,9 +459,9 @@ private:
   uint64_t adopt_period_ = 0;
   struct Rejected {
     uint64_t period;
-    uint64_t at; // recording index of the step that rejected it
+    uint64_t at;  // recording index of the step that rejected it
   };
-  std::vector<Rejected> rejected_; // few: one per rejection
+  std::vector<Rejected> rejected_;  // few: one per rejection
   // A detected schedule on trial: steps followed so far, steps to pass.
   bool on_trial_ = false;
   uint64_t trial_followed_ = 0;
@@ -502,18 +476,22 @@ private:
   // as given), and the event count when it was seen.
   std::vector<BlockAccess> last_accesses_;
   uint64_t last_signature_ = 0;
-  uint64_t lru_epoch_ = 1; // counts alloc, free and residency events
+  // The previous step is recording_.back() (set by Record, cleared by each
+  // OnAccess and by ResetRecording), and the current step repeats it.
+  bool last_recorded_ = false;
+  bool repeats_recorded_ = false;
+  uint64_t lru_epoch_ = 1;  // counts alloc, free and residency events
   uint64_t last_epoch_ = 0;
-  int64_t phase_position_ = INT64_MIN; // PhaseOf()'s memo
+  int64_t phase_position_ = INT64_MIN;  // PhaseOf()'s memo
   int64_t phase_ = 0;
   bool in_sync_ = false;
   int64_t out_of_sync_steps_ = 0;
 };
 
-} // namespace
+}  // namespace
 
-std::unique_ptr<Policy> MakeLifetimePolicy(const LifetimeOptions &options) {
+std::unique_ptr<Policy> MakeLifetimePolicy(const LifetimeOptions& options) {
   return std::make_unique<LifetimePolicy>(options);
 }
 
-} // namespace memvirt::policy
+}  // namespace memvirt::policy

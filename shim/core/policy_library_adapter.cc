@@ -139,8 +139,9 @@ class PolicyLibraryAdapter : public ResidencyPolicy {
 
   std::unique_ptr<policy::Policy> policy_;
   std::string name_;
-  std::vector<bool> live_;
-  std::vector<bool> resident_;                 // as last reported to the policy (live chunks only)
+  // Bytes rather than bits: read on every access of the launch path.
+  std::vector<uint8_t> live_;
+  std::vector<uint8_t> resident_;              // as last reported to the policy (live chunks only)
   uint32_t non_resident_ = 0;                  // live chunks with resident_ false
   std::vector<policy::BlockAccess> accesses_;  // of the deferred steps, in order
   std::vector<DeferredStep> steps_;

@@ -562,7 +562,19 @@ class ShimCore {
   // of known blocks (their chunks are hidden_target); kUnknown: an address may
   // be hidden in its arguments (an `extra` buffer, a structure).
   enum class Reach { kNamed, kAddresses, kUnknown };
+  // Inline for the common case, where nothing can be hidden: no chunk holds
+  // addresses, none were written outside the reservation, no
+  // MEMSHIM_HIDDEN_REACH=all, no `extra` buffer and no parameter wider than
+  // a word.
   Reach HiddenReach(const ParamLayout* layout, void** params, bool extra_buffer)
+      MEMSHIM_REQUIRES(mu_) {
+    if (!extra_buffer && !hidden_reach_all_ && !external_addresses_ && address_chunks_ == 0 &&
+        (layout == nullptr || !layout->aggregates)) {
+      return Reach::kNamed;
+    }
+    return HiddenReachSlow(layout, params, extra_buffer);
+  }
+  Reach HiddenReachSlow(const ParamLayout* layout, void** params, bool extra_buffer)
       MEMSHIM_REQUIRES(mu_);
   // kAddresses if a touched_ chunk holds addresses or a module variable may;
   // with hidden_reach_all_, always at least kAddresses, after marking the

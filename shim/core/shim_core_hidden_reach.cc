@@ -237,7 +237,8 @@ ShimCore::Reach ShimCore::TouchedReach() {
   return Reach::kNamed;
 }
 
-ShimCore::Reach ShimCore::HiddenReach(const ParamLayout* layout, void** params, bool extra_buffer) {
+ShimCore::Reach ShimCore::HiddenReachSlow(const ParamLayout* layout, void** params,
+                                          bool extra_buffer) {
   const Reach touched = TouchedReach();
   if (extra_buffer || (layout != nullptr && HidesAnAddress(*layout, params))) {
     return Reach::kUnknown;
