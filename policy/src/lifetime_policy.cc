@@ -128,19 +128,22 @@ class LifetimePolicy final : public Policy {
       last_signature_ = internal::AccessSignature(accesses);
     }
     last_epoch_ = lru_epoch_;
-    repeats_recorded_ = repeat && last_recorded_;
+    const bool repeats_recorded = repeat && last_recorded_;
     last_recorded_ = false;
     // The common case, kept small (Note [following without a recording]).
     if (planner_ != nullptr && !marks_seen_ && recording_.empty() &&
         FollowExpected(last_signature_)) {
       return;
     }
-    OnAccessSlow(step, accesses);
+    OnAccessSlow(step, accesses, repeats_recorded);
   }
 
   // The rest of OnAccess(): re-synchronization, learning and recording. Out
   // of line so that the common case above stays a small function.
-  [[gnu::noinline]] void OnAccessSlow(Step step, std::span<const BlockAccess> accesses) {
+  // `repeats_recorded`: the step repeats the previous one, which is
+  // recording_.back() (Note [repeated step]).
+  [[gnu::noinline]] void OnAccessSlow(Step step, std::span<const BlockAccess> accesses,
+                                      bool repeats_recorded) {
     if (planner_ != nullptr && !marks_seen_ && !on_trial_) {
       // Note [following without a recording]
       if (!recording_.empty()) ResetRecording();
@@ -156,9 +159,9 @@ class LifetimePolicy final : public Policy {
     // Note [repeated step]: the previous step's merged form and signature
     // are the last recorded ones.
     std::vector<BlockAccess> merged =
-        repeats_recorded_ ? recording_.back().accesses : Merged(accesses);
+        repeats_recorded ? recording_.back().accesses : Merged(accesses);
     const uint64_t sig =
-        repeats_recorded_ ? recorded_signatures_.back() : internal::AccessSignature(merged);
+        repeats_recorded ? recorded_signatures_.back() : internal::AccessSignature(merged);
     if (planner_ != nullptr && on_trial_) {
       // A schedule on trial is followed while the recording goes on; the
       // first mismatch rejects it (see Note [iteration detection]).
@@ -477,9 +480,8 @@ class LifetimePolicy final : public Policy {
   std::vector<BlockAccess> last_accesses_;
   uint64_t last_signature_ = 0;
   // The previous step is recording_.back() (set by Record, cleared by each
-  // OnAccess and by ResetRecording), and the current step repeats it.
+  // OnAccess and by ResetRecording).
   bool last_recorded_ = false;
-  bool repeats_recorded_ = false;
   uint64_t lru_epoch_ = 1;  // counts alloc, free and residency events
   uint64_t last_epoch_ = 0;
   int64_t phase_position_ = INT64_MIN;  // PhaseOf()'s memo

@@ -49,12 +49,18 @@ struct GraphWalk {
   // reach] in shim_core_hidden_reach.cc).
   bool extra_buffer = false;
 
-  // Marks the walk unusable, keeping the first reason.
-  void MarkOpaque(const char* reason) {
-    if (decodable) why = reason;
-    decodable = false;
-  }
+  void MarkOpaque(const char* reason);
 };
+
+// Marks `record` (a GraphWalk, or a plan built from one: anything with
+// `decodable` and `why`) unusable, keeping the first reason.
+template <typename Record>
+void MarkOpaque(Record* record, const char* reason) {
+  if (record->decodable) record->why = reason;
+  record->decodable = false;
+}
+
+inline void GraphWalk::MarkOpaque(const char* reason) { shim::MarkOpaque(this, reason); }
 
 // Walks `graph` and its child graphs (up to 16 levels) into `walk`. A node
 // the shim cannot decode (batch memory operations, conditional nodes, unknown

@@ -50,16 +50,6 @@
 #include "shim/core/shim_core.h"
 
 namespace memvirt::shim {
-namespace {
-
-// Marks a plan unusable, keeping the first reason.
-template <typename Plan>
-void MarkPlanOpaque(Plan* plan, const char* why) {
-  if (plan->decodable) plan->why = why;
-  plan->decodable = false;
-}
-
-}  // namespace
 
 void ShimCore::PlanKernelNode(const GraphKernelNode& kernel, GraphPlan* plan) {
   auto keep = [&](uint64_t word) MEMSHIM_REQUIRES(mu_) {
@@ -70,9 +60,9 @@ void ShimCore::PlanKernelNode(const GraphKernelNode& kernel, GraphPlan* plan) {
     return;
   }
   const ParamLayout& layout = layouts_.Of(kernel.function);
-  if (!layout.known) return MarkPlanOpaque(plan, "a kernel without parameter information");
+  if (!layout.known) return MarkOpaque(plan, "a kernel without parameter information");
   if (HidesAnAddress(layout, kernel.params)) {  // Note [hidden reach]
-    return MarkPlanOpaque(plan, "a kernel whose structure parameter may hide an address");
+    return MarkOpaque(plan, "a kernel whose structure parameter may hide an address");
   }
   for (const ArgWord& w : layout.words) {
     const char* at = static_cast<const char*>(kernel.params[w.param]);
@@ -90,7 +80,7 @@ void ShimCore::OnGraphInstantiate(CUgraphExec exec, CUgraph graph) {
   GraphPlan plan;
   plan.nodes = walk.nodes;
   plan.extra_buffer = walk.extra_buffer;
-  if (!walk.decodable) MarkPlanOpaque(&plan, walk.why);
+  if (!walk.decodable) MarkOpaque(&plan, walk.why);
   for (size_t i = 0; i < walk.kernels.size() && plan.decodable; ++i) {
     PlanKernelNode(walk.kernels[i], &plan);
   }
