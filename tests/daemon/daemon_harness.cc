@@ -202,7 +202,11 @@ double Field(const google::protobuf::Struct& s, const std::string& name) {
 }
 
 const google::protobuf::Struct& FirstGpu(const google::protobuf::Struct& process) {
-  return process.fields().at("gpus").list_value().values(0).struct_value();
+  auto it = process.fields().find("gpus");
+  if (it == process.fields().end() || it->second.list_value().values_size() == 0) {
+    return google::protobuf::Struct::default_instance();
+  }
+  return it->second.list_value().values(0).struct_value();
 }
 
 HeldAsNobody::HeldAsNobody(const std::function<char()>& body) {

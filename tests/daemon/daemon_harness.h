@@ -103,7 +103,9 @@ const google::protobuf::ListValue& Processes(const google::protobuf::Struct& sta
 // The process entry with `pid`, or nullptr.
 const google::protobuf::Struct* FindProcess(const google::protobuf::Struct& status, pid_t pid);
 double Field(const google::protobuf::Struct& s, const std::string& name);
-// gpus[0] of a process entry.
+// gpus[0] of a process entry, or an empty Struct (every Field() -1) while the
+// process has no GPU entry yet (a status taken between its registration and
+// its first GPU report).
 const google::protobuf::Struct& FirstGpu(const google::protobuf::Struct& process);
 
 // Runs `body` in a forked child as nobody:nogroup (uid and gid 65534). The child reports the
