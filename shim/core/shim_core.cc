@@ -182,6 +182,17 @@ CUresult ShimCore::Create(const Driver* driver, const CoreOptions& options, Cont
     core->policy_ = MakeResidencyPolicy(options.policy, num_chunks);
     core->hidden_reach_all_ = options.hidden_reach_all;
     core->policy_->OnBudgetChange(device_budget);
+    core->page_out_ = std::make_unique<PageOutPipeline>(PageOutPipeline::Parts{
+        .driver = driver,
+        .table = &core->table_,
+        .pool = core->pool_.get(),
+        .tracker = core->tracker_.get(),
+        .copy_index = core->copy_index_,
+        .copy_stream = core->copy_stream_,
+        .policy = core->policy_.get(),
+        .stats = &core->stats_,
+        .host_slots = &core->page_out_slots_,
+    });
     MEMSHIM_LOG(kInfo,
                 "virtual device memory: %llu MiB device budget, %llu MiB host tier, %llu MiB "
                 "spill tier, %llu MiB address space, policy %s",
@@ -224,6 +235,7 @@ ShimCore::~ShimCore() {
         driver_->cuMemHostUnregister(spill_->staging(s));
       }
     }
+    page_out_.reset();  // before what it points to
     tracker_.reset();
     allocator_.reset();  // gives its overflow charge back
     if (overflow_ != nullptr) overflow_->AddSpillReserve(-static_cast<int64_t>(spill_reserve_));
@@ -551,7 +563,7 @@ void ShimCore::TouchChunk(uint32_t chunk) {
   ChunkEntry& e = table_[chunk];
   if (e.stamp == stamp_) return;
   e.stamp = stamp_;
-  if (e.evicting) CancelPageOut(chunk);  // used again before its page-out finished
+  if (e.evicting) page_out_->Cancel(chunk);  // used again before its page-out finished
   touched_.push_back(chunk);
 }
 
@@ -819,108 +831,26 @@ bool ShimCore::ReclaimDead(bool device, bool host) {
 }
 
 uint32_t ShimCore::StartPageOut(const std::vector<uint32_t>& victims, bool may_wait) {
-  uint32_t dropped = 0;
-  const size_t before = inflight_.size();
-  for (uint32_t v : victims) {
-    ChunkEntry& e = table_[v];
-    if (!e.live_data) {  // dead data: reclaimed at once, without a copy
-      if (pool_->UnmapAt(table_.AddressOf(v)) != CUDA_SUCCESS) continue;
-      pool_->ReleaseDevice(e.phys);
-      e.residence = Residence::kUnbacked;
-      if (OwnedKind(e.kind)) ++unbacked_owned_;
-      policy_->OnEvicted(v);
-      ++stats_.drops;
-      ++dropped;
-      continue;
-    }
-    uint32_t slot;
-    if ((may_wait ? AcquireHost(&slot) : pool_->AcquireHost(&slot)) != CUDA_SUCCESS) break;
-    CUresult r = driver_->cuMemcpyDtoDAsync_v2(pool_->mirror(slot), table_.AddressOf(v),
-                                               kChunkBytes, copy_stream_);
-    if (r != CUDA_SUCCESS) {
-      MEMSHIM_LOG(kError, "page-out copy failed (%d); chunk stays on the device", r);
-      pool_->ReleaseHost(slot);
-      break;
-    }
-    e.evicting = true;
-    inflight_.push_back({v, slot, false});
-  }
-  if (inflight_.size() > before) {
-    inflight_seq_ = tracker_->Issue(copy_index_);
-    // An event right behind the page-outs: waiting for them later does not
-    // wait for the page-ins enqueued after them.
-    CUevent ignored;
-    // FinishPageOut() records on demand if this fails.
-    (void)tracker_->Cover(copy_index_, inflight_seq_, &ignored);
-  }
-  return dropped;
-}
-
-void ShimCore::CancelPageOut(uint32_t chunk) {
-  for (InflightMove& m : inflight_) {
-    if (m.chunk == chunk && !m.cancelled) {
-      m.cancelled = true;  // its slot is released once the copy is done
-      ++stats_.cancelled_page_outs;
-    }
-  }
-  table_[chunk].evicting = false;
+  const PageOutPipeline::Started started = page_out_->Start(victims, may_wait);
+  unbacked_owned_ += started.dropped_owned;
+  return started.dropped;
 }
 
 uint32_t ShimCore::FinishPageOut() {
-  if (inflight_.empty()) return 0;
-  ++stats_.host_waits;
-  if (const CUresult r = tracker_->WaitFor(copy_index_, inflight_seq_); r != CUDA_SUCCESS) {
-    // Note [failed transitions]: the host copies may be incomplete; the
-    // device copies stay authoritative.
-    MEMSHIM_LOG(kError, "page-out copies did not complete cleanly (%d); chunks stay on the device",
-                r);
-    for (const InflightMove& m : inflight_) {
-      if (!m.cancelled) table_[m.chunk].evicting = false;
-      pending_host_.push_back({m.slot, inflight_seq_});
-    }
-    inflight_.clear();
-    return 0;
-  }
-  uint32_t done = 0;
-  for (const InflightMove& m : inflight_) {
-    ChunkEntry& e = table_[m.chunk];
-    if (m.cancelled) {  // touched meanwhile: the device copy stays authoritative
-      pool_->ReleaseHost(m.slot);
-      continue;
-    }
-    e.evicting = false;
-    const CUdeviceptr va = table_.AddressOf(m.chunk);
-    CUresult r = pool_->UnmapAt(va);
-    if (r != CUDA_SUCCESS) {  // still mapped on the device
-      MEMSHIM_LOG(kError, "unmapping an evicted chunk failed (%d); it stays on the device", r);
-      pool_->ReleaseHost(m.slot);
-      continue;
-    }
-    if ((r = pool_->MapAt(va, pool_->host_handle(m.slot))) != CUDA_SUCCESS) {
-      if (pool_->MapAt(va, pool_->device_handle(e.phys)) == CUDA_SUCCESS) {
-        MEMSHIM_LOG(kError,
-                    "mapping an evicted chunk's host slot failed (%d); it stays on the "
-                    "device",
-                    r);
-        pool_->ReleaseHost(m.slot);
-        continue;
-      }
-      // Neither mapping could be put back; the host slot holds the bytes
-      // (its copy completed): the chunk moves there, mapped at its next use.
-      MEMSHIM_LOG(kError, "remapping an evicted chunk failed (%d); it is mapped at its next use",
-                  r);
-      e.unmapped = true;
-      ++unmapped_host_;
-    }
-    pool_->ReleaseDevice(e.phys);
-    e.residence = Residence::kHost;
-    e.phys = m.slot;
-    policy_->OnEvicted(m.chunk);
-    ++stats_.evictions;
-    ++done;
-  }
-  inflight_.clear();
-  return done;
+  if (page_out_->empty()) return 0;
+  const PageOutPipeline::Finished finished = page_out_->Finish();
+  unmapped_host_ += finished.unmapped;
+  return finished.moved;
+}
+
+CUresult ShimCore::PageOutHostSlots::AcquireWaiting(uint32_t* slot) {
+  core_->mu_.AssertHeld();  // page_out_ calls it from StartPageOut()
+  return core_->AcquireHost(slot);
+}
+
+void ShimCore::PageOutHostSlots::ReleaseAfter(uint32_t slot, uint64_t copy_seq) {
+  core_->mu_.AssertHeld();  // page_out_ calls it from FinishPageOut()
+  core_->pending_host_.push_back({slot, copy_seq});
 }
 
 uint32_t ShimCore::EvictBatch(const std::vector<uint32_t>& victims) {
@@ -941,7 +871,7 @@ void ShimCore::PickedVictims::Restore(ChunkTable* table) const {
 }
 
 void ShimCore::StartLookahead(uint32_t count) {
-  if (count == 0 || !inflight_.empty()) return;
+  if (count == 0 || !page_out_->empty()) return;
   PickedVictims picked;
   require_idle_ = true;
   PickVictims(count, &picked);
@@ -955,7 +885,7 @@ bool ShimCore::EvictSome(uint32_t want, uint32_t lookahead) {
   // Note [pipelined page-out]: the batch started last time has been copying
   // while the caller worked; finish it (usually without waiting) and start
   // the next one.
-  if (!inflight_.empty() && FinishPageOut() > 0) {
+  if (!page_out_->empty() && FinishPageOut() > 0) {
     StartLookahead(lookahead);
     return true;
   }

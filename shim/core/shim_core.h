@@ -2,7 +2,8 @@
 //
 // A process has one core per device it allocates on (Note [one core per
 // device]). Each core owns its VA reservation, the block allocator, the chunk table, physical
-// chunks (device and host tier), stream sequence tracking and the policy. The
+// chunks (device and host tier), stream sequence tracking, the policy and the
+// page-outs in flight (PageOutPipeline, page_out_pipeline.h). The
 // hook layer calls it around every intercepted driver call; it reaches the
 // driver only through the injected Driver table.
 //
@@ -106,7 +107,8 @@
 //   the batch. Work the shim cannot see (pass-through copies, pointers
 //   stored in device memory) that writes such a chunk while its copy runs
 //   can lose that write, as with a synchronous eviction, only over a longer
-//   window.
+//   window. The moves in flight are a PageOutPipeline's
+//   (page_out_pipeline.h); the core decides when to start and finish them.
 //
 // Note [spill tier]
 //   With a spill tier (the daemon's NVMe tier, control_plane.h) a full host
@@ -143,11 +145,13 @@
 #include "shim/core/block_allocator.h"
 #include "shim/core/chunk_table.h"
 #include "shim/core/control_plane.h"
+#include "shim/core/core_stats.h"
 #include "shim/core/eviction_sizing.h"
 #include "shim/core/graph_walk.h"
 #include "shim/core/host_ledger.h"
 #include "shim/core/mem_range.h"
 #include "shim/core/overflow_ledger.h"
+#include "shim/core/page_out_pipeline.h"
 #include "shim/core/param_layout.h"
 #include "shim/core/physical_pool.h"
 #include "shim/core/pointer_attributes.h"
@@ -179,44 +183,6 @@ struct CoreOptions {
   uint32_t lookahead_min_chunks = kLookaheadMinChunks;
   std::string policy = "lifetime";
   bool hidden_reach_all = false;  // MEMSHIM_HIDDEN_REACH=all (Note [hidden reach])
-};
-
-struct CoreStats {
-  uint64_t launches = 0;
-  uint64_t opaque_launches = 0;
-  // Decoded launches that may reach memory through addresses the shim does
-  // not see, fenced until they complete (Note [hidden reach]).
-  uint64_t fenced_launches = 0;
-  // Chunks backed by a host slot at allocation: no device chunk could be had
-  // (Note [backed from allocation]).
-  uint64_t backed_on_host_at_allocation = 0;
-  // Kernels whose parameter layout was looked up (Note [parameter information]):
-  uint32_t kernels_decoded_as_function = 0;  // by cuFuncGetParamInfo
-  uint32_t kernels_decoded_as_kernel = 0;    // by cuKernelGetParamInfo (a CUkernel)
-  uint32_t kernels_undecodable = 0;          // no layout: launched as opaque work
-  uint64_t page_ins = 0;                     // chunks filled from the host tier
-  uint64_t first_touches = 0;                // chunks backed without a copy
-  uint64_t evictions = 0;                    // chunks copied to the host tier
-  uint64_t cancelled_page_outs = 0;          // page-outs dropped because the chunk was used again
-  uint64_t drops = 0;                        // freed chunks reclaimed without a copy
-  uint64_t host_fallbacks = 0;  // chunks left in (or placed in) the host tier for an access
-  uint64_t prefetches = 0;
-  uint64_t demotions = 0;         // host chunks stored in the spill tier
-  uint64_t demotion_scans = 0;    // chunk-table scans for demotion victims (Note [demotion queue])
-  uint64_t promotions = 0;        // chunks brought back for an access
-  uint64_t promotion_reads = 0;   // ... of which read the spill tier then (no load ahead)
-  uint64_t spill_prefetches = 0;  // loads from the spill tier started ahead of use
-  uint64_t spill_failures = 0;    // stores refused or loads that failed
-  uint32_t spilled_chunks = 0;    // chunks in the spill tier now
-  uint64_t host_waits = 0;        // times the host blocked on device work
-  uint64_t events_recorded = 0;
-  uint32_t device_chunks_in_use = 0;
-  uint32_t device_chunk_limit = 0;
-  uint32_t device_chunks_peak = 0;  // the most device chunks in use at once
-  uint32_t host_slots_in_use = 0;
-  uint32_t host_slot_limit = 0;
-  uint32_t committed_chunks = 0;
-  uint64_t live_bytes = 0;
 };
 
 class ShimCore {
@@ -458,11 +424,6 @@ class ShimCore {
     uint32_t stream;  // kNoIndex: until the block's chunks are idle (Free)
     uint64_t seq;
   };
-  struct InflightMove {
-    uint32_t chunk;
-    uint32_t slot;
-    bool cancelled;
-  };
   struct PendingHostRelease {
     uint32_t slot;
     uint64_t copy_seq;
@@ -525,9 +486,10 @@ class ShimCore {
   bool require_idle_ MEMSHIM_GUARDED_BY(mu_) = true;
   bool ReclaimDead(bool device, bool host) MEMSHIM_REQUIRES(mu_);
   uint32_t EvictBatch(const std::vector<uint32_t>& victims) MEMSHIM_REQUIRES(mu_);
+  // page_out_'s Start() and Finish() with their results applied to the
+  // core's counters: the victims dropped without a copy, the chunks moved.
   uint32_t StartPageOut(const std::vector<uint32_t>& victims, bool may_wait) MEMSHIM_REQUIRES(mu_);
   uint32_t FinishPageOut() MEMSHIM_REQUIRES(mu_);
-  void CancelPageOut(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
   void StartLookahead(uint32_t count) MEMSHIM_REQUIRES(mu_);
   // Victims being chosen for one eviction: each is marked with the current
   // stamp while it is chosen (so PickVictim skips it); Restore() gives every
@@ -751,9 +713,21 @@ class ShimCore {
   std::vector<uint32_t> prefetch_ MEMSHIM_GUARDED_BY(mu_);  // MakeResident's candidates
   std::vector<PendingHostRelease> pending_host_ MEMSHIM_GUARDED_BY(mu_);
   // Page-outs copying on the copy stream, remapped at the next eviction
-  // (Note [pipelined page-out]); all covered by copy-stream seq inflight_seq_.
-  std::vector<InflightMove> inflight_ MEMSHIM_GUARDED_BY(mu_);
-  uint64_t inflight_seq_ MEMSHIM_GUARDED_BY(mu_) = 0;
+  // (Note [pipelined page-out]); created with pool_, tracker_ and policy_.
+  std::unique_ptr<PageOutPipeline> page_out_ MEMSHIM_GUARDED_BY(mu_);
+  // The core's side of host slots for page_out_: AcquireHost() (which may
+  // wait for deferred releases or demote to the spill tier) and
+  // pending_host_. Called only from page_out_, under mu_.
+  class PageOutHostSlots final : public PageOutPipeline::HostSlots {
+   public:
+    explicit PageOutHostSlots(ShimCore* core) : core_(core) {}
+    CUresult AcquireWaiting(uint32_t* slot) override;
+    void ReleaseAfter(uint32_t slot, uint64_t copy_seq) override;
+
+   private:
+    ShimCore* const core_;
+  };
+  PageOutHostSlots page_out_slots_{this};
   std::vector<PendingFree> pending_frees_ MEMSHIM_GUARDED_BY(mu_);
   std::vector<uint32_t> dead_ MEMSHIM_GUARDED_BY(mu_);          // freed chunks still backed
   std::vector<StreamUse> opaque_uses_ MEMSHIM_GUARDED_BY(mu_);  // per stream index

@@ -575,7 +575,7 @@ void ShimCore::TouchSegments() {
       ChunkEntry& e = table_[c];
       if (e.stamp == stamp_) continue;
       e.stamp = stamp_;
-      if (e.evicting) CancelPageOut(c);
+      if (e.evicting) page_out_->Cancel(c);
       const bool mapped =
           e.residence == Residence::kDevice || (e.residence == Residence::kHost && !e.unmapped);
       (mapped ? reach_ : touched_).push_back(c);
