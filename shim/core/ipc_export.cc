@@ -73,7 +73,7 @@ CUresult IpcExporter::ExportChunks(const Record& record, std::vector<int>* fds) 
 
 CUresult IpcExporter::Export(ShimCore* core, CUdeviceptr ptr, CUipcMemHandle* out) {
   if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   uint64_t id = 0;
   auto found = by_ptr_.find(ptr);
   if (found != by_ptr_.end()) {
@@ -123,7 +123,7 @@ CUresult IpcExporter::Export(ShimCore* core, CUdeviceptr ptr, CUipcMemHandle* ou
 
 bool IpcExporter::DeferFree(ShimCore* core, CUdeviceptr ptr) {
   if (records_.load(std::memory_order_relaxed) == 0) return false;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto found = by_ptr_.find(ptr);
   if (found == by_ptr_.end()) return false;
   const uint64_t id = found->second;
@@ -144,7 +144,7 @@ bool IpcExporter::DeferFree(ShimCore* core, CUdeviceptr ptr) {
 }
 
 IpcExporter::Stats IpcExporter::stats() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return stats_;
 }
 
@@ -210,7 +210,7 @@ bool IpcExporter::Serve(Connection* conn) {
   IpcOpenReply reply{CUDA_ERROR_INVALID_VALUE, 0};
   std::vector<int> fds;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto found = by_id_.find(request.export_id);
     if (found != by_id_.end() && found->second.token == request.token && !found->second.freed) {
       Record& record = found->second;
@@ -238,7 +238,7 @@ bool IpcExporter::Serve(Connection* conn) {
 
 void IpcExporter::OnConnectionEnd(const Connection& conn) {
   if (conn.export_id == 0) return;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto found = by_id_.find(conn.export_id);
   if (found == by_id_.end()) return;
   Record& record = found->second;

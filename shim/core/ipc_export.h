@@ -44,11 +44,11 @@
 
 #include <atomic>
 #include <cstdint>
-#include <mutex>
 #include <unordered_map>
 #include <vector>
 
 #include "shim/core/shim_core.h"
+#include "shim/core/thread_annotations.h"
 #include "shim/driver/driver.h"
 
 namespace memvirt::shim {
@@ -97,9 +97,9 @@ class IpcExporter {
     uint64_t export_id = 0;  // 0: no import served on it yet
   };
 
-  [[nodiscard]] CUresult PinLocked(Record* record);
-  void UnpinLocked(Record* record);
-  [[nodiscard]] bool StartListenerLocked();
+  [[nodiscard]] CUresult PinLocked(Record* record) MEMSHIM_REQUIRES(mu_);
+  void UnpinLocked(Record* record) MEMSHIM_REQUIRES(mu_);
+  [[nodiscard]] bool StartListenerLocked() MEMSHIM_REQUIRES(mu_);
   void Listen(int listen_fd);
   // Serves one request on `conn`; false if the connection is to be closed.
   bool Serve(Connection* conn);
@@ -109,13 +109,13 @@ class IpcExporter {
 
   const Driver* const driver_;
   std::atomic<uint32_t> records_{0};  // DeferFree's fast path
-  std::mutex mu_;
-  std::unordered_map<uint64_t, Record> by_id_;        // guarded by mu_
-  std::unordered_map<CUdeviceptr, uint64_t> by_ptr_;  // guarded by mu_: live blocks only
-  uint64_t next_id_ = 1;                              // guarded by mu_
-  uint32_t listener_pid_ = 0;                         // guarded by mu_: 0 = none
-  uint64_t listener_ = 0;                             // guarded by mu_: socket nonce
-  Stats stats_;                                       // guarded by mu_
+  Mutex mu_;
+  std::unordered_map<uint64_t, Record> by_id_ MEMSHIM_GUARDED_BY(mu_);
+  std::unordered_map<CUdeviceptr, uint64_t> by_ptr_ MEMSHIM_GUARDED_BY(mu_);  // live blocks only
+  uint64_t next_id_ MEMSHIM_GUARDED_BY(mu_) = 1;
+  uint32_t listener_pid_ MEMSHIM_GUARDED_BY(mu_) = 0;  // 0 = none
+  uint64_t listener_ MEMSHIM_GUARDED_BY(mu_) = 0;      // socket nonce
+  Stats stats_ MEMSHIM_GUARDED_BY(mu_);
 };
 
 }  // namespace memvirt::shim

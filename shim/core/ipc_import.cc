@@ -33,7 +33,7 @@ CUresult IpcImporter::Open(const ShimIpcHandle& handle, unsigned int flags, CUde
       end > (handle.chunks << kChunkShift)) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (Import& import : imports_) {
     if (import.context == context && import.pid == handle.pid &&
         import.listener == handle.listener && import.export_id == handle.export_id) {
@@ -129,7 +129,7 @@ CUresult IpcImporter::MapChunks(int sock, const ShimIpcHandle& handle, Import* i
 }
 
 CUresult IpcImporter::Close(CUdeviceptr ptr, bool* handled) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (size_t i = 0; i < imports_.size(); ++i) {
     Import& import = imports_[i];
     if (import.ptr != ptr) continue;

@@ -10,10 +10,10 @@
 #include <cuda.h>
 
 #include <cstdint>
-#include <mutex>
 #include <vector>
 
 #include "shim/core/ipc_channel.h"
+#include "shim/core/thread_annotations.h"
 #include "shim/driver/driver.h"
 
 namespace memvirt::shim {
@@ -54,8 +54,8 @@ class IpcImporter {
   [[nodiscard]] CUresult MapChunks(int sock, const ShimIpcHandle& handle, Import* import);
 
   const Driver* const driver_;
-  std::mutex mu_;
-  std::vector<Import> imports_;  // guarded by mu_
+  Mutex mu_;
+  std::vector<Import> imports_ MEMSHIM_GUARDED_BY(mu_);
 };
 
 }  // namespace memvirt::shim

@@ -76,7 +76,7 @@ uint64_t ReserveAligned(uint64_t size) {
 }  // namespace
 
 bool Physical::Park(uint64_t addr, int prot) {
-  std::lock_guard<std::mutex> lock(park_mu_);
+  memvirt::sync::MutexLock lock(&park_mu_);
   if (parked_) return false;
   if (home_ == 0 && (home_ = ReserveAligned(size_)) == 0) return false;
   if (!MoveMapping(addr, home_, size_)) return false;
@@ -86,7 +86,7 @@ bool Physical::Park(uint64_t addr, int prot) {
 }
 
 bool Physical::Unpark(uint64_t addr, int prot) {
-  std::lock_guard<std::mutex> lock(park_mu_);
+  memvirt::sync::MutexLock lock(&park_mu_);
   if (!parked_ || !MoveMapping(home_, addr, size_)) return false;
   parked_ = false;  // home_ keeps an empty mapping of the memfd until the next Park
   // A moved mapping keeps its protection; changing it costs the faults parking saves, but is
@@ -95,7 +95,7 @@ bool Physical::Unpark(uint64_t addr, int prot) {
 }
 
 bool Physical::parked() {
-  std::lock_guard<std::mutex> lock(park_mu_);
+  memvirt::sync::MutexLock lock(&park_mu_);
   return parked_;
 }
 

@@ -13,9 +13,9 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 
 #include "cuda_api.h"
+#include "memvirt/common/mutex.h"
 
 namespace memsim {
 
@@ -84,10 +84,12 @@ class Physical {
   const CUmemAllocationProp prop_;
   CapacityAccount* const charged_to_;
   const uint64_t id_;
-  std::mutex park_mu_;
-  uint64_t home_ = 0;    // private address range of size_ for the parked mapping; 0 = none yet
-  bool parked_ = false;  // home_ holds the parked mapping (else an empty one, or nothing)
-  int parked_prot_ = 0;  // its protection
+  memvirt::sync::Mutex park_mu_;
+  // Private address range of size_ for the parked mapping; 0 = none yet.
+  uint64_t home_ MEMVIRT_GUARDED_BY(park_mu_) = 0;
+  // home_ holds the parked mapping (else an empty one, or nothing).
+  bool parked_ MEMVIRT_GUARDED_BY(park_mu_) = false;
+  int parked_prot_ MEMVIRT_GUARDED_BY(park_mu_) = 0;  // its protection
 };
 
 // Process-wide unique ids for allocations (CU_POINTER_ATTRIBUTE_BUFFER_ID and friends).
