@@ -755,6 +755,22 @@ CUresult ShimCore::WaitChunkIdle(uint32_t chunk) {
   return CUDA_SUCCESS;
 }
 
+bool ShimCore::DeferWaitChunkIdle(uint32_t chunk) {
+  if (!defer_waits_) return false;
+  const size_t before = deferred_uses_.size();
+  auto defer = [this](uint32_t stream, uint64_t seq) MEMSHIM_REQUIRES(mu_) {
+    if (!tracker_->IsComplete(stream, seq)) deferred_uses_.push_back({stream, seq});
+  };
+  const ChunkEntry& e = table_[chunk];
+  if (e.fill_seq != 0) defer(copy_index_, e.fill_seq);
+  if (e.use_overflow) {
+    for (uint32_t s = 0; s < tracker_->num_streams(); ++s) defer(s, tracker_->issued(s));
+  }
+  for (int i = 0; i < e.num_uses; ++i) defer(e.uses[i].stream, e.uses[i].seq);
+  for (const StreamUse& u : opaque_uses_) defer(u.stream, u.seq);
+  return deferred_uses_.size() > before;  // nothing left to wait for: no need to defer
+}
+
 void ShimCore::AddUse(uint32_t chunk, uint32_t stream, uint64_t seq) {
   ChunkEntry& e = table_[chunk];
   for (int i = 0; i < e.num_uses; ++i) {
@@ -903,7 +919,8 @@ bool ShimCore::EvictSome(uint32_t want, uint32_t lookahead) {
     // Everything evictable is still in use: wait for the best candidate.
     require_idle_ = false;
     uint32_t v;
-    if (policy_->PickVictim(&EligibleThunk, this, &v) && WaitChunkIdle(v) == CUDA_SUCCESS) {
+    if (policy_->PickVictim(&EligibleThunk, this, &v) && !DeferWaitChunkIdle(v) &&
+        WaitChunkIdle(v) == CUDA_SUCCESS) {
       picked.Add(v, &table_[v]);
     }
     require_idle_ = true;
@@ -972,12 +989,15 @@ CUresult ShimCore::PageIn(uint32_t chunk, bool may_evict) {
   if (e.residence == Residence::kHost && !ChunkIdle(chunk)) {
     if (!may_evict) return CUDA_ERROR_NOT_READY;
     // Its host mapping may still be in use.
+    if (DeferWaitChunkIdle(chunk)) return CUDA_ERROR_NOT_READY;  // Note [waits outside the lock]
     if (const CUresult r = WaitChunkIdle(chunk); r != CUDA_SUCCESS) return r;
   }
   uint32_t dev = 0;
   CUresult r = AcquireDevice(&dev, may_evict);
   if (r != CUDA_SUCCESS) {
-    if (!may_evict) return r;
+    // With a deferred wait the operation is repeated after it, instead of
+    // running from the host tier (Note [waits outside the lock]).
+    if (!may_evict || !deferred_uses_.empty()) return r;
     if (e.residence == Residence::kHost) {
       if (e.unmapped && (r = MapHostSlot(chunk)) != CUDA_SUCCESS) return r;
       ++stats_.host_fallbacks;  // runs from host memory; see Note [host mapping]
@@ -1106,8 +1126,7 @@ CUresult ShimCore::OrderFills(uint64_t need, uint32_t stream, bool host_wait) {
 }
 
 CUresult ShimCore::MakeResident(uint32_t stream, bool host_wait, bool capturing, Ticket* ticket) {
-  const uint64_t step = ++step_;
-  policy_->OnAccess(step, touched_.data(), touched_.size());
+  if (!repeating_) policy_->OnAccess(++step_, touched_.data(), touched_.size());
   if (!capturing && AllResident() &&
       (!policy_->MayPrefetch() || pool_->device_in_use() >= pool_->device_limit())) {
     // Fast path: nothing to page, fill or prefetch; only the use is recorded.
@@ -1198,8 +1217,14 @@ CUresult ShimCore::BackAllOwned() {
 
 CUresult ShimCore::BeforeLaunch(CUfunction function, void** params, void** extra, CUstream stream,
                                 bool per_thread, Ticket* ticket) {
-  MutexLock lock(&mu_);
-  ++stats_.launches;
+  return RunWithWaitsOutsideLock([&]() MEMSHIM_REQUIRES(mu_) {
+    return LaunchLocked(function, params, extra, stream, per_thread, ticket);
+  });
+}
+
+CUresult ShimCore::LaunchLocked(CUfunction function, void** params, void** extra, CUstream stream,
+                                bool per_thread, Ticket* ticket) {
+  if (!repeating_) ++stats_.launches;
   ProcessDeferred();
   ++stamp_;
   ClearTouched();
@@ -1237,7 +1262,7 @@ CUresult ShimCore::BeforeLaunch(CUfunction function, void** params, void** extra
 }
 
 CUresult ShimCore::OpaqueLocked(uint32_t index, bool capturing, Ticket* ticket) {
-  ++stats_.opaque_launches;
+  if (!repeating_) ++stats_.opaque_launches;
   FinishPageOut();  // the launch may reach chunks whose page-out is in flight
   ClearTouched();
   fills_.clear();
@@ -1268,28 +1293,30 @@ void ShimCore::AddFence(uint32_t stream, uint64_t seq) {
 }
 
 CUresult ShimCore::BeforeOpaque(CUstream stream, bool per_thread, Ticket* ticket) {
-  MutexLock lock(&mu_);
-  ++stats_.launches;
-  ProcessDeferred();
-  ++stamp_;
-  const uint32_t index = tracker_->IndexOf(stream, per_thread);
-  return OpaqueLocked(index, IsCapturing(tracker_->HandleOf(index)), ticket);
+  return RunWithWaitsOutsideLock([&]() MEMSHIM_REQUIRES(mu_) {
+    if (!repeating_) ++stats_.launches;
+    ProcessDeferred();
+    ++stamp_;
+    const uint32_t index = tracker_->IndexOf(stream, per_thread);
+    return OpaqueLocked(index, IsCapturing(tracker_->HandleOf(index)), ticket);
+  });
 }
 
 CUresult ShimCore::BeforeAccess(const MemRange* ranges, int count, CUstream stream, bool per_thread,
                                 bool synchronous, Ticket* ticket) {
-  MutexLock lock(&mu_);
-  for (int i = 0; i < count; ++i) {
-    if (!WithinOneBlock(ranges[i])) return CUDA_ERROR_INVALID_VALUE;  // as the driver answers
-  }
-  ProcessDeferred();
-  ++stamp_;
-  ClearTouched();
-  for (int i = 0; i < count; ++i) TouchRange(ranges[i]);
-  if (touched_.empty()) return CUDA_SUCCESS;
-  const uint32_t index = tracker_->IndexOf(stream, per_thread);
-  const bool capturing = IsCapturing(tracker_->HandleOf(index));
-  return MakeResident(index, synchronous, capturing, ticket);
+  return RunWithWaitsOutsideLock([&]() MEMSHIM_REQUIRES(mu_) {
+    for (int i = 0; i < count; ++i) {
+      if (!WithinOneBlock(ranges[i])) return CUDA_ERROR_INVALID_VALUE;  // as the driver answers
+    }
+    ProcessDeferred();
+    ++stamp_;
+    ClearTouched();
+    for (int i = 0; i < count; ++i) TouchRange(ranges[i]);
+    if (touched_.empty()) return CUDA_SUCCESS;
+    const uint32_t index = tracker_->IndexOf(stream, per_thread);
+    const bool capturing = IsCapturing(tracker_->HandleOf(index));
+    return MakeResident(index, synchronous, capturing, ticket);
+  });
 }
 
 // ---- Streams, capture, budgets ----------------------------------------------------

@@ -128,6 +128,27 @@
 //   nothing is ever silently replaced. Demotions run only while a caller
 //   needs a host slot (they block on the store), never on the launch fast
 //   path.
+//
+// Note [waits outside the lock]
+//   An eviction that finds every candidate still in use must wait for a
+//   victim's last uses. Launches and copies (BeforeLaunch, BeforeAccess,
+//   BeforeReferences) do not wait with mu_ held: they run with waits
+//   deferred, so such an eviction records what it would wait for (the
+//   victim's uses: stream sequence numbers) and fails instead, PageIn does
+//   not fall back to the host tier for it, and the operation unwinds as any
+//   failed operation does (Note [failed transitions]: chunks already filled
+//   stay filled, nothing is enqueued). The public call then takes held
+//   events for those uses (Note [held events] in stream_tracker.h),
+//   releases mu_, synchronizes the events, takes mu_ again and repeats the
+//   operation from the start, which now finds the victim idle. The repeat
+//   does not count the launch again nor tell the policy of the access
+//   again. Meanwhile other threads use the core: the application's other
+//   streams keep being fed, and work this thread waits for may depend on
+//   work another thread has yet to enqueue. After kMaxOutsideWaits repeats,
+//   or when an unlocked wait fails, the operation runs once more with waits
+//   made under the lock, as before, so it ends and reports the driver's
+//   error. Other waits still happen under mu_ (docs/architecture.md, "Inside
+//   one core").
 #ifndef MEMVIRT_SHIM_CORE_SHIM_CORE_H_
 #define MEMVIRT_SHIM_CORE_SHIM_CORE_H_
 
@@ -155,6 +176,7 @@
 #include "shim/core/param_layout.h"
 #include "shim/core/physical_pool.h"
 #include "shim/core/pointer_attributes.h"
+#include "shim/core/relaxed_capture_mode.h"
 #include "shim/core/residency_policy.h"
 #include "shim/core/spill_tier.h"
 #include "shim/core/stream_tracker.h"
@@ -431,6 +453,11 @@ class ShimCore {
 
   ShimCore(const Driver* driver, ControlPlane* control);
 
+  // BeforeLaunch() under mu_, run by RunWithWaitsOutsideLock.
+  [[nodiscard]] CUresult LaunchLocked(CUfunction function, void** params, void** extra,
+                                      CUstream stream, bool per_thread, Ticket* ticket)
+      MEMSHIM_REQUIRES(mu_);
+
   // Argument scanning (layouts: ParamLayoutCache, Note [parameter
   // information] in param_layout.h).
   void TouchWord(uint64_t word) MEMSHIM_REQUIRES(mu_);
@@ -510,6 +537,16 @@ class ShimCore {
   // Blocks until `chunk`'s last uses completed; an error if a wait failed
   // (the chunk may still be in use then).
   [[nodiscard]] CUresult WaitChunkIdle(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
+  // Note [waits outside the lock]: if the current operation defers its
+  // waits, records `chunk`'s uses in deferred_uses_ and returns true (the
+  // caller fails instead of waiting); false otherwise.
+  bool DeferWaitChunkIdle(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
+  // Runs `op` (an operation of a public call, REQUIRES mu_) under mu_ with
+  // waits deferred, waiting outside the lock and repeating it as Note
+  // [waits outside the lock] says; returns its result.
+  template <typename Op>
+  CUresult RunWithWaitsOutsideLock(Op op) MEMSHIM_EXCLUDES(mu_);
+  static constexpr uint32_t kMaxOutsideWaits = 16;
   void AddUse(uint32_t chunk, uint32_t stream, uint64_t seq) MEMSHIM_REQUIRES(mu_);
   void ProcessDeferred() MEMSHIM_REQUIRES(mu_);
   [[nodiscard]] CUresult BackAllOwned() MEMSHIM_REQUIRES(mu_);
@@ -708,6 +745,12 @@ class ShimCore {
   std::vector<std::pair<uint32_t, uint32_t>> segment_hits_ MEMSHIM_GUARDED_BY(mu_);
   uint64_t stamp_ MEMSHIM_GUARDED_BY(mu_) = 0;
   uint64_t step_ MEMSHIM_GUARDED_BY(mu_) = 0;
+  // Note [waits outside the lock]: set by RunWithWaitsOutsideLock for the
+  // operation it runs.
+  bool defer_waits_ MEMSHIM_GUARDED_BY(mu_) = false;  // waits are deferred
+  bool repeating_ MEMSHIM_GUARDED_BY(mu_) = false;    // the operation runs again
+  // (stream, seq) the operation deferred waiting for; empty if it did not.
+  std::vector<StreamUse> deferred_uses_ MEMSHIM_GUARDED_BY(mu_);
   std::vector<Fill> fills_ MEMSHIM_GUARDED_BY(mu_);         // fills of the operation being prepared
   uint32_t unmapped_host_ MEMSHIM_GUARDED_BY(mu_) = 0;      // kHost chunks marked `unmapped`
   std::vector<uint32_t> prefetch_ MEMSHIM_GUARDED_BY(mu_);  // MakeResident's candidates
@@ -776,6 +819,43 @@ class ShimCore {
   // Allocation hints for the control plane (see TakeUsage()).
   AllocEventLog alloc_events_ MEMSHIM_GUARDED_BY(mu_);
 };
+
+template <typename Op>
+CUresult ShimCore::RunWithWaitsOutsideLock(Op op) {
+  std::vector<CUevent> held;  // allocates only when a wait is deferred
+  bool defer = true;
+  for (uint32_t attempt = 0;; ++attempt) {
+    {
+      MutexLock lock(&mu_);
+      if (!held.empty()) tracker_->Unhold(static_cast<uint32_t>(held.size()));
+      held.clear();
+      defer_waits_ = defer && attempt < kMaxOutsideWaits;
+      repeating_ = attempt > 0;
+      const CUresult r = op();
+      defer_waits_ = false;
+      repeating_ = false;
+      if (deferred_uses_.empty()) return r;
+      if (r == CUDA_SUCCESS) {  // it found another way: nothing to wait for
+        deferred_uses_.clear();
+        return r;
+      }
+      ++stats_.host_waits;
+      for (const StreamUse& u : deferred_uses_) {
+        CUevent event = nullptr;
+        if (tracker_->Hold(u.stream, u.seq, &event) != CUDA_SUCCESS) {
+          defer = false;  // the next run waits under the lock and reports the error
+          break;
+        }
+        if (event != nullptr) held.push_back(event);
+      }
+      deferred_uses_.clear();
+    }
+    RelaxedCaptureMode relaxed(driver_);  // Note [relaxed driver sequences]
+    for (CUevent event : held) {
+      if (driver_->cuEventSynchronize(event) != CUDA_SUCCESS) defer = false;
+    }
+  }
+}
 
 }  // namespace memvirt::shim
 

@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "shim/core/shim_core.h"
@@ -155,6 +156,37 @@ class ShimCorePageOutFaultTest : public ShimCoreFaultTest {
     EXPECT_EQ(BytesAt(a), PatternChecksum(2 * kMiB, 1));
   }
 };
+
+// Note [waits outside the lock]: the eviction's wait for pending work fails
+// outside the lock and again under it: nothing pending is evicted, the
+// launch runs from host memory as when any eviction fails, and every byte is
+// there once the work completed.
+TEST_F(ShimCoreFaultTest, FailedWaitForPendingWorkEvictsNothingAndKeepsTheBytes) {
+  CUstream held = fake_.CreateStream();
+  CUdeviceptr a, b, c;
+  ASSERT_EQ(core_->Alloc(&a, 2 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(core_->Alloc(&b, 2 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(core_->Alloc(&c, 2 * kMiB), CUDA_SUCCESS);
+  fake_.Hold(held);
+  ASSERT_EQ(Write(held, a, 2 * kMiB, 1), CUDA_SUCCESS);
+  ASSERT_EQ(Write(held, b, 2 * kMiB, 2), CUDA_SUCCESS);
+  const uint64_t evictions = core_->stats().evictions;
+  faults_->FailEventSynchronize(2);  // the wait outside the lock, then the one under it
+  ASSERT_EQ(Write(held, c, 2 * kMiB, 3), CUDA_SUCCESS);
+  EXPECT_EQ(faults_->event_synchronize_failures_left(), 0) << "both waits were made";
+  Disarm();
+  EXPECT_EQ(core_->stats().evictions, evictions);
+  EXPECT_EQ(core_->TEST_ResidenceOf(a), Residence::kDevice);
+  EXPECT_EQ(core_->TEST_ResidenceOf(b), Residence::kDevice);
+  EXPECT_EQ(core_->TEST_ResidenceOf(c), Residence::kHost);
+  fake_.Release(held);
+  for (auto [p, seed] : {std::pair{a, 1}, std::pair{b, 2}, std::pair{c, 3}}) {
+    uint64_t sum = 0;
+    ASSERT_EQ(Read(held, p, 2 * kMiB, &sum), CUDA_SUCCESS);
+    EXPECT_EQ(sum, PatternChecksum(2 * kMiB, seed));
+  }
+  EXPECT_EQ(fake_.faults(), 0u);
+}
 
 TEST_F(ShimCorePageOutFaultTest, CopyFailureKeepsTheChunkOnTheDevice) {
   CUstream s = fake_.CreateStream();

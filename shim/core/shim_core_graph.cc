@@ -135,35 +135,37 @@ CUresult ShimCore::ReferencesLocked(const uint64_t* words, size_t num_words, con
 CUresult ShimCore::BeforeReferences(const uint64_t* words, size_t num_words, const MemRange* ranges,
                                     size_t num_ranges, CUstream stream, bool per_thread,
                                     Ticket* ticket) {
-  MutexLock lock(&mu_);
-  ++stats_.launches;
-  ProcessDeferred();
-  const uint32_t index = tracker_->IndexOf(stream, per_thread);
-  const bool capturing = IsCapturing(tracker_->HandleOf(index));
-  return ReferencesLocked(words, num_words, ranges, num_ranges, index, capturing,
-                          /*extra_buffer=*/false, ticket);
+  return RunWithWaitsOutsideLock([&]() MEMSHIM_REQUIRES(mu_) {
+    if (!repeating_) ++stats_.launches;
+    ProcessDeferred();
+    const uint32_t index = tracker_->IndexOf(stream, per_thread);
+    const bool capturing = IsCapturing(tracker_->HandleOf(index));
+    return ReferencesLocked(words, num_words, ranges, num_ranges, index, capturing,
+                            /*extra_buffer=*/false, ticket);
+  });
 }
 
 CUresult ShimCore::BeforeGraphLaunch(CUgraphExec exec, CUstream stream, bool per_thread,
                                      Ticket* ticket) {
-  MutexLock lock(&mu_);
-  ++stats_.launches;
-  ProcessDeferred();
-  const uint32_t index = tracker_->IndexOf(stream, per_thread);
-  const bool capturing = IsCapturing(tracker_->HandleOf(index));
-  auto it = graph_plans_.find(exec);
-  if (it == graph_plans_.end() || !it->second.decodable) {
-    if (it != graph_plans_.end()) ++it->second.launches;
-    ++stamp_;
-    return OpaqueLocked(index, capturing, ticket);
-  }
-  GraphPlan& plan = it->second;
-  const uint64_t page_ins = stats_.page_ins;
-  CUresult r = ReferencesLocked(plan.words.data(), plan.words.size(), plan.ranges.data(),
-                                plan.ranges.size(), index, capturing, plan.extra_buffer, ticket);
-  ++plan.launches;
-  plan.page_ins += stats_.page_ins - page_ins;
-  return r;
+  return RunWithWaitsOutsideLock([&]() MEMSHIM_REQUIRES(mu_) {
+    if (!repeating_) ++stats_.launches;
+    ProcessDeferred();
+    const uint32_t index = tracker_->IndexOf(stream, per_thread);
+    const bool capturing = IsCapturing(tracker_->HandleOf(index));
+    auto it = graph_plans_.find(exec);  // looked up on each run: the lock was released between
+    if (it == graph_plans_.end() || !it->second.decodable) {
+      if (it != graph_plans_.end() && !repeating_) ++it->second.launches;
+      ++stamp_;
+      return OpaqueLocked(index, capturing, ticket);
+    }
+    GraphPlan& plan = it->second;
+    const uint64_t page_ins = stats_.page_ins;
+    CUresult r = ReferencesLocked(plan.words.data(), plan.words.size(), plan.ranges.data(),
+                                  plan.ranges.size(), index, capturing, plan.extra_buffer, ticket);
+    if (!repeating_) ++plan.launches;
+    plan.page_ins += stats_.page_ins - page_ins;
+    return r;
+  });
 }
 
 bool ShimCore::StreamCapturing(CUstream stream, bool per_thread) {

@@ -440,6 +440,60 @@ TEST_F(ShimCoreTest, GraphPlanningLetsOtherThreadsUseTheCore) {
   EXPECT_EQ(info.words, 1u);
 }
 
+// Note [waits outside the lock]: a launch whose eviction must wait for
+// pending work waits without the core lock, so another thread can use the
+// core meanwhile; the launch then completes with every byte in place.
+std::function<void()> during_event_sync;
+decltype(Driver::cuEventSynchronize) forwarded_event_sync = nullptr;
+CUresult EventSyncWithHook(CUevent event) {
+  if (during_event_sync) std::exchange(during_event_sync, nullptr)();
+  return forwarded_event_sync(event);
+}
+
+TEST_F(ShimCoreTest, EvictionWaitLetsOtherThreadsUseTheCore) {
+  static Driver hooked;  // outlives the core, which the fixture destroys last
+  hooked = fake_.driver();
+  forwarded_event_sync = hooked.cuEventSynchronize;
+  hooked.cuEventSynchronize = &EventSyncWithHook;
+  Make(&hooked, 4 * kMiB, 64 * kMiB);
+  CUstream held = fake_.CreateStream();
+  CUdeviceptr a, b, c;
+  ASSERT_EQ(core_->Alloc(&a, 2 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(core_->Alloc(&b, 2 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(core_->Alloc(&c, 2 * kMiB), CUDA_SUCCESS);
+  fake_.Hold(held);
+  ASSERT_EQ(Write(held, a, 2 * kMiB, 31), CUDA_SUCCESS);
+  ASSERT_EQ(Write(held, b, 2 * kMiB, 32), CUDA_SUCCESS);
+  const uint64_t launches = core_->stats().launches;
+  bool served_during_wait = false;
+  CUdeviceptr d = 0;
+  std::promise<CUresult> done;
+  std::future<CUresult> result = done.get_future();
+  std::thread other;  // joined after the wait (it waits for the lock if the wait held it)
+  during_event_sync = [&] {
+    other = std::thread([&] { done.set_value(core_->Alloc(&d, 2 * kMiB)); });
+    served_during_wait = result.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
+  };
+  // c needs a chunk; a and b are pending on the held stream: the launch waits
+  // (the fake runs held work when an event on it is synchronized).
+  ASSERT_EQ(Write(held, c, 2 * kMiB, 33), CUDA_SUCCESS);
+  if (other.joinable()) other.join();
+  during_event_sync = nullptr;
+  EXPECT_TRUE(served_during_wait);
+  EXPECT_EQ(result.get(), CUDA_SUCCESS);
+  EXPECT_NE(d, 0u);
+  const CoreStats stats = core_->stats();
+  EXPECT_EQ(stats.launches, launches + 1) << "a repeated launch counts once";
+  EXPECT_GT(stats.host_waits, 0u);
+  fake_.Release(held);
+  for (auto [p, seed] : {std::pair{a, 31}, std::pair{b, 32}, std::pair{c, 33}}) {
+    uint64_t sum = 0;
+    ASSERT_EQ(Read(held, p, 2 * kMiB, &sum), CUDA_SUCCESS);
+    EXPECT_EQ(sum, PatternChecksum(2 * kMiB, seed));
+  }
+  EXPECT_EQ(fake_.faults(), 0u);
+}
+
 TEST_F(ShimCoreTest, AllocationBeyondVirtualCapacityFailsCleanly) {
   std::vector<CUdeviceptr> blocks;
   CUdeviceptr p;

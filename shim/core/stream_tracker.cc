@@ -46,6 +46,7 @@ StreamTracker::~StreamTracker() {
     for (auto& [seq, event] : s->pending) driver_->cuEventDestroy_v2(event);
   }
   for (CUevent e : free_events_) driver_->cuEventDestroy_v2(e);
+  for (CUevent e : parked_events_) driver_->cuEventDestroy_v2(e);
 }
 
 uint32_t StreamTracker::NewState(CUstream handle) {
@@ -150,7 +151,7 @@ void StreamTracker::PollEvents(State* s) {
     }
     s->completed = seq;
     s->pending.pop_front();
-    free_events_.push_back(event);
+    (holds_ > 0 ? parked_events_ : free_events_).push_back(event);  // Note [held events]
   }
 }
 
@@ -177,6 +178,21 @@ CUresult StreamTracker::Cover(uint32_t index, uint64_t seq, CUevent* event) {
   }
   *event = nullptr;  // already complete
   return CUDA_SUCCESS;
+}
+
+CUresult StreamTracker::Hold(uint32_t index, uint64_t seq, CUevent* event) {
+  *event = nullptr;
+  if (IsComplete(index, seq)) return CUDA_SUCCESS;
+  const CUresult r = Cover(index, seq, event);
+  if (r == CUDA_SUCCESS && *event != nullptr) ++holds_;
+  return r;
+}
+
+void StreamTracker::Unhold(uint32_t count) {
+  holds_ -= std::min(count, holds_);
+  if (holds_ > 0) return;
+  free_events_.insert(free_events_.end(), parked_events_.begin(), parked_events_.end());
+  parked_events_.clear();
 }
 
 CUresult StreamTracker::WaitFor(uint32_t index, uint64_t seq) {

@@ -37,6 +37,15 @@
 //   completion knowledge is at most that interval (plus the batch) stale.
 //   The clock is read once per `event_batch` operations, never per Issue.
 //
+// Note [held events]
+//   The owner may wait for an event without its lock (Note [waits outside the
+//   lock] in shim_core.h). Meanwhile another caller may poll that event,
+//   find it complete and recycle it, and a recycled event recorded again
+//   would make the unlocked wait wait for later work (or for an event
+//   recorded on another stream). So while any hold is out, completed events
+//   are parked instead of reused; the last Unhold() (under the lock, after
+//   the wait) makes them reusable.
+//
 // Note [completion is CUDA_SUCCESS]
 //   Only CUDA_SUCCESS from cuEventQuery (or cuEventSynchronize) means the
 //   work an event covers has completed. CUDA_ERROR_NOT_READY means it has
@@ -152,6 +161,14 @@ class StreamTracker {
   // driver's error if that cannot be established (the work then stays
   // not known complete).
   [[nodiscard]] CUresult WaitFor(uint32_t index, uint64_t seq);
+  // Makes sure an event covers `seq` of stream `index` and returns it in
+  // *event (null if `seq` is known complete), held for a wait made without
+  // the owner's lock (Note [held events]) until Unhold(). The driver's
+  // error if no event could be recorded.
+  [[nodiscard]] CUresult Hold(uint32_t index, uint64_t seq, CUevent* event);
+  // Ends `count` holds, one per non-null event Hold() handed out; once none
+  // is left, the events they kept from reuse become reusable.
+  void Unhold(uint32_t count);
   // Records an event on every stream with uncovered work (no waiting), so
   // that IsComplete() can see work that has already finished.
   void CoverAll();
@@ -206,6 +223,8 @@ class StreamTracker {
   CUstream last_handle_ = nullptr;
   uint32_t last_index_ = kNoStream;
   std::vector<CUevent> free_events_;
+  uint32_t holds_ = 0;                  // Note [held events]
+  std::vector<CUevent> parked_events_;  // completed while holds_ > 0
   uint64_t events_recorded_ = 0;
   CUresult last_query_error_ = CUDA_SUCCESS;
   bool query_error_logged_ = false;

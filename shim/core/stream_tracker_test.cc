@@ -43,6 +43,38 @@ TEST(StreamTrackerTest, OnlySuccessfulQueriesMeanComplete) {
   EXPECT_EQ(tracker.WaitFor(idx, seq), CUDA_SUCCESS);
 }
 
+// Note [held events]: a held event is not recorded again for later work
+// while the hold is out, even once it is known complete.
+TEST(StreamTrackerTest, HeldEventsAreNotReusedUntilUnheld) {
+  testing::FakeDriver fake(64 << 20);
+  StreamTracker tracker(&fake.driver(), 1000);
+  CUstream s = fake.CreateStream();
+  const uint32_t idx = tracker.IndexOf(s, false);
+  fake.Hold(s);
+  const uint64_t first = tracker.Issue(idx);
+  CUevent held = nullptr;
+  ASSERT_EQ(tracker.Hold(idx, first, &held), CUDA_SUCCESS);
+  ASSERT_NE(held, nullptr);
+  fake.Release(s);
+  EXPECT_TRUE(tracker.IsComplete(idx, first));  // polled: the event is done with
+  const uint64_t second = tracker.Issue(idx);
+  CUevent next = nullptr;
+  ASSERT_EQ(tracker.Cover(idx, second, &next), CUDA_SUCCESS);
+  EXPECT_NE(next, held) << "a held event was recorded again";
+  ASSERT_EQ(tracker.WaitFor(idx, second), CUDA_SUCCESS);
+  tracker.Unhold(1);
+  // Both completed events are reusable now: the next record takes one.
+  const uint64_t third = tracker.Issue(idx);
+  CUevent reused = nullptr;
+  ASSERT_EQ(tracker.Cover(idx, third, &reused), CUDA_SUCCESS);
+  EXPECT_TRUE(reused == held || reused == next);
+  // Nothing to hold for completed work.
+  ASSERT_EQ(tracker.WaitFor(idx, third), CUDA_SUCCESS);
+  CUevent none = held;
+  ASSERT_EQ(tracker.Hold(idx, third, &none), CUDA_SUCCESS);
+  EXPECT_EQ(none, nullptr);
+}
+
 TEST(StreamTrackerTest, FailedHostWaitLeavesWorkNotComplete) {
   testing::FakeDriver fake(64 << 20);
   testing::FaultInjector faults(fake.driver());

@@ -175,6 +175,7 @@ class FaultInjector {
   void FailEventRecord(int times) { fail_event_record_ = times; }
   // cuEventSynchronize fails without running the stream.
   void FailEventSynchronize(int times) { fail_event_sync_ = times; }
+  int event_synchronize_failures_left() const { return fail_event_sync_; }
   void FailStreamWaitEvent(int times) { fail_stream_wait_ = times; }
   // cuEventQuery answers CUDA_ERROR_LAUNCH_FAILED (whether or not the event completed).
   void FailEventQuery(int times) { fail_event_query_ = times; }
