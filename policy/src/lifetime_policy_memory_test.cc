@@ -27,8 +27,8 @@ namespace memvirt::policy {
 namespace {
 
 // Note [recording layout]: a loop of period 1 is never adopted, so it stays
-// recorded (up to max_iteration_steps); each repeated step costs one fixed
-// entry, not a copy of its accesses.
+// on the learning path for good; its steps must not cost memory each (they
+// once cost a copy of their accesses, up to max_iteration_steps of them).
 TEST(LifetimePolicyMemoryTest, RepeatedStepRecordsNoCopyOfItsAccesses) {
   constexpr int kBlocks = 64;
   constexpr int kSteps = 1 << 14;
@@ -42,8 +42,7 @@ TEST(LifetimePolicyMemoryTest, RepeatedStepRecordsNoCopyOfItsAccesses) {
   for (Step s = 0; s < kSteps; ++s) p->OnAccess(s, accesses);
   const uint64_t per_step = (g_allocated_bytes.load() - before) / kSteps;
   // A copy of the accesses alone would be kBlocks * sizeof(BlockAccess)
-  // bytes per step; the entries and the growth of their array stay far
-  // below that.
+  // bytes per step.
   EXPECT_LT(per_step, 128u) << per_step << " bytes allocated per repeated step";
   // Nothing is learned: decisions stay LRU's.
   EXPECT_FALSE(p->NextUseDistance(0).has_value());
