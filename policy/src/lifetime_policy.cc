@@ -37,8 +37,28 @@
 //   alloc, free or residency event in between, leaves the shadow LRU as it
 //   is (its blocks are already the most recent, in that order) and has the
 //   previous step's signature: both are reused instead of recomputed. While
-//   learning, such a step is recorded with a copy of the previous step's
-//   merged accesses and signature (no sort, no hashing of the accesses).
+//   learning, such a step is recorded with the previous step's merged
+//   accesses and signature (no sort, no hashing of the accesses; Note
+//   [recording layout]).
+//
+// Note [recording layout]
+//   A recorded step is a fixed-size entry (step, duration, signature, and a
+//   slice of one shared array of merged accesses); a step that repeats the
+//   previous recorded one shares that step's slice. A run of one repeated
+//   launch (a loop of period 1, which detection never adopts: Note
+//   [iteration detection]) is not even written out while it lasts: with no
+//   schedule and no period being confirmed, the steps numbered on from
+//   recording_.back() that repeat it are only counted (pending_repeats_),
+//   which changes nothing detection could see, as such a step proposes no
+//   period. They become entries of their own (FlushRepeats(), at once:
+//   the launch that ends a long run pays for it) before anything else reads
+//   or extends the recording, and count towards max_iteration_steps as
+//   entries do. So the loop costs neither allocation nor memory per launch,
+//   and every decision is the one a step-by-step recording gives. A run
+//   also leaves its signature in last_index_ at the run's first index until
+//   a step with another signature is recorded (Detect() knows the most
+//   recent occurrence of the last recorded signature: the step before).
+//   Schedules are built from the entries (StepAccesses) only when learned.
 
 #include <algorithm>
 #include <cstdint>
@@ -54,9 +74,9 @@ namespace {
 using internal::Planner;
 using internal::Schedule;
 
-// Sorted by block, duplicates merged, in one allocation.
-std::vector<BlockAccess> Merged(std::span<const BlockAccess> accesses) {
-  std::vector<BlockAccess> v(accesses.begin(), accesses.end());
+// Sorted by block, duplicates merged, into `v` (its capacity is reused).
+void MergeInto(std::span<const BlockAccess> accesses, std::vector<BlockAccess>& v) {
+  v.assign(accesses.begin(), accesses.end());
   std::sort(v.begin(), v.end(),
             [](const BlockAccess& a, const BlockAccess& b) { return a.block < b.block; });
   size_t kept = 0;
@@ -68,7 +88,6 @@ std::vector<BlockAccess> Merged(std::span<const BlockAccess> accesses) {
     }
   }
   v.resize(kept);
-  return v;
 }
 
 class LifetimePolicy final : public Policy {
@@ -111,6 +130,7 @@ class LifetimePolicy final : public Policy {
     if (planner_) planner_->SetBudget(device_bytes);
   }
   void OnStepDuration(Step step, double duration_us) override {
+    if (pending_repeats_ > 0 && step > recording_.back().step) FlushRepeats();
     for (auto it = recording_.rbegin(); it != recording_.rend(); ++it) {
       if (it->step == step) {
         it->duration_us = duration_us;
@@ -144,24 +164,40 @@ class LifetimePolicy final : public Policy {
   // recording_.back() (Note [repeated step]).
   [[gnu::noinline]] void OnAccessSlow(Step step, std::span<const BlockAccess> accesses,
                                       bool repeats_recorded) {
+    if (repeats_recorded && planner_ == nullptr && candidate_period_ == 0 &&
+        step == recording_.back().step + pending_repeats_ + 1) {
+      // Learning, a repeat of the last recorded step (a loop of period 1 stays
+      // here): Detect() would find it one step after its signature's last
+      // occurrence, which proposes nothing, so the step is only recorded
+      // (Note [recording layout]: as a pending repeat).
+      if (recording_.size() + pending_repeats_ < options_.max_iteration_steps) {
+        ++pending_repeats_;
+      } else {  // full: the recording starts over with this step
+        const uint64_t sig = recording_.back().signature;
+        ResetRecording();
+        Record(step, sig, /*repeat=*/true, accesses);
+      }
+      last_recorded_ = true;
+      return;
+    }
+    FlushRepeats();
     if (planner_ != nullptr && !marks_seen_ && !on_trial_) {
       // Note [following without a recording]
       if (!recording_.empty()) ResetRecording();
       if (FollowExpected(last_signature_)) return;
-      std::vector<BlockAccess> merged = Merged(accesses);
-      const uint64_t sig = internal::AccessSignature(merged);
+      MergeInto(accesses, merged_);
+      const uint64_t sig = internal::AccessSignature(merged_);
       Follow(sig);
       if (planner_ != nullptr) return;
       // Learning restarted: this step opens the new recording.
-      Record(step, std::move(merged), sig);
+      Record(step, sig, /*repeat=*/false, accesses);
       return;
     }
     // Note [repeated step]: the previous step's merged form and signature
     // are the last recorded ones.
-    std::vector<BlockAccess> merged =
-        repeats_recorded ? recording_.back().accesses : Merged(accesses);
+    if (!repeats_recorded) MergeInto(accesses, merged_);  // else unused
     const uint64_t sig =
-        repeats_recorded ? recorded_signatures_.back() : internal::AccessSignature(merged);
+        repeats_recorded ? recording_.back().signature : internal::AccessSignature(merged_);
     if (planner_ != nullptr && on_trial_) {
       // A schedule on trial is followed while the recording goes on; the
       // first mismatch rejects it (see Note [iteration detection]).
@@ -169,10 +205,10 @@ class LifetimePolicy final : public Policy {
         if (++trial_followed_ >= trial_length_ ||
             recording_.size() + 1 >= options_.max_iteration_steps) {
           on_trial_ = false;  // passed: from now on, no recording
-          ResetRecording();
+          ReleaseRecording();
           return;
         }
-        Record(step, std::move(merged), sig);
+        Record(step, sig, repeats_recorded, accesses);
         return;
       }
       Reject();
@@ -183,11 +219,12 @@ class LifetimePolicy final : public Policy {
       Detect(sig);
     }
     if (recording_.size() >= options_.max_iteration_steps) ResetRecording();
-    Record(step, std::move(merged), sig);
+    Record(step, sig, repeats_recorded, accesses);
     if (adopt_period_ > 0) Adopt();
   }
 
   void OnIterationMark() override {
+    FlushRepeats();
     marks_seen_ = true;
     if (on_trial_) {
       // A detected schedule on trial, and a recording that holds everything
@@ -199,7 +236,7 @@ class LifetimePolicy final : public Policy {
       ResetRecording();
     }
     if (!recording_.empty() && (!planner_ || mismatch_)) {
-      Learn(std::move(recording_));
+      Learn(RecordedSteps(0, recording_.size()));
     }
     ResetRecording();
     mismatch_ = false;
@@ -306,13 +343,16 @@ class LifetimePolicy final : public Policy {
   void Detect(uint64_t sig) {
     const uint64_t index = recording_.size();  // index this step will get
     if (candidate_period_ > 0) {
-      if (sig == recorded_signatures_[index - candidate_period_]) {
+      if (sig == recording_[index - candidate_period_].signature) {
         if (++candidate_matched_ >= std::min(kConfirmSteps, candidate_period_))
           adopt_period_ = candidate_period_;
         return;
       }
       candidate_period_ = 0;
     }
+    // Note [recording layout]: last_index_ may be behind for the last
+    // recorded signature, whose most recent occurrence is the step before.
+    if (index == 0 || sig == recording_.back().signature) return;  // period 1 at most
     auto it = last_index_.find(sig);
     if (it == last_index_.end()) return;
     const uint64_t period = index - it->second;
@@ -325,23 +365,72 @@ class LifetimePolicy final : public Policy {
     candidate_matched_ = 1;
   }
 
-  // Appends a step to the recording.
-  void Record(Step step, std::vector<BlockAccess> merged, uint64_t sig) {
-    last_index_[sig] = recording_.size();
-    recording_.push_back(StepAccesses{step, std::move(merged), 0});
-    recorded_signatures_.push_back(sig);
+  // Appends a step with signature `sig` to the recording (Note [recording
+  // layout]). `repeat`: `accesses` repeat those of the previous step, which
+  // is recording_.back() if the recording is not empty; otherwise merged_
+  // holds the merged form of `accesses`.
+  void Record(Step step, uint64_t sig, bool repeat, std::span<const BlockAccess> accesses) {
+    const uint64_t index = recording_.size();
+    if (repeat && index > 0) {
+      const RecordedStep& last = recording_.back();
+      recording_.push_back(RecordedStep{step, 0, sig, last.begin, last.count});
+      last_recorded_ = true;
+      return;  // last_index_ may stay behind for `sig`
+    }
+    if (repeat) MergeInto(accesses, merged_);
+    if (index > 0 && recording_.back().signature != sig) {
+      // Catch up with a run of the previous signature.
+      last_index_[recording_.back().signature] = index - 1;
+    }
+    last_index_[sig] = index;
+    recording_.push_back(RecordedStep{step, 0, sig, recorded_accesses_.size(),
+                                      static_cast<uint32_t>(merged_.size())});
+    recorded_accesses_.insert(recorded_accesses_.end(), merged_.begin(), merged_.end());
     last_recorded_ = true;
+  }
+
+  // Records the pending repeats of recording_.back() (Note [recording
+  // layout]) as steps of their own, each sharing its accesses.
+  void FlushRepeats() {
+    if (pending_repeats_ == 0) return;
+    const RecordedStep last = recording_.back();
+    for (uint64_t i = 1; i <= pending_repeats_; ++i) {
+      recording_.push_back(RecordedStep{last.step + i, 0, last.signature, last.begin, last.count});
+    }
+    pending_repeats_ = 0;
+  }
+
+  // The recorded steps [first, end) as a schedule's steps.
+  std::vector<StepAccesses> RecordedSteps(uint64_t first, uint64_t end) const {
+    std::vector<StepAccesses> steps;
+    steps.reserve(end - first);
+    for (uint64_t i = first; i < end; ++i) {
+      const RecordedStep& r = recording_[i];
+      const BlockAccess* a = recorded_accesses_.data() + r.begin;
+      steps.push_back(
+          StepAccesses{r.step, std::vector<BlockAccess>(a, a + r.count), r.duration_us});
+    }
+    return steps;
   }
 
   // Empties the recording and what detection inferred from it.
   void ResetRecording() {
     last_recorded_ = false;
+    pending_repeats_ = 0;
     recording_.clear();
-    recorded_signatures_.clear();
+    recorded_accesses_.clear();
     last_index_.clear();
     rejected_.clear();
     candidate_period_ = 0;
     adopt_period_ = 0;
+  }
+
+  // ResetRecording(), and the recording's memory given back: for a schedule
+  // that has passed its trial (nothing is recorded until learning restarts).
+  void ReleaseRecording() {
+    ResetRecording();
+    std::vector<RecordedStep>().swap(recording_);
+    std::vector<BlockAccess>().swap(recorded_accesses_);
   }
 
   // Adopts the period before the proposing step as the schedule, on trial
@@ -353,8 +442,7 @@ class LifetimePolicy final : public Policy {
     adopt_period_ = 0;
     candidate_period_ = 0;
     const uint64_t done = recording_.size();
-    Learn(std::vector<StepAccesses>(recording_.begin() + first,
-                                    recording_.begin() + candidate_start_));
+    Learn(RecordedSteps(first, candidate_start_));
     position_ = static_cast<int64_t>(done - first) - 1;
     planner_->Realign(position_);
     in_sync_ = true;
@@ -449,8 +537,20 @@ class LifetimePolicy final : public Policy {
   absl::flat_hash_map<BlockId, uint64_t> sizes_;  // every block ever allocated
   uint64_t budget_ = 0;
 
-  std::vector<StepAccesses> recording_;
-  std::vector<uint64_t> recorded_signatures_;
+  // Note [recording layout]
+  struct RecordedStep {
+    Step step = 0;
+    double duration_us = 0;
+    uint64_t signature = 0;
+    uint64_t begin = 0;  // the merged accesses: recorded_accesses_[begin, +count)
+    uint32_t count = 0;
+  };
+  std::vector<RecordedStep> recording_;
+  std::vector<BlockAccess> recorded_accesses_;
+  std::vector<BlockAccess> merged_;  // scratch: the step's merged accesses
+  // Steps after recording_.back(), numbered on from its step, that repeat it
+  // and are not yet in recording_ (Note [recording layout]).
+  uint64_t pending_repeats_ = 0;
   // Note [iteration detection]: the recording's most recent index of each
   // signature, the proposed period (0 if none), the index of the step that
   // proposed it, how many steps confirmed it, a confirmed period to adopt

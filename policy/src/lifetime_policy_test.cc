@@ -301,6 +301,48 @@ TEST(LifetimePolicyTest, DetectsIterationAfterSetUpPrefix) {
   EXPECT_EQ(p->PickVictim(Any()), 3u);
 }
 
+// Note [recording layout]: a long run of one repeated step (a loop of period
+// 1, never adopted) before the loop is set-up like any other; the run's last
+// step proposes the period when the iteration's step with the same blocks
+// comes, so the schedule is adopted one step earlier than without the run.
+TEST(LifetimePolicyTest, DetectsIterationAfterLongRunOfOneRepeatedStep) {
+  auto p = MakeLifetimePolicy();
+  Allocate(*p);
+  Step step = 0;
+  for (int i = 0; i < 1000; ++i) p->OnAccess(step++, kIteration[4]);
+  EXPECT_FALSE(p->NextUseDistance(4).has_value());
+  Feed(*p, step, 0, 5);
+  step += 5;
+  Feed(*p, step, 0, 3);  // confirmed by steps 0..2 of the second iteration
+  EXPECT_EQ(p->NextUseDistance(1), 1u);
+  EXPECT_EQ(p->NextUseDistance(4), 2u);
+  Feed(*p, step, 3, 4);
+  for (BlockId b : {2, 3, 4}) p->OnResident(b);
+  EXPECT_EQ(p->NextUseDistance(4), 1u);
+  EXPECT_EQ(p->NextUseDistance(2), 3u);
+  EXPECT_EQ(p->PickVictim(Any()), 3u);
+}
+
+// A run of one repeated step longer than max_iteration_steps: the recording
+// starts over at the limit as for any other steps, so the iteration learned
+// at the next mark holds the run's last steps only (here 2 of 10).
+TEST(LifetimePolicyTest, LongRunOfOneRepeatedStepStartsTheRecordingOverAtItsLimit) {
+  LifetimeOptions opt;
+  opt.max_iteration_steps = 8;
+  auto p = MakeLifetimePolicy(opt);
+  Allocate(*p);
+  p->OnIterationMark();
+  Step step = 0;
+  for (int i = 0; i < 10; ++i) p->OnAccess(step++, kIteration[4]);
+  Feed(*p, step, 0, 4);
+  p->OnIterationMark();
+  // Learned: {4} {4} {1 W} {2} {3} {1 R}; at its end.
+  EXPECT_EQ(p->NextUseDistance(4), 1u);
+  EXPECT_EQ(p->NextUseDistance(1), 3u);
+  EXPECT_EQ(p->NextUseDistance(2), 4u);
+  EXPECT_EQ(p->NextUseDistance(3), 5u);
+}
+
 // An iteration A L L L B whose layer L (four steps) repeats with the same
 // blocks: A writes 1, each layer reads 10 and 11 and writes 12, B reads 1
 // and 2. Period 14; L's period 4 recurs inside it.
