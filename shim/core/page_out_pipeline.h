@@ -129,6 +129,9 @@ class PageOutPipeline {
 
   // True if no page-out is in flight.
   bool empty() const { return moves_.empty(); }
+  // The copy-stream sequence number that covers every copy in flight
+  // (meaningful while !empty()).
+  uint64_t copy_seq() const { return copy_seq_; }
 
  private:
   struct Move {

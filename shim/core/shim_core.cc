@@ -871,7 +871,15 @@ void ShimCore::PageOutHostSlots::ReleaseAfter(uint32_t slot, uint64_t copy_seq) 
 
 uint32_t ShimCore::EvictBatch(const std::vector<uint32_t>& victims) {
   const uint32_t dropped = StartPageOut(victims, /*may_wait=*/true);
+  if (DeferPageOutWait()) return dropped;  // finished by the repeat, or by the next eviction
   return dropped + FinishPageOut();
+}
+
+bool ShimCore::DeferPageOutWait() {
+  if (!defer_waits_ || page_out_->empty()) return false;
+  if (tracker_->IsComplete(copy_index_, page_out_->copy_seq())) return false;
+  deferred_uses_.push_back({copy_index_, page_out_->copy_seq()});
+  return true;
 }
 
 void ShimCore::PickVictims(uint32_t want, PickedVictims* picked) {
@@ -901,9 +909,12 @@ bool ShimCore::EvictSome(uint32_t want, uint32_t lookahead) {
   // Note [pipelined page-out]: the batch started last time has been copying
   // while the caller worked; finish it (usually without waiting) and start
   // the next one.
-  if (!page_out_->empty() && FinishPageOut() > 0) {
-    StartLookahead(lookahead);
-    return true;
+  if (!page_out_->empty()) {
+    if (DeferPageOutWait()) return false;
+    if (FinishPageOut() > 0) {
+      StartLookahead(lookahead);
+      return true;
+    }
   }
   PickedVictims picked;
   require_idle_ = true;

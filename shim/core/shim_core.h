@@ -131,24 +131,26 @@
 //
 // Note [waits outside the lock]
 //   An eviction that finds every candidate still in use must wait for a
-//   victim's last uses. Launches and copies (BeforeLaunch, BeforeAccess,
-//   BeforeReferences) do not wait with mu_ held: they run with waits
-//   deferred, so such an eviction records what it would wait for (the
-//   victim's uses: stream sequence numbers) and fails instead, PageIn does
-//   not fall back to the host tier for it, and the operation unwinds as any
-//   failed operation does (Note [failed transitions]: chunks already filled
-//   stay filled, nothing is enqueued). The public call then takes held
-//   events for those uses (Note [held events] in stream_tracker.h),
-//   releases mu_, synchronizes the events, takes mu_ again and repeats the
-//   operation from the start, which now finds the victim idle. The repeat
-//   does not count the launch again nor tell the policy of the access
-//   again. Meanwhile other threads use the core: the application's other
-//   streams keep being fed, and work this thread waits for may depend on
-//   work another thread has yet to enqueue. After kMaxOutsideWaits repeats,
-//   or when an unlocked wait fails, the operation runs once more with waits
-//   made under the lock, as before, so it ends and reports the driver's
-//   error. Other waits still happen under mu_ (docs/architecture.md, "Inside
-//   one core").
+//   victim's last uses, and one that pages out must wait for its copies (or
+//   for the previous batch's: Note [pipelined page-out]). Launches and copies
+//   (BeforeLaunch, BeforeOpaque, BeforeAccess, BeforeReferences,
+//   BeforeGraphLaunch) do not make those waits with mu_ held: they run with
+//   waits deferred, so such an eviction records what it would wait for (the
+//   victim's uses, or the copy-stream sequence number that covers the page-out
+//   copies) and fails instead, PageIn does not fall back to the host tier for
+//   it, and the operation unwinds as any failed operation does (Note [failed
+//   transitions]: chunks already filled stay filled, nothing is enqueued). The
+//   public call then takes held events for those uses (Note [held events] in
+//   stream_tracker.h), releases mu_, synchronizes the events, takes mu_ again
+//   and runs the operation again from the start, which now finds the victim
+//   idle or the copies complete. The repeat does not count the launch again
+//   nor tell the policy of the access again. Meanwhile other threads use the
+//   core: the application's other streams keep being fed, and work this thread
+//   waits for may depend on work another thread has yet to enqueue. After
+//   kMaxOutsideWaits repeats, or when an unlocked wait fails, the operation
+//   runs once more with waits made under the lock, as before, so that it ends
+//   and reports the driver's error. Other waits still happen under mu_
+//   (docs/architecture.md, "Inside one core").
 #ifndef MEMVIRT_SHIM_CORE_SHIM_CORE_H_
 #define MEMVIRT_SHIM_CORE_SHIM_CORE_H_
 
@@ -541,6 +543,9 @@ class ShimCore {
   // waits, records `chunk`'s uses in deferred_uses_ and returns true (the
   // caller fails instead of waiting); false otherwise.
   bool DeferWaitChunkIdle(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
+  // The same for the page-outs in flight (page_out_), if their copies are not
+  // known complete.
+  bool DeferPageOutWait() MEMSHIM_REQUIRES(mu_);
   // Runs `op` (an operation of a public call, REQUIRES mu_) under mu_ with
   // waits deferred, waiting outside the lock and repeating it as Note
   // [waits outside the lock] says; returns its result.

@@ -199,8 +199,10 @@ TEST_F(ShimCorePageOutFaultTest, CopyFailureKeepsTheChunkOnTheDevice) {
 TEST_F(ShimCorePageOutFaultTest, WaitFailureKeepsTheChunkOnTheDevice) {
   CUstream s = fake_.CreateStream();
   fake_.Hold(CopyStream());  // the page-out copy has not run when its wait fails
+  // Every wait fails: the one outside the lock (Note [waits outside the
+  // lock]), then, under it, the batch's and that of the batch started again.
   const std::vector<CUdeviceptr> blocks =
-      PageOutUnder(s, [this] { faults_->FailEventSynchronize(1); });
+      PageOutUnder(s, [this] { faults_->FailEventSynchronize(3); });
   ExpectStayedOnTheDevice(blocks[0]);
   fake_.Release(CopyStream());
   Disarm();

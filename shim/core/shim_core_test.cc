@@ -477,8 +477,10 @@ TEST_F(ShimCoreTest, EvictionWaitLetsOtherThreadsUseTheCore) {
   // c needs a chunk; a and b are pending on the held stream: the launch waits
   // (the fake runs held work when an event on it is synchronized).
   ASSERT_EQ(Write(held, c, 2 * kMiB, 33), CUDA_SUCCESS);
-  if (other.joinable()) other.join();
+  const bool waited = other.joinable();
+  if (waited) other.join();
   during_event_sync = nullptr;
+  ASSERT_TRUE(waited) << "the launch did not wait for the pending work";
   EXPECT_TRUE(served_during_wait);
   EXPECT_EQ(result.get(), CUDA_SUCCESS);
   EXPECT_NE(d, 0u);
@@ -489,6 +491,47 @@ TEST_F(ShimCoreTest, EvictionWaitLetsOtherThreadsUseTheCore) {
   for (auto [p, seed] : {std::pair{a, 31}, std::pair{b, 32}, std::pair{c, 33}}) {
     uint64_t sum = 0;
     ASSERT_EQ(Read(held, p, 2 * kMiB, &sum), CUDA_SUCCESS);
+    EXPECT_EQ(sum, PatternChecksum(2 * kMiB, seed));
+  }
+  EXPECT_EQ(fake_.faults(), 0u);
+}
+
+// The same for the wait for page-out copies (Note [pipelined page-out]).
+TEST_F(ShimCoreTest, PageOutWaitLetsOtherThreadsUseTheCore) {
+  static Driver hooked;  // outlives the core, which the fixture destroys last
+  hooked = fake_.driver();
+  forwarded_event_sync = hooked.cuEventSynchronize;
+  hooked.cuEventSynchronize = &EventSyncWithHook;
+  Make(&hooked, 2 * kMiB, 64 * kMiB);
+  const CUstream copy = fake_.created_streams().back();  // the new core's copy stream
+  CUstream s = fake_.CreateStream();
+  CUdeviceptr a, b;
+  ASSERT_EQ(core_->Alloc(&a, 2 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(core_->Alloc(&b, 2 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(Write(s, a, 2 * kMiB, 41), CUDA_SUCCESS);
+  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  fake_.Hold(copy);  // a's page-out copy stays in flight until the host waits for it
+  bool served_during_wait = false;
+  CUdeviceptr d = 0;
+  std::promise<CUresult> done;
+  std::future<CUresult> result = done.get_future();
+  std::thread other;
+  during_event_sync = [&] {
+    other = std::thread([&] { done.set_value(core_->Alloc(&d, 2 * kMiB)); });
+    served_during_wait = result.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
+  };
+  ASSERT_EQ(Write(s, b, 2 * kMiB, 42), CUDA_SUCCESS);  // pages a out
+  const bool waited = other.joinable();
+  if (waited) other.join();
+  during_event_sync = nullptr;
+  fake_.Release(copy);
+  ASSERT_TRUE(waited) << "the launch did not wait for the page-out copy";
+  EXPECT_TRUE(served_during_wait);
+  EXPECT_EQ(result.get(), CUDA_SUCCESS);
+  EXPECT_EQ(core_->TEST_ResidenceOf(a), Residence::kHost);
+  for (auto [p, seed] : {std::pair{a, 41}, std::pair{b, 42}}) {
+    uint64_t sum = 0;
+    ASSERT_EQ(Read(s, p, 2 * kMiB, &sum), CUDA_SUCCESS);
     EXPECT_EQ(sum, PatternChecksum(2 * kMiB, seed));
   }
   EXPECT_EQ(fake_.faults(), 0u);
