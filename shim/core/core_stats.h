@@ -1,6 +1,6 @@
 // CoreStats: what one ShimCore has done and holds (ShimCore::stats()), in
-// its own header so that the pieces of the core that count (PageOutPipeline)
-// need not include shim_core.h.
+// its own header so that the pieces of the core that count (PageOutPipeline,
+// SpillManager) need not include shim_core.h.
 //
 // Thread safety: a plain struct; the core's copy is guarded by its mutex.
 #ifndef MEMVIRT_SHIM_CORE_CORE_STATS_H_

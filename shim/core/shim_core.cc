@@ -155,9 +155,10 @@ CUresult ShimCore::Create(const Driver* driver, const CoreOptions& options, Cont
     core->device_budget_chunks_ = device_chunks;
     core->lookahead_min_chunks_ = options.lookahead_min_chunks;
     // The spill tier holds demoted host chunks: without a host tier it is unused.
-    core->InitSpill(core->pool_->host_tier_available() ? spill : nullptr);
-    has_spill = core->spill_ != nullptr;
-    const uint64_t spill_chunks = core->spill_ != nullptr ? spill_bytes >> kChunkShift : 0;
+    SpillTier* const usable_spill =
+        core->pool_->host_tier_available() && SpillManager::Usable(driver, spill) ? spill : nullptr;
+    has_spill = usable_spill != nullptr;
+    const uint64_t spill_chunks = has_spill ? spill_bytes >> kChunkShift : 0;
     const uint32_t capacity = static_cast<uint32_t>(std::min<uint64_t>(
         num_chunks,
         static_cast<uint64_t>(device_chunks) + core->pool_->host_limit() + spill_chunks));
@@ -169,9 +170,9 @@ CUresult ShimCore::Create(const Driver* driver, const CoreOptions& options, Cont
       core->own_overflow_ = std::make_unique<OverflowLedger>(core->pool_->host_ledger());
       overflow = core->own_overflow_.get();
     }
-    if (core->spill_ != nullptr) {
+    if (has_spill) {
       overflow->InitSpillChunks(spill_chunks);
-      core->spill_reserve_ = static_cast<uint32_t>(core->staging_.size());
+      core->spill_reserve_ = usable_spill->staging_slots();
       overflow->AddSpillReserve(core->spill_reserve_);
     }
     core->overflow_ = overflow;
@@ -193,6 +194,20 @@ CUresult ShimCore::Create(const Driver* driver, const CoreOptions& options, Cont
         .stats = &core->stats_,
         .host_slots = &core->page_out_slots_,
     });
+    if (has_spill) {
+      core->spill_ = std::make_unique<SpillManager>(SpillManager::Parts{
+          .driver = driver,
+          .table = &core->table_,
+          .pool = core->pool_.get(),
+          .tracker = core->tracker_.get(),
+          .copy_index = core->copy_index_,
+          .copy_stream = core->copy_stream_,
+          .policy = core->policy_.get(),
+          .stats = &core->stats_,
+          .tier = usable_spill,
+          .owner = &core->spill_owner_,
+      });
+    }
     MEMSHIM_LOG(kInfo,
                 "virtual device memory: %llu MiB device budget, %llu MiB host tier, %llu MiB "
                 "spill tier, %llu MiB address space, policy %s",
@@ -230,11 +245,7 @@ ShimCore::~ShimCore() {
         (void)pool_->UnmapAt(table_.AddressOf(c));  // teardown: nothing to keep
       }
     }
-    if (spill_ != nullptr && driver_->cuMemHostUnregister != nullptr) {
-      for (uint32_t s = 0; s < staging_.size(); ++s) {
-        driver_->cuMemHostUnregister(spill_->staging(s));
-      }
-    }
+    spill_.reset();     // unpins the staging buffers; before what it points to
     page_out_.reset();  // before what it points to
     tracker_.reset();
     allocator_.reset();  // gives its overflow charge back
@@ -270,7 +281,7 @@ void ShimCore::OnChunksFreed(uint32_t first, uint32_t count) {
     if (e.residence == Residence::kUnbacked) {
       --unbacked_owned_;
     } else if (e.residence == Residence::kNvme) {
-      DropSpilled(c);
+      spill_->Drop(c);
     } else if (!e.dead_listed) {  // once: warm blocks are freed again and again
       e.dead_listed = true;
       dead_.push_back(c);
@@ -869,6 +880,39 @@ void ShimCore::PageOutHostSlots::ReleaseAfter(uint32_t slot, uint64_t copy_seq) 
   core_->pending_host_.push_back({slot, copy_seq});
 }
 
+bool ShimCore::SpillOwner::ChunkIdle(uint32_t chunk) {
+  core_->mu_.AssertHeld();  // spill_ calls it from DemoteHostChunks()
+  return core_->ChunkIdle(chunk);
+}
+
+CUresult ShimCore::SpillOwner::AcquireDevice(uint32_t* index) {
+  core_->mu_.AssertHeld();  // spill_ calls it from Promote()
+  return core_->AcquireDevice(index, /*may_evict=*/true);
+}
+
+CUresult ShimCore::SpillOwner::AcquireHost(uint32_t* slot) {
+  core_->mu_.AssertHeld();  // spill_ calls it from Promote()
+  // Note [waits outside the lock]: the device chunk was deferred for a wait;
+  // the promotion is repeated after it rather than placed in a host slot.
+  if (!core_->deferred_uses_.empty()) return CUDA_ERROR_NOT_READY;
+  return core_->AcquireHost(slot);
+}
+
+bool ShimCore::DemoteHostChunks(uint32_t max) {
+  if (spill_ == nullptr) return false;
+  const SpillManager::Demoted demoted = spill_->Demote(max, stamp_);
+  unmapped_host_ -= demoted.unmapped;
+  return demoted.moved > 0;
+}
+
+CUresult ShimCore::Promote(uint32_t chunk) {
+  uint64_t stored = 0;
+  const CUresult r = spill_->Promote(chunk, &stored);
+  // The stored copy is discarded once the fill is ordered (CommitFills).
+  if (r == CUDA_SUCCESS) fills_.push_back({chunk, kNoIndex, stored});
+  return r;
+}
+
 uint32_t ShimCore::EvictBatch(const std::vector<uint32_t>& victims) {
   const uint32_t dropped = StartPageOut(victims, /*may_wait=*/true);
   if (DeferPageOutWait()) return dropped;  // finished by the repeat, or by the next eviction
@@ -1098,10 +1142,7 @@ void ShimCore::UndoFills() {
       e.phys = f.host_slot;
       (void)MapHostSlot(f.chunk);  // a failure marks it unmapped: mapped at its next use
     } else {
-      e.residence = Residence::kNvme;
-      e.phys = kNoIndex;
-      SetSpillId(f.chunk, f.spill_id);
-      ++stats_.spilled_chunks;
+      spill_->Restore(f.chunk, f.spill_id);
     }
   }
   fills_.clear();
@@ -1169,7 +1210,7 @@ CUresult ShimCore::MakeResident(uint32_t stream, bool host_wait, bool capturing,
       ++stats_.prefetches;
     }
   }
-  if (result == CUDA_SUCCESS && spill_ != nullptr) StartSpillPrefetch();
+  if (result == CUDA_SUCCESS && spill_ != nullptr) spill_->Prefetch();
   bool host_fills = false;
   for (const Fill& f : fills_) host_fills |= f.host_slot != kNoIndex;
   if (host_fills) {

@@ -2,8 +2,9 @@
 //
 // A process has one core per device it allocates on (Note [one core per
 // device]). Each core owns its VA reservation, the block allocator, the chunk table, physical
-// chunks (device and host tier), stream sequence tracking, the policy and the
-// page-outs in flight (PageOutPipeline, page_out_pipeline.h). The
+// chunks (device and host tier), stream sequence tracking, the policy, the
+// page-outs in flight (PageOutPipeline, page_out_pipeline.h) and the spill
+// tier's demotions and promotions (SpillManager, spill_manager.h). The
 // hook layer calls it around every intercepted driver call; it reaches the
 // driver only through the injected Driver table.
 //
@@ -55,7 +56,7 @@
 //   * page-out (device -> host tier): a failed copy or wait keeps the chunk
 //     on the device; a failed remap maps the device chunk back.
 //   * promotion and demotion (Note [spill tier]): as page-in and page-out; a
-//     failed load or store leaves the chunk where it was.
+//     failed load or store leaves the chunk where it was (spill_manager.h).
 //   * if putting a mapping back fails as well, the chunk stays in the host
 //     tier marked `unmapped` (its bytes are in its host slot); the next
 //     operation that reaches it, an opaque launch included, maps it first or
@@ -127,7 +128,9 @@
 //   operation with CUDA_ERROR_ECC_UNCORRECTABLE (the data is unreadable);
 //   nothing is ever silently replaced. Demotions run only while a caller
 //   needs a host slot (they block on the store), never on the launch fast
-//   path.
+//   path. The demotions, promotions and loads ahead are a SpillManager's
+//   (spill_manager.h, with Note [demotion queue]); the core decides when
+//   they run.
 //
 // Note [waits outside the lock]
 //   An eviction that finds every candidate still in use must wait for a
@@ -180,6 +183,7 @@
 #include "shim/core/pointer_attributes.h"
 #include "shim/core/relaxed_capture_mode.h"
 #include "shim/core/residency_policy.h"
+#include "shim/core/spill_manager.h"
 #include "shim/core/spill_tier.h"
 #include "shim/core/stream_tracker.h"
 #include "shim/core/thread_annotations.h"
@@ -523,7 +527,7 @@ class ShimCore {
   // Victims being chosen for one eviction: each is marked with the current
   // stamp while it is chosen (so PickVictim skips it); Restore() gives every
   // one its previous stamp back, which keeps the recency that demotion ranks
-  // host chunks by (Note [demotion queue]).
+  // host chunks by (Note [demotion queue] in spill_manager.h).
   struct PickedVictims {
     std::vector<uint32_t> chunks;
     std::vector<uint64_t> stamps;  // their stamps before they were picked
@@ -613,43 +617,28 @@ class ShimCore {
   void EnforceDeviceLimit() MEMSHIM_REQUIRES(mu_);
   static bool EligibleThunk(void* self, uint32_t chunk);
 
-  // Spill tier (Note [spill tier], shim_core_spill.cc).
-  struct StagingSlot {
-    // kStoring: held by a demotion until its store returned.
-    enum class State : uint8_t { kFree, kLoading, kLoaded, kCopying, kStoring };
-    State state = State::kFree;
-    uint32_t chunk = kNoIndex;  // kLoading/kLoaded: the chunk being promoted
-    uint64_t id = 0;            // kLoading/kLoaded: its stored copy
-    uint64_t copy_seq = 0;      // kCopying: copy-stream sequence reading the slot
-  };
-  void InitSpill(SpillTier* spill) MEMSHIM_REQUIRES(mu_);
-  void SetSpillId(uint32_t chunk, uint64_t id) MEMSHIM_REQUIRES(mu_);
-  // A staging slot usable now (free, or its copy completed), without waiting.
-  bool ReadyStaging(uint32_t* slot) MEMSHIM_REQUIRES(mu_);
-  bool AcquireStaging(uint32_t keep_chunk, uint32_t* slot) MEMSHIM_REQUIRES(mu_);
+  // Spill tier (Note [spill tier]): spill_'s calls, their results applied to
+  // the core (unmapped_host_, fills_).
   // Demotes up to `max` (at most one batch) host chunks; false if none moved.
   bool DemoteHostChunks(uint32_t max) MEMSHIM_REQUIRES(mu_);
-  // Note [demotion queue] (shim_core_spill.cc).
-  struct DemotionCandidate {
-    uint32_t rank;  // > 0: among the policy's upcoming chunks (higher: needed sooner)
-    uint32_t chunk;
-    uint64_t stamp;  // the chunk's stamp when queued
-  };
-  bool DemotionEligible(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
-  void RebuildDemotionQueue() MEMSHIM_REQUIRES(mu_);
+  // Promotes kNvme `chunk`; a success is a fill of the operation (fills_).
   [[nodiscard]] CUresult Promote(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
-  // Installs finished prefetch loads into free host slots (never waits).
-  void InstallLoaded() MEMSHIM_REQUIRES(mu_);
-  void StartSpillPrefetch() MEMSHIM_REQUIRES(mu_);
-  void DropSpilled(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
-  SpillTier* spill_ MEMSHIM_GUARDED_BY(mu_) = nullptr;
-  std::vector<StagingSlot> staging_ MEMSHIM_GUARDED_BY(mu_);
-  // Per materialized chunk, kNvme only; grown by SetSpillId (reads are of
-  // chunks written before).
-  std::vector<uint64_t> spill_ids_ MEMSHIM_GUARDED_BY(mu_);
-  uint32_t staging_loads_ MEMSHIM_GUARDED_BY(mu_) = 0;  // slots kLoading or kLoaded
-  bool spill_full_logged_ MEMSHIM_GUARDED_BY(mu_) = false;
-  std::vector<DemotionCandidate> demotion_queue_ MEMSHIM_GUARDED_BY(mu_);  // best victim last
+  // Demotion and promotion to and from the spill tier (spill_manager.h);
+  // null without a usable tier. Created with page_out_.
+  std::unique_ptr<SpillManager> spill_ MEMSHIM_GUARDED_BY(mu_);
+  // The core's side for spill_: ChunkIdle(), AcquireDevice() (which may
+  // evict) and AcquireHost(). Called only from spill_, under mu_.
+  class SpillOwner final : public SpillManager::Owner {
+   public:
+    explicit SpillOwner(ShimCore* core) : core_(core) {}
+    bool ChunkIdle(uint32_t chunk) override;
+    CUresult AcquireDevice(uint32_t* index) override;
+    CUresult AcquireHost(uint32_t* slot) override;
+
+   private:
+    ShimCore* const core_;
+  };
+  SpillOwner spill_owner_{this};
 
   const Driver* const driver_;
   ControlPlane* const control_;

@@ -183,7 +183,7 @@ CUresult ShimCore::DropBacking(uint32_t chunk) {
   if (e.evicting) FinishPageOut();  // its page-out copy reads it
   if (e.residence == Residence::kUnbacked) return CUDA_SUCCESS;
   if (e.residence == Residence::kNvme) {
-    DropSpilled(chunk);
+    spill_->Drop(chunk);
     return CUDA_SUCCESS;
   }
   if (e.pinned) return CUDA_ERROR_NOT_SUPPORTED;  // exported to another process

@@ -42,7 +42,7 @@
 //     what it reads into anything it writes: the chunks its arguments name
 //     get holds_addresses (a pointer array built on the device from another
 //     one is recognized).
-//   A hidden target is never demoted to the spill tier (DemotionEligible):
+//   A hidden target is never demoted to the spill tier (SpillManager):
 //   every chunk such a kernel may reach keeps a mapping, the device's or a
 //   host slot's. Blocks that were in the spill tier when they became targets
 //   are brought back by the next launch with hidden reach, with its own

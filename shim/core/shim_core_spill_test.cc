@@ -275,6 +275,33 @@ TEST_F(ShimCoreSpillTest, LifetimePolicyLoadsSpilledChunksAheadOfUse) {
 // Note [failed transitions]: each step of a promotion or a demotion that
 // fails leaves the chunk where its bytes are, checked by checksum after the
 // failure and after a retry.
+// Note [waits outside the lock]: a promotion that finds every device chunk
+// in use waits for one, without the core lock, rather than settling for a
+// host slot.
+TEST_F(ShimCoreSpillTest, PromotionWaitsForABusyDeviceChunkRatherThanTakingAHostSlot) {
+  CUstream s = fake_.CreateStream();
+  CUstream held = fake_.CreateStream();
+  std::vector<CUdeviceptr> blocks = WriteBlocks(s, 12);
+  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  ASSERT_EQ(core_->TEST_ResidenceOf(blocks[0]), Residence::kNvme);
+  // Every device chunk gets work that runs only when the host waits for it.
+  fake_.Hold(held);
+  for (int i = 8; i < 12; ++i) {
+    ASSERT_EQ(core_->TEST_ResidenceOf(blocks[i]), Residence::kDevice) << "block " << i;
+    ASSERT_EQ(Write(held, blocks[i], 2 * kMiB, 500 + i), CUDA_SUCCESS);
+  }
+  const uint64_t waits = core_->stats().host_waits;
+  uint64_t sum = 0;
+  ASSERT_EQ(Read(s, blocks[0], 2 * kMiB, &sum), CUDA_SUCCESS);
+  fake_.Release(held);
+  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  EXPECT_GT(core_->stats().host_waits, waits);
+  EXPECT_EQ(core_->TEST_ResidenceOf(blocks[0]), Residence::kDevice);
+  EXPECT_EQ(sum, PatternChecksum(2 * kMiB, 500));
+  ExpectBlocks(s, blocks, 12);
+  EXPECT_EQ(fake_.faults(), 0u);
+}
+
 class ShimCoreSpillFaultTest : public ShimCoreSpillTest {
  protected:
   void SetUp() override { MakeWithFaults(8 * kMiB, 8 * kMiB, "lru", &plane_); }

@@ -8,7 +8,8 @@
 // a device chunk or host slot. Loads may run ahead of use (prefetch):
 // StartLoad() returns at once and FinishLoad() collects the outcome.
 //
-// Thread safety: not thread-safe; ShimCore calls it under its mutex. The
+// Thread safety: not thread-safe; the core's SpillManager (spill_manager.h)
+// calls it under the core's mutex. The
 // implementation is owned by the ControlPlane that hands it out and outlives
 // the core.
 #ifndef MEMVIRT_SHIM_CORE_SPILL_TIER_H_

@@ -1,11 +1,10 @@
-// ShimCore's use of the spill tier below host memory: Note [spill tier] in
-// shim_core.h.
+#include "shim/core/spill_manager.h"
+
 #include <algorithm>
 #include <unordered_map>
 #include <vector>
 
 #include "shim/core/log.h"
-#include "shim/core/shim_core.h"
 
 namespace memvirt::shim {
 namespace {
@@ -15,25 +14,30 @@ constexpr size_t kDemoteBatch = 4;
 // How far ahead prefetch candidates are asked for (the policy returns
 // non-resident chunks in general; only the spilled ones are loaded here).
 constexpr uint64_t kSpillPrefetchWindow = 64 * kChunkBytes;
-// Candidates kept in order per scan of the chunk table (Note [demotion queue]).
+// Candidates kept in order per scan of the chunk table (Note [demotion queue]
+// in spill_manager.h).
 constexpr size_t kDemotionQueue = 64;
 
 }  // namespace
 
-void ShimCore::InitSpill(SpillTier* spill) {
-  if (spill == nullptr || spill->staging_slots() == 0) return;
-  if (driver_->cuMemcpyHtoDAsync_v2 == nullptr || driver_->cuMemcpyDtoHAsync_v2 == nullptr) {
+bool SpillManager::Usable(const Driver* driver, SpillTier* tier) {
+  if (tier == nullptr || tier->staging_slots() == 0) return false;
+  if (driver->cuMemcpyHtoDAsync_v2 == nullptr || driver->cuMemcpyDtoHAsync_v2 == nullptr) {
     MEMSHIM_LOG(kWarn, "the driver lacks async host copies; spill tier unused");
-    return;
+    return false;
   }
-  spill_ = spill;
-  staging_.assign(spill->staging_slots(), StagingSlot{});
-  spill_ids_.assign(table_.size(), 0);  // grown by SetSpillId
-  if (driver_->cuMemHostRegister_v2 != nullptr) {
+  return true;
+}
+
+SpillManager::SpillManager(const Parts& parts) : parts_(parts) {
+  staging_.assign(parts_.tier->staging_slots(), StagingSlot{});
+  spill_ids_.assign(parts_.table->size(), 0);  // grown by SetSpillId
+  if (parts_.driver->cuMemHostRegister_v2 != nullptr) {
     // Pinned staging makes the copies asynchronous DMA on a real GPU; the
     // tier works (more slowly) without it.
     for (uint32_t s = 0; s < staging_.size(); ++s) {
-      if (driver_->cuMemHostRegister_v2(spill->staging(s), kChunkBytes, 0) != CUDA_SUCCESS) {
+      if (parts_.driver->cuMemHostRegister_v2(parts_.tier->staging(s), kChunkBytes, 0) !=
+          CUDA_SUCCESS) {
         MEMSHIM_LOG(kInfo, "staging buffers not pinned; spill copies are synchronous");
         break;
       }
@@ -41,11 +45,19 @@ void ShimCore::InitSpill(SpillTier* spill) {
   }
 }
 
-bool ShimCore::ReadyStaging(uint32_t* slot) {
+SpillManager::~SpillManager() {
+  if (parts_.driver->cuMemHostUnregister != nullptr) {
+    for (uint32_t s = 0; s < staging_.size(); ++s) {
+      parts_.driver->cuMemHostUnregister(parts_.tier->staging(s));
+    }
+  }
+}
+
+bool SpillManager::ReadyStaging(uint32_t* slot) {
   for (uint32_t s = 0; s < staging_.size(); ++s) {
     StagingSlot& st = staging_[s];
     if (st.state == StagingSlot::State::kCopying &&
-        tracker_->IsComplete(copy_index_, st.copy_seq)) {
+        tracker().IsComplete(parts_.copy_index, st.copy_seq)) {
       st.state = StagingSlot::State::kFree;
     }
     if (st.state == StagingSlot::State::kFree) {
@@ -56,7 +68,7 @@ bool ShimCore::ReadyStaging(uint32_t* slot) {
   return false;
 }
 
-bool ShimCore::AcquireStaging(uint32_t keep_chunk, uint32_t* slot) {
+bool SpillManager::AcquireStaging(uint32_t keep_chunk, uint32_t* slot) {
   // Free (or its copy done) first, then wait for the oldest copy, then give
   // up a prefetched load (its chunk stays stored; nothing is lost).
   if (ReadyStaging(slot)) return true;
@@ -71,69 +83,55 @@ bool ShimCore::AcquireStaging(uint32_t keep_chunk, uint32_t* slot) {
     }
   }
   if (oldest != kNoIndex) {
-    ++stats_.host_waits;
+    ++stats().host_waits;
     // The copy reads the staging buffer: a failed wait leaves it unusable now.
-    if (tracker_->WaitFor(copy_index_, staging_[oldest].copy_seq) != CUDA_SUCCESS) return false;
+    if (tracker().WaitFor(parts_.copy_index, staging_[oldest].copy_seq) != CUDA_SUCCESS) {
+      return false;
+    }
     staging_[oldest].state = StagingSlot::State::kFree;
     *slot = oldest;
     return true;
   }
   if (victim_load == kNoIndex) return false;
   StagingSlot& st = staging_[victim_load];
-  if (st.state == StagingSlot::State::kLoading)
-    (void)spill_->FinishLoad(victim_load, /*wait=*/true);
+  if (st.state == StagingSlot::State::kLoading) {
+    (void)tier().FinishLoad(victim_load, /*wait=*/true);
+  }
   st = StagingSlot{};
   --staging_loads_;
   *slot = victim_load;
   return true;
 }
 
-// Note [demotion queue]
-//   Demotion victims are host chunks with live data that the operation being
-//   prepared does not touch, whose last use completed and whose fill landed,
-//   farthest expected next use first: chunks the policy expects soon (its
-//   prefetch candidates, soonest first) last, the sooner the later, the
-//   others least recently touched first (the stamp is the id of the last
-//   operation). Finding them takes a scan of the chunk table and an ordering
-//   of the candidates; once per batch of kDemoteBatch chunks that cost
-//   O(reservation) per 8 MiB moved, more than the transfer on a large host
-//   tier. A scan therefore keeps the best kDemotionQueue candidates in order
-//   and later batches take from them, re-checking each one (still eligible,
-//   stamp unchanged since the scan: a chunk touched since then is ranked
-//   again by the next scan; one that is busy is left to it too). Chunks that
-//   entered the host tier after the scan were touched after every queued
-//   one, so the exact order would put them later anyway, except against
-//   chunks the policy expects soon: the queue is scanned again before one of
-//   those is taken, and whenever it runs out. At most one scan per call.
-void ShimCore::SetSpillId(uint32_t chunk, uint64_t id) {
-  if (chunk >= spill_ids_.size()) spill_ids_.resize(table_.size(), 0);
+void SpillManager::SetSpillId(uint32_t chunk, uint64_t id) {
+  if (chunk >= spill_ids_.size()) spill_ids_.resize(table().size(), 0);
   spill_ids_[chunk] = id;
 }
 
-bool ShimCore::DemotionEligible(uint32_t chunk) {
-  const ChunkEntry& e = table_[chunk];
-  if (e.residence != Residence::kHost || !e.live_data || e.stamp == stamp_) return false;
+bool SpillManager::DemotionEligible(uint32_t chunk, uint64_t stamp) {
+  const ChunkEntry& e = table()[chunk];
+  if (e.residence != Residence::kHost || !e.live_data || e.stamp == stamp) return false;
   if (e.hidden_target) return false;  // a kernel may reach it unnamed (Note [hidden reach])
-  return e.fill_seq == 0 || tracker_->IsComplete(copy_index_, e.fill_seq);
+  return e.fill_seq == 0 || tracker().IsComplete(parts_.copy_index, e.fill_seq);
 }
 
-void ShimCore::RebuildDemotionQueue() {
-  ++stats_.demotion_scans;
+void SpillManager::RebuildDemotionQueue(uint64_t stamp) {
+  ++stats().demotion_scans;
   std::vector<uint32_t> soon;
-  policy_->PrefetchCandidatesInto(kSpillPrefetchWindow, &soon);
+  policy().PrefetchCandidatesInto(kSpillPrefetchWindow, &soon);
   std::unordered_map<uint32_t, uint32_t> urgency;  // chunk -> rank, higher = needed sooner
   for (size_t i = 0; i < soon.size(); ++i) {
     urgency.emplace(soon[i], static_cast<uint32_t>(soon.size() - i));
   }
   std::vector<DemotionCandidate> all;
-  for (uint32_t c = 0; c < table_.size(); ++c) {
-    if (!DemotionEligible(c)) continue;
+  for (uint32_t c = 0; c < table().size(); ++c) {
+    if (!DemotionEligible(c, stamp)) continue;
     uint32_t rank = 0;
     if (!urgency.empty()) {
       auto it = urgency.find(c);
       if (it != urgency.end()) rank = it->second;
     }
-    all.push_back({rank, c, table_[c].stamp});
+    all.push_back({rank, c, table()[c].stamp});
   }
   const size_t keep = std::min(all.size(), kDemotionQueue);
   std::partial_sort(all.begin(), all.begin() + static_cast<ptrdiff_t>(keep), all.end(),
@@ -145,8 +143,8 @@ void ShimCore::RebuildDemotionQueue() {
   std::reverse(demotion_queue_.begin(), demotion_queue_.end());  // best victim last
 }
 
-bool ShimCore::DemoteHostChunks(uint32_t max) {
-  if (spill_ == nullptr) return false;
+SpillManager::Demoted SpillManager::Demote(uint32_t max, uint64_t stamp) {
+  Demoted demoted;
   struct Move {
     uint32_t chunk, slot;
   };
@@ -155,22 +153,22 @@ bool ShimCore::DemoteHostChunks(uint32_t max) {
   bool scanned = false;
   while (moves.size() < want) {
     if (!scanned && (demotion_queue_.empty() || demotion_queue_.back().rank > 0)) {
-      RebuildDemotionQueue();
+      RebuildDemotionQueue(stamp);
       scanned = true;
     }
     if (demotion_queue_.empty()) break;
     const DemotionCandidate d = demotion_queue_.back();
     demotion_queue_.pop_back();
-    if (table_[d.chunk].stamp != d.stamp || !DemotionEligible(d.chunk)) continue;
-    if (!ChunkIdle(d.chunk)) continue;
+    if (table()[d.chunk].stamp != d.stamp || !DemotionEligible(d.chunk, stamp)) continue;
+    if (!parts_.owner->ChunkIdle(d.chunk)) continue;
     uint32_t slot;
     if (!AcquireStaging(kNoIndex, &slot)) {
       demotion_queue_.push_back(d);
       break;
     }
     const uint32_t c = d.chunk;
-    CUresult r = driver_->cuMemcpyDtoHAsync_v2(spill_->staging(slot), pool_->mirror(table_[c].phys),
-                                               kChunkBytes, copy_stream_);
+    CUresult r = parts_.driver->cuMemcpyDtoHAsync_v2(
+        tier().staging(slot), pool().mirror(table()[c].phys), kChunkBytes, parts_.copy_stream);
     if (r != CUDA_SUCCESS) {
       MEMSHIM_LOG(kError, "copy to the staging buffer failed (%d)", r);
       demotion_queue_.push_back(d);
@@ -179,18 +177,17 @@ bool ShimCore::DemoteHostChunks(uint32_t max) {
     staging_[slot].state = StagingSlot::State::kStoring;
     moves.push_back({c, slot});
   }
-  if (moves.empty()) return false;
-  ++stats_.host_waits;
-  const uint64_t seq = tracker_->Issue(copy_index_);
-  const bool copied = tracker_->WaitFor(copy_index_, seq) == CUDA_SUCCESS;
-  uint32_t demoted = 0;
+  if (moves.empty()) return demoted;
+  ++stats().host_waits;
+  const uint64_t seq = tracker().Issue(parts_.copy_index);
+  const bool copied = tracker().WaitFor(parts_.copy_index, seq) == CUDA_SUCCESS;
   for (const Move& m : moves) {
     staging_[m.slot] = StagingSlot{};
     if (!copied) continue;
     uint64_t id = 0;
-    const SpillResult res = spill_->Store(m.slot, &id);
+    const SpillResult res = tier().Store(m.slot, &id);
     if (res != SpillResult::kOk) {
-      ++stats_.spill_failures;
+      ++stats().spill_failures;
       if (!spill_full_logged_) {
         MEMSHIM_LOG(kWarn, "spill tier refused a chunk (%s); it stays in host memory",
                     res == SpillResult::kNoSpace ? "no space" : "store failed");
@@ -198,43 +195,43 @@ bool ShimCore::DemoteHostChunks(uint32_t max) {
       }
       continue;
     }
-    ChunkEntry& e = table_[m.chunk];
-    const CUdeviceptr va = table_.AddressOf(m.chunk);
-    if (!e.unmapped && pool_->UnmapAt(va) != CUDA_SUCCESS) {
+    ChunkEntry& e = table()[m.chunk];
+    const CUdeviceptr va = table().AddressOf(m.chunk);
+    if (!e.unmapped && pool().UnmapAt(va) != CUDA_SUCCESS) {
       MEMSHIM_LOG(kError, "unmapping a demoted chunk failed; it stays in host memory");
-      spill_->Discard(id);
+      tier().Discard(id);
       continue;
     }
     if (e.unmapped) {
       e.unmapped = false;
-      --unmapped_host_;
+      ++demoted.unmapped;
     }
-    pool_->ReleaseHost(e.phys);
+    pool().ReleaseHost(e.phys);
     e.residence = Residence::kNvme;
     e.phys = kNoIndex;
     e.fill_seq = 0;
     SetSpillId(m.chunk, id);
-    ++stats_.spilled_chunks;
-    ++stats_.demotions;
-    ++demoted;
+    ++stats().spilled_chunks;
+    ++stats().demotions;
+    ++demoted.moved;
   }
-  return demoted > 0;
+  return demoted;
 }
 
-CUresult ShimCore::Promote(uint32_t chunk) {
-  ChunkEntry& e = table_[chunk];
-  const CUdeviceptr va = table_.AddressOf(chunk);
+CUresult SpillManager::Promote(uint32_t chunk, uint64_t* stored) {
+  ChunkEntry& e = table()[chunk];
+  const CUdeviceptr va = table().AddressOf(chunk);
   // Where it goes first: eviction and demotion may run here, and they use
   // staging slots, so the load is started only afterwards (unless a
   // prefetch already holds the data).
   uint32_t dev = kNoIndex, host = kNoIndex;
-  if (AcquireDevice(&dev, /*may_evict=*/true) != CUDA_SUCCESS) {
+  if (parts_.owner->AcquireDevice(&dev) != CUDA_SUCCESS) {
     dev = kNoIndex;
-    if (AcquireHost(&host) != CUDA_SUCCESS) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (parts_.owner->AcquireHost(&host) != CUDA_SUCCESS) return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  auto release = [&]() MEMSHIM_REQUIRES(mu_) {
-    if (dev != kNoIndex) pool_->ReleaseDevice(dev);
-    if (host != kNoIndex) pool_->ReleaseHost(host);
+  auto release = [&]() {
+    if (dev != kNoIndex) pool().ReleaseDevice(dev);
+    if (host != kNoIndex) pool().ReleaseHost(host);
   };
   uint32_t slot = kNoIndex;
   for (uint32_t s = 0; s < staging_.size(); ++s) {
@@ -250,71 +247,72 @@ CUresult ShimCore::Promote(uint32_t chunk) {
       release();
       return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    ++stats_.promotion_reads;
-    res = spill_->StartLoad(spill_ids_[chunk], slot);
-    if (res == SpillResult::kOk) res = spill_->FinishLoad(slot, /*wait=*/true);
+    ++stats().promotion_reads;
+    res = tier().StartLoad(spill_ids_[chunk], slot);
+    if (res == SpillResult::kOk) res = tier().FinishLoad(slot, /*wait=*/true);
   } else {
     if (staging_[slot].state == StagingSlot::State::kLoading) {
-      res = spill_->FinishLoad(slot, /*wait=*/true);
+      res = tier().FinishLoad(slot, /*wait=*/true);
     }
     --staging_loads_;
   }
   staging_[slot] = StagingSlot{};
   if (res != SpillResult::kOk) {
-    ++stats_.spill_failures;
+    ++stats().spill_failures;
     release();
     MEMSHIM_LOG(kError, "loading a chunk from the spill tier failed; the access fails");
     return CUDA_ERROR_ECC_UNCORRECTABLE;
   }
   const CUmemGenericAllocationHandle target =
-      dev != kNoIndex ? pool_->device_handle(dev) : pool_->host_handle(host);
-  CUresult r = pool_->MapAt(va, target);
+      dev != kNoIndex ? pool().device_handle(dev) : pool().host_handle(host);
+  CUresult r = pool().MapAt(va, target);
   if (r != CUDA_SUCCESS) {
     release();
     return r;
   }
-  const CUdeviceptr dst = dev != kNoIndex ? va : pool_->mirror(host);
-  r = driver_->cuMemcpyHtoDAsync_v2(dst, spill_->staging(slot), kChunkBytes, copy_stream_);
+  const CUdeviceptr dst = dev != kNoIndex ? va : pool().mirror(host);
+  r = parts_.driver->cuMemcpyHtoDAsync_v2(dst, tier().staging(slot), kChunkBytes,
+                                          parts_.copy_stream);
   if (r != CUDA_SUCCESS) {
     MEMSHIM_LOG(kError, "copy from the staging buffer failed (%d); the chunk stays stored", r);
-    if (pool_->UnmapAt(va) == CUDA_SUCCESS) {
+    if (pool().UnmapAt(va) == CUDA_SUCCESS) {
       release();
     } else {  // still mapped: the target is not reused
       MEMSHIM_LOG(kError, "unmapping chunk %u failed; its promotion target is abandoned", chunk);
     }
     return r;
   }
-  const uint64_t seq = tracker_->Issue(copy_index_);
+  const uint64_t seq = tracker().Issue(parts_.copy_index);
   staging_[slot].state = StagingSlot::State::kCopying;
   staging_[slot].copy_seq = seq;
   e.fill_seq = seq;
-  // The stored copy is discarded once the fill is ordered (CommitFills).
-  fills_.push_back({chunk, kNoIndex, spill_ids_[chunk]});
+  // The owner discards the stored copy once the fill is ordered.
+  *stored = spill_ids_[chunk];
   spill_ids_[chunk] = 0;
-  --stats_.spilled_chunks;
-  ++stats_.promotions;
+  --stats().spilled_chunks;
+  ++stats().promotions;
   if (dev != kNoIndex) {
     e.residence = Residence::kDevice;
     e.phys = dev;
-    policy_->OnResident(chunk);
-    ++stats_.page_ins;
+    policy().OnResident(chunk);
+    ++stats().page_ins;
   } else {
     e.residence = Residence::kHost;
     e.phys = host;
-    ++stats_.host_fallbacks;
+    ++stats().host_fallbacks;
   }
   return CUDA_SUCCESS;
 }
 
-void ShimCore::InstallLoaded() {
+void SpillManager::InstallLoaded() {
   if (staging_loads_ == 0) return;
   for (uint32_t s = 0; s < staging_.size(); ++s) {
     StagingSlot& st = staging_[s];
     if (st.state == StagingSlot::State::kLoading) {
-      const SpillResult res = spill_->FinishLoad(s, /*wait=*/false);
+      const SpillResult res = tier().FinishLoad(s, /*wait=*/false);
       if (res == SpillResult::kPending) continue;
       if (res != SpillResult::kOk) {  // the demand path will retry and report it
-        ++stats_.spill_failures;
+        ++stats().spill_failures;
         st = StagingSlot{};
         --staging_loads_;
         continue;
@@ -322,35 +320,35 @@ void ShimCore::InstallLoaded() {
       st.state = StagingSlot::State::kLoaded;
     }
     if (st.state != StagingSlot::State::kLoaded) continue;
-    ChunkEntry& e = table_[st.chunk];
+    ChunkEntry& e = table()[st.chunk];
     if (e.residence != Residence::kNvme || spill_ids_[st.chunk] != st.id) {  // freed meanwhile
       st = StagingSlot{};
       --staging_loads_;
       continue;
     }
     uint32_t host;
-    if (pool_->AcquireHost(&host) != CUDA_SUCCESS) continue;  // kept for the demand path
-    const CUdeviceptr va = table_.AddressOf(st.chunk);
-    if (pool_->MapAt(va, pool_->host_handle(host)) != CUDA_SUCCESS) {  // kept for the demand path
-      pool_->ReleaseHost(host);
+    if (pool().AcquireHost(&host) != CUDA_SUCCESS) continue;  // kept for the demand path
+    const CUdeviceptr va = table().AddressOf(st.chunk);
+    if (pool().MapAt(va, pool().host_handle(host)) != CUDA_SUCCESS) {  // kept for the demand path
+      pool().ReleaseHost(host);
       continue;
     }
-    if (driver_->cuMemcpyHtoDAsync_v2(pool_->mirror(host), spill_->staging(s), kChunkBytes,
-                                      copy_stream_) != CUDA_SUCCESS) {
-      if (pool_->UnmapAt(va) == CUDA_SUCCESS) {
-        pool_->ReleaseHost(host);
+    if (parts_.driver->cuMemcpyHtoDAsync_v2(pool().mirror(host), tier().staging(s), kChunkBytes,
+                                            parts_.copy_stream) != CUDA_SUCCESS) {
+      if (pool().UnmapAt(va) == CUDA_SUCCESS) {
+        pool().ReleaseHost(host);
       } else {  // still mapped: the slot is not reused
         MEMSHIM_LOG(kError, "unmapping chunk %u failed; a host slot is abandoned", st.chunk);
       }
       continue;
     }
-    const uint64_t seq = tracker_->Issue(copy_index_);
-    spill_->Discard(st.id);
+    const uint64_t seq = tracker().Issue(parts_.copy_index);
+    tier().Discard(st.id);
     spill_ids_[st.chunk] = 0;
     e.residence = Residence::kHost;
     e.phys = host;
     e.fill_seq = seq;
-    --stats_.spilled_chunks;
+    --stats().spilled_chunks;
     st = StagingSlot{};
     st.state = StagingSlot::State::kCopying;
     st.copy_seq = seq;
@@ -358,8 +356,8 @@ void ShimCore::InstallLoaded() {
   }
 }
 
-void ShimCore::StartSpillPrefetch() {
-  if (spill_ == nullptr || stats_.spilled_chunks == 0 || !policy_->MayPrefetch()) return;
+void SpillManager::Prefetch() {
+  if (stats().spilled_chunks == 0 || !policy().MayPrefetch()) return;
   InstallLoaded();
   // Half of the staging buffers may hold loads ahead of use (the rest stay
   // for demotions); a finished load waits there until a host slot is free or
@@ -367,29 +365,37 @@ void ShimCore::StartSpillPrefetch() {
   uint32_t room = std::max<uint32_t>(1, static_cast<uint32_t>(staging_.size()) / 2);
   if (room <= staging_loads_) return;
   room -= staging_loads_;
-  policy_->PrefetchCandidatesInto(kSpillPrefetchWindow, &prefetch_);
+  policy().PrefetchCandidatesInto(kSpillPrefetchWindow, &prefetch_);
   for (uint32_t c : prefetch_) {
     if (room == 0) break;
-    if (table_[c].residence != Residence::kNvme) continue;
+    if (table()[c].residence != Residence::kNvme) continue;
     bool loading = false;
     for (const StagingSlot& st : staging_) loading |= st.chunk == c;
     if (loading) continue;
     uint32_t slot;
     if (!ReadyStaging(&slot)) break;  // never waits here
-    if (spill_->StartLoad(spill_ids_[c], slot) != SpillResult::kOk) break;
+    if (tier().StartLoad(spill_ids_[c], slot) != SpillResult::kOk) break;
     staging_[slot] = {StagingSlot::State::kLoading, c, spill_ids_[c], 0};
     ++staging_loads_;
-    ++stats_.spill_prefetches;
+    ++stats().spill_prefetches;
     --room;
   }
 }
 
-void ShimCore::DropSpilled(uint32_t chunk) {
-  ChunkEntry& e = table_[chunk];
-  spill_->Discard(spill_ids_[chunk]);
+void SpillManager::Restore(uint32_t chunk, uint64_t stored) {
+  ChunkEntry& e = table()[chunk];
+  e.residence = Residence::kNvme;
+  e.phys = kNoIndex;
+  SetSpillId(chunk, stored);
+  ++stats().spilled_chunks;
+}
+
+void SpillManager::Drop(uint32_t chunk) {
+  ChunkEntry& e = table()[chunk];
+  tier().Discard(spill_ids_[chunk]);
   spill_ids_[chunk] = 0;
   e.residence = Residence::kUnbacked;
-  --stats_.spilled_chunks;
+  --stats().spilled_chunks;
 }
 
 }  // namespace memvirt::shim

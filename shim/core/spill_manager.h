@@ -1,0 +1,212 @@
+// SpillManager: one ShimCore's use of the spill tier below the host tier
+// (Note [spill tier] in shim_core.h), with the spill tier's part of Note
+// [failed transitions] there.
+//
+// Demote() moves host-tier chunks whose last use completed into the tier:
+// each chunk's 2 MiB are copied into a staging buffer on the core's copy
+// stream, the host waits once for the batch, each buffer is stored, and the
+// chunk's host slot is unmapped and freed (residence kNvme, nothing mapped at
+// its address). Promote() brings a kNvme chunk back: it gets a device chunk
+// (else a host slot) from the owner, its stored copy is loaded into a staging
+// buffer (or taken from a load started ahead) and copied to that target on
+// the copy stream. Prefetch() starts loads of the chunks the policy expects
+// soon and installs finished ones into free host slots; Drop() forgets the
+// stored copy of a freed chunk.
+//
+// Owns: the staging slots' states (free, loading or loaded for a chunk,
+// copying, storing), the id of the stored copy of each kNvme chunk, the
+// demotion queue (Note [demotion queue]) and the pinning of the staging
+// buffers (registered with the driver at construction, unregistered at
+// destruction). Not owned, given at construction and outliving the manager:
+// the driver; the chunk table (of each chunk it moves it writes residence,
+// phys, fill_seq and unmapped, and reads live_data, stamp and
+// hidden_target); the physical pool (host slots, mappings); the stream
+// tracker and the copy stream's index in it; the policy (asked for its
+// prefetch candidates, told OnResident); the core's statistics (host_waits,
+// spill_failures, spilled_chunks, demotions, demotion_scans, promotions,
+// promotion_reads, spill_prefetches, page_ins, host_fallbacks); the spill
+// tier; and Owner, the core's side: whether a chunk's last uses completed,
+// and the acquisition of a promotion's target, which may evict and demote.
+// Changes to the owner's other counters are reported in the results instead
+// (Demoted, Promote's stored copy).
+//
+// Failure behaviour (Note [failed transitions]): bytes are never lost.
+//   * Demotion: a chunk whose copy into a staging buffer cannot be enqueued
+//     stays in host memory, and no later chunk of the batch is started. If
+//     the wait for the copies fails, every chunk of the batch stays. A store
+//     the tier refuses (no space, failed) keeps the chunk (stats:
+//     spill_failures); a failed unmap of its host slot keeps it too, and the
+//     stored copy is discarded.
+//   * Promotion: without a target, or without a staging buffer, it fails
+//     with CUDA_ERROR_OUT_OF_MEMORY; a failed load with
+//     CUDA_ERROR_ECC_UNCORRECTABLE (stats: spill_failures); a failed map or
+//     copy with the driver's error. In each case the chunk stays kNvme with
+//     its stored copy, and the target is released (kept, mapped, if the
+//     unmap after a failed copy fails too).
+//   * A load started ahead that fails is dropped (the demand path reads
+//     again and reports it); one that cannot be installed is kept for the
+//     demand path.
+//
+// Note [demotion queue]
+//   Demotion victims are host chunks with live data that the operation being
+//   prepared does not touch, whose last use completed and whose fill landed,
+//   farthest expected next use first: chunks the policy expects soon (its
+//   prefetch candidates, soonest first) last, the sooner the later, the
+//   others least recently touched first (the stamp is the id of the last
+//   operation). Finding them takes a scan of the chunk table and an ordering
+//   of the candidates; once per batch of kDemoteBatch (4) chunks that cost
+//   O(reservation) per 8 MiB moved, more than the transfer on a large host
+//   tier. A scan therefore keeps the best kDemotionQueue (64) candidates in order
+//   and later batches take from them, re-checking each one (still eligible,
+//   stamp unchanged since the scan: a chunk touched since then is ranked
+//   again by the next scan; one that is busy is left to it too). Chunks that
+//   entered the host tier after the scan were touched after every queued
+//   one, so the exact order would put them later anyway, except against
+//   chunks the policy expects soon: the queue is scanned again before one of
+//   those is taken, and whenever it runs out. At most one scan per call.
+//
+// Thread safety: not thread-safe; the owner (ShimCore) serializes every call
+// with its mutex (its member is guarded by it), as it does for the
+// collaborators above. Promote() calls Owner::AcquireDevice() and
+// Owner::AcquireHost() before it changes any state of its own; they may call
+// Demote() (re-entrantly, on the same thread).
+#ifndef MEMVIRT_SHIM_CORE_SPILL_MANAGER_H_
+#define MEMVIRT_SHIM_CORE_SPILL_MANAGER_H_
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "shim/core/chunk_table.h"
+#include "shim/core/core_stats.h"
+#include "shim/core/physical_pool.h"
+#include "shim/core/residency_policy.h"
+#include "shim/core/spill_tier.h"
+#include "shim/core/stream_tracker.h"
+#include "shim/driver/driver.h"
+
+namespace memvirt::shim {
+
+class SpillManager {
+ public:
+  // The owner's side.
+  class Owner {
+   public:
+    // True if every use of `chunk` recorded by the owner has completed.
+    virtual bool ChunkIdle(uint32_t chunk) = 0;
+    // A device chunk for a promotion; may evict (and so demote): CUDA_SUCCESS,
+    // or an error when none can be had.
+    [[nodiscard]] virtual CUresult AcquireDevice(uint32_t* index) = 0;
+    // A host slot for a promotion the device cannot take; may wait for
+    // deferred releases or demote.
+    [[nodiscard]] virtual CUresult AcquireHost(uint32_t* slot) = 0;
+
+   protected:
+    ~Owner() = default;
+  };
+
+  // The collaborators (none owned; each outlives the manager).
+  struct Parts {
+    const Driver* driver = nullptr;
+    ChunkTable* table = nullptr;
+    PhysicalPool* pool = nullptr;
+    StreamTracker* tracker = nullptr;
+    uint32_t copy_index = 0;         // the copy stream's index in `tracker`
+    CUstream copy_stream = nullptr;  // the stream the staging copies are enqueued on
+    ResidencyPolicy* policy = nullptr;
+    CoreStats* stats = nullptr;
+    SpillTier* tier = nullptr;
+    Owner* owner = nullptr;
+  };
+
+  // Whether `tier` can serve a core over `driver`: it has staging buffers and
+  // the driver has asynchronous host copies (logged if not). False for null.
+  static bool Usable(const Driver* driver, SpillTier* tier);
+
+  // Pins the staging buffers where the driver can (the tier works, more
+  // slowly, without). REQUIRES: every pointer of `parts` non-null;
+  // Usable(parts.driver, parts.tier); the chunk table sized.
+  explicit SpillManager(const Parts& parts);
+  // Unpins the staging buffers. REQUIRES: no copy reads or writes them.
+  ~SpillManager();
+  SpillManager(const SpillManager&) = delete;
+  SpillManager& operator=(const SpillManager&) = delete;
+
+  uint32_t staging_slots() const { return static_cast<uint32_t>(staging_.size()); }
+
+  struct Demoted {
+    uint32_t moved = 0;     // chunks now kNvme (stats: demotions, spilled_chunks)
+    uint32_t unmapped = 0;  // ... of which were marked `unmapped`: the owner's count drops
+  };
+  // Demotes up to `max` (at most one batch) host chunks, farthest expected
+  // next use first (Note [demotion queue]); chunks stamped `stamp` (the
+  // operation being prepared touches them) and hidden targets are not
+  // demoted. Blocks on the copies and the stores.
+  [[nodiscard]] Demoted Demote(uint32_t max, uint64_t stamp);
+
+  // Brings kNvme `chunk` back to a device chunk, else a host slot, filled on
+  // the copy stream (the chunk's fill_seq). On CUDA_SUCCESS *stored is its
+  // stored copy, which the tier keeps until the owner, once the fill is
+  // ordered before the work that needs it, calls Discard(), or, if it cannot
+  // be, Restore().
+  [[nodiscard]] CUresult Promote(uint32_t chunk, uint64_t* stored);
+  // Releases a stored copy Promote() returned.
+  void Discard(uint64_t stored) { parts_.tier->Discard(stored); }
+  // A promotion of `chunk` is undone, its target released by the owner: it
+  // is kNvme again, with its stored copy `stored`.
+  void Restore(uint32_t chunk, uint64_t stored);
+
+  // Installs finished loads, then starts loads of spilled chunks the policy
+  // expects soon into up to half of the staging buffers (never waits).
+  void Prefetch();
+
+  // Freed kNvme `chunk`: its stored copy is discarded; it becomes kUnbacked.
+  void Drop(uint32_t chunk);
+
+ private:
+  struct StagingSlot {
+    // kStoring: held by a demotion until its store returned.
+    enum class State : uint8_t { kFree, kLoading, kLoaded, kCopying, kStoring };
+    State state = State::kFree;
+    uint32_t chunk = kNoIndex;  // kLoading/kLoaded: the chunk being promoted
+    uint64_t id = 0;            // kLoading/kLoaded: its stored copy
+    uint64_t copy_seq = 0;      // kCopying: copy-stream sequence reading the slot
+  };
+  // Note [demotion queue].
+  struct DemotionCandidate {
+    uint32_t rank;  // > 0: among the policy's upcoming chunks (higher: needed sooner)
+    uint32_t chunk;
+    uint64_t stamp;  // the chunk's stamp when queued
+  };
+
+  void SetSpillId(uint32_t chunk, uint64_t id);
+  // A staging slot usable now (free, or its copy completed), without waiting.
+  bool ReadyStaging(uint32_t* slot);
+  bool AcquireStaging(uint32_t keep_chunk, uint32_t* slot);
+  bool DemotionEligible(uint32_t chunk, uint64_t stamp);
+  void RebuildDemotionQueue(uint64_t stamp);
+  // Installs finished prefetch loads into free host slots (never waits).
+  void InstallLoaded();
+
+  ChunkTable& table() { return *parts_.table; }
+  PhysicalPool& pool() { return *parts_.pool; }
+  StreamTracker& tracker() { return *parts_.tracker; }
+  ResidencyPolicy& policy() { return *parts_.policy; }
+  CoreStats& stats() { return *parts_.stats; }
+  SpillTier& tier() { return *parts_.tier; }
+
+  const Parts parts_;
+  std::vector<StagingSlot> staging_;
+  // Per materialized chunk, kNvme only; grown by SetSpillId (reads are of
+  // chunks written before).
+  std::vector<uint64_t> spill_ids_;
+  uint32_t staging_loads_ = 0;  // slots kLoading or kLoaded
+  bool spill_full_logged_ = false;
+  std::vector<DemotionCandidate> demotion_queue_;  // best victim last
+  std::vector<uint32_t> prefetch_;                 // Prefetch()'s candidates (reused buffer)
+};
+
+}  // namespace memvirt::shim
+
+#endif  // MEMVIRT_SHIM_CORE_SPILL_MANAGER_H_

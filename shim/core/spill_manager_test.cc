@@ -1,0 +1,557 @@
+// SpillManager over the fake driver and an in-memory spill tier: host chunks
+// of a small reservation are demoted and promoted, and where their bytes are
+// is checked by checksum, also when a step fails (Note [failed transitions]
+// in shim_core.h).
+#include "shim/core/spill_manager.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <set>
+#include <vector>
+
+#include "shim/core/shim_core_test_fixture.h"
+#include "shim/testing/fake_driver.h"
+
+namespace memvirt::shim {
+namespace {
+
+// Stores copies in memory; loads complete at FinishLoad. Failure switches.
+class MemorySpillTier final : public SpillTier {
+ public:
+  explicit MemorySpillTier(uint32_t slots) {
+    for (uint32_t s = 0; s < slots; ++s) {
+      staging_.push_back(static_cast<uint8_t*>(std::aligned_alloc(4096, kChunkBytes)));
+    }
+    pending_.assign(slots, 0);
+  }
+  ~MemorySpillTier() override {
+    for (uint8_t* p : staging_) std::free(p);
+  }
+  uint32_t staging_slots() const override { return static_cast<uint32_t>(staging_.size()); }
+  void* staging(uint32_t slot) override { return staging_[slot]; }
+  uint64_t capacity_bytes() const override { return 64 * kMiB; }
+  SpillResult Store(uint32_t slot, uint64_t* id) override {
+    if (no_space) return SpillResult::kNoSpace;
+    if (fail_stores) return SpillResult::kFailed;
+    *id = next_id_++;
+    stored_[*id].assign(staging_[slot], staging_[slot] + kChunkBytes);
+    return SpillResult::kOk;
+  }
+  SpillResult StartLoad(uint64_t id, uint32_t slot) override {
+    if (pending_[slot] != 0) return SpillResult::kFailed;
+    pending_[slot] = id;
+    ++started_loads;
+    return SpillResult::kOk;
+  }
+  SpillResult FinishLoad(uint32_t slot, bool /*wait*/) override {
+    const uint64_t id = pending_[slot];
+    pending_[slot] = 0;
+    auto it = stored_.find(id);
+    if (id == 0 || it == stored_.end() || fail_loads) return SpillResult::kFailed;
+    std::memcpy(staging_[slot], it->second.data(), kChunkBytes);
+    return SpillResult::kOk;
+  }
+  void Discard(uint64_t id) override { stored_.erase(id); }
+
+  size_t stored() const { return stored_.size(); }
+  // The checksum of stored copy `id`, 0 if there is none.
+  uint64_t StoredChecksum(uint64_t id) const {
+    auto it = stored_.find(id);
+    return it == stored_.end() ? 0 : Checksum(it->second.data(), kChunkBytes);
+  }
+  // The checksums of every stored copy, sorted.
+  std::vector<uint64_t> StoredChecksums() const {
+    std::vector<uint64_t> sums;
+    for (const auto& [id, bytes] : stored_) sums.push_back(Checksum(bytes.data(), kChunkBytes));
+    std::sort(sums.begin(), sums.end());
+    return sums;
+  }
+
+  bool no_space = false;
+  bool fail_stores = false;
+  bool fail_loads = false;
+  int started_loads = 0;
+
+ private:
+  std::vector<uint8_t*> staging_;
+  std::vector<uint64_t> pending_;
+  std::map<uint64_t, std::vector<uint8_t>> stored_;
+  uint64_t next_id_ = 1;
+};
+
+// Prefetch candidates set by the test; chunks told OnResident recorded.
+class ScriptedPolicy final : public ResidencyPolicy {
+ public:
+  const char* name() const override { return "scripted"; }
+  void OnAlloc(uint32_t) override {}
+  void OnFree(uint32_t) override {}
+  void OnAccess(uint64_t, const uint32_t*, size_t) override {}
+  void OnResident(uint32_t chunk) override { resident.push_back(chunk); }
+  void OnEvicted(uint32_t) override {}
+  void OnBudgetChange(uint64_t) override {}
+  bool PickVictim(Eligible, void*, uint32_t*) override { return false; }
+  std::vector<uint32_t> PrefetchCandidates(uint64_t) override { return upcoming; }
+
+  std::vector<uint32_t> upcoming;
+  std::vector<uint32_t> resident;
+};
+
+// The owner's side: the pool's free chunks and slots only (none when
+// refused), and chunks marked busy.
+class TestOwner final : public SpillManager::Owner {
+ public:
+  bool ChunkIdle(uint32_t chunk) override { return busy.count(chunk) == 0; }
+  CUresult AcquireDevice(uint32_t* index) override {
+    ++device_requests;
+    return refuse_device ? CUDA_ERROR_OUT_OF_MEMORY : pool->AcquireDevice(index);
+  }
+  CUresult AcquireHost(uint32_t* slot) override {
+    ++host_requests;
+    return refuse_host ? CUDA_ERROR_OUT_OF_MEMORY : pool->AcquireHost(slot);
+  }
+
+  PhysicalPool* pool = nullptr;
+  std::set<uint32_t> busy;
+  bool refuse_device = false;
+  bool refuse_host = false;
+  int device_requests = 0;
+  int host_requests = 0;
+};
+
+// Staging buffers pinned and unpinned (a driver with cuMemHostRegister).
+int g_registered = 0;
+CUresult CountRegister(void*, size_t, unsigned int) {
+  ++g_registered;
+  return CUDA_SUCCESS;
+}
+CUresult CountUnregister(void*) {
+  --g_registered;
+  return CUDA_SUCCESS;
+}
+
+class SpillManagerTest : public ::testing::Test {
+ protected:
+  static constexpr uint32_t kChunks = 8;
+  static constexpr uint32_t kStagingSlots = 2;
+  // The stamp of the operation being prepared (chunks are made older).
+  static constexpr uint64_t kNow = 100;
+
+  void SetUp() override {
+    driver_ = faults_.driver();
+    driver_.cuMemHostRegister_v2 = &CountRegister;
+    driver_.cuMemHostUnregister = &CountUnregister;
+    g_registered = 0;
+    ASSERT_EQ(driver_.cuMemAddressReserve(&base_, kChunks * kChunkBytes, kChunkBytes, 0, 0),
+              CUDA_SUCCESS);
+    table_ = ChunkTable(base_, kChunks);
+    table_.Materialize(kChunks);
+    pool_ = std::make_unique<PhysicalPool>(&driver_, 0, 0);
+    ASSERT_EQ(pool_->Init(/*device_chunks=*/2, /*host_chunks=*/4), CUDA_SUCCESS);
+    ASSERT_EQ(driver_.cuStreamCreate(&copy_stream_, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    tracker_ = std::make_unique<StreamTracker>(&driver_, 4);
+    copy_index_ = tracker_->Adopt(copy_stream_);
+    owner_.pool = pool_.get();
+    ASSERT_TRUE(SpillManager::Usable(&driver_, &tier_));
+    spill_ = std::make_unique<SpillManager>(SpillManager::Parts{
+        .driver = &driver_,
+        .table = &table_,
+        .pool = pool_.get(),
+        .tracker = tracker_.get(),
+        .copy_index = copy_index_,
+        .copy_stream = copy_stream_,
+        .policy = &policy_,
+        .stats = &stats_,
+        .tier = &tier_,
+        .owner = &owner_,
+    });
+  }
+
+  void TearDown() override {
+    faults_.ClearFaults();
+    if (tracker_ != nullptr) (void)tracker_->WaitForAll();
+    spill_.reset();
+    tracker_.reset();
+    for (uint32_t c = 0; c < kChunks; ++c) {
+      if (fake_.IsMapped(Address(c), kChunkBytes)) {
+        (void)driver_.cuMemUnmap(Address(c), kChunkBytes);
+      }
+    }
+    pool_.reset();
+    if (base_ != 0) driver_.cuMemAddressFree(base_, kChunks * kChunkBytes);
+    base_ = 0;
+  }
+
+  CUdeviceptr Address(uint32_t c) const {
+    return base_ + (static_cast<uint64_t>(c) << kChunkShift);
+  }
+  static uint64_t BytesAt(CUdeviceptr p) {
+    return Checksum(reinterpret_cast<void*>(p), kChunkBytes);
+  }
+  static uint64_t Pattern(uint64_t seed) { return PatternChecksum(kChunkBytes, seed); }
+
+  // Chunk `c` as a one-chunk block in the host tier (its slot mapped at its
+  // address), last used by operation `stamp`, holding the pattern of `seed`.
+  void MakeHostChunk(uint32_t c, uint64_t seed, uint64_t stamp = 1) {
+    uint32_t slot = 0;
+    ASSERT_EQ(pool_->AcquireHost(&slot), CUDA_SUCCESS);
+    ASSERT_EQ(pool_->MapAt(Address(c), pool_->host_handle(slot)), CUDA_SUCCESS);
+    ChunkEntry& e = table_[c];
+    e.kind = ChunkKind::kLarge;
+    e.owner_first = c;
+    e.owner_count = 1;
+    e.residence = Residence::kHost;
+    e.phys = slot;
+    e.live_data = true;
+    e.stamp = stamp;
+    FillPattern(reinterpret_cast<void*>(Address(c)), kChunkBytes, seed);
+  }
+
+  // `c` is kHost, its slot mapped at its address, with the pattern of `seed`.
+  void ExpectInHostMemory(uint32_t c, uint64_t seed) {
+    const ChunkEntry& e = table_[c];
+    EXPECT_EQ(e.residence, Residence::kHost) << c;
+    EXPECT_FALSE(e.unmapped) << c;
+    ASSERT_TRUE(fake_.IsMapped(Address(c), kChunkBytes)) << c;
+    EXPECT_EQ(BytesAt(Address(c)), Pattern(seed)) << c;
+    EXPECT_EQ(BytesAt(pool_->mirror(e.phys)), Pattern(seed)) << c;
+  }
+
+  // Demotes chunk `c` (alone in the host tier), holding the pattern of `seed`.
+  void MakeSpilledChunk(uint32_t c, uint64_t seed) {
+    MakeHostChunk(c, seed);
+    ASSERT_EQ(spill_->Demote(1, kNow).moved, 1u);
+    ASSERT_EQ(table_[c].residence, Residence::kNvme);
+  }
+
+  // `c` is kNvme, nothing mapped at its address, and the tier holds one
+  // copy: the pattern of `seed`.
+  void ExpectStored(uint32_t c, uint64_t seed) {
+    EXPECT_EQ(table_[c].residence, Residence::kNvme) << c;
+    EXPECT_EQ(table_[c].phys, kNoIndex) << c;
+    EXPECT_FALSE(fake_.IsMapped(Address(c), kChunkBytes)) << c;
+    EXPECT_EQ(tier_.StoredChecksums(), std::vector<uint64_t>{Pattern(seed)}) << c;
+  }
+
+  testing::FakeDriver fake_{64 * kMiB};
+  testing::FaultInjector faults_{fake_.driver()};
+  Driver driver_;
+  CUdeviceptr base_ = 0;
+  ChunkTable table_;
+  std::unique_ptr<PhysicalPool> pool_;
+  CUstream copy_stream_ = nullptr;
+  std::unique_ptr<StreamTracker> tracker_;
+  uint32_t copy_index_ = 0;
+  ScriptedPolicy policy_;
+  CoreStats stats_;
+  MemorySpillTier tier_{kStagingSlots};
+  TestOwner owner_;
+  std::unique_ptr<SpillManager> spill_;
+};
+
+TEST_F(SpillManagerTest, StagingBuffersArePinnedForTheManagersLifetime) {
+  EXPECT_EQ(spill_->staging_slots(), kStagingSlots);
+  EXPECT_EQ(g_registered, static_cast<int>(kStagingSlots));
+  spill_.reset();
+  EXPECT_EQ(g_registered, 0);
+}
+
+TEST_F(SpillManagerTest, ATierIsUsableOnlyWithStagingBuffersAndAsyncHostCopies) {
+  EXPECT_FALSE(SpillManager::Usable(&driver_, nullptr));
+  MemorySpillTier none(0);
+  EXPECT_FALSE(SpillManager::Usable(&driver_, &none));
+  Driver sync_only = driver_;
+  sync_only.cuMemcpyDtoHAsync_v2 = nullptr;
+  EXPECT_FALSE(SpillManager::Usable(&sync_only, &tier_));
+}
+
+TEST_F(SpillManagerTest, DemotionStoresTheBytesAndFreesTheSlot) {
+  MakeHostChunk(0, 1, /*stamp=*/1);
+  MakeHostChunk(1, 2, /*stamp=*/2);
+  ASSERT_EQ(pool_->host_in_use(), 2u);
+
+  const SpillManager::Demoted demoted = spill_->Demote(2, kNow);
+  EXPECT_EQ(demoted.moved, 2u);
+  EXPECT_EQ(demoted.unmapped, 0u);
+  for (uint32_t c : {0u, 1u}) {
+    const ChunkEntry& e = table_[c];
+    EXPECT_EQ(e.residence, Residence::kNvme);
+    EXPECT_EQ(e.phys, kNoIndex);
+    EXPECT_EQ(e.fill_seq, 0u);
+    EXPECT_FALSE(fake_.IsMapped(Address(c), kChunkBytes));
+  }
+  EXPECT_EQ(pool_->host_in_use(), 0u);
+  std::vector<uint64_t> expected{Pattern(1), Pattern(2)};
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(tier_.StoredChecksums(), expected);
+  EXPECT_EQ(stats_.demotions, 2u);
+  EXPECT_EQ(stats_.spilled_chunks, 2u);
+  EXPECT_EQ(stats_.host_waits, 1u);  // one wait for the batch's copies
+  EXPECT_EQ(stats_.demotion_scans, 1u);
+  EXPECT_EQ(stats_.spill_failures, 0u);
+  EXPECT_EQ(fake_.faults(), 0u);
+}
+
+TEST_F(SpillManagerTest, DemotionTakesTheLeastRecentlyUsedFirstAndLeavesTheOthers) {
+  MakeHostChunk(0, 1, /*stamp=*/5);
+  MakeHostChunk(1, 2, /*stamp=*/3);
+  EXPECT_EQ(spill_->Demote(1, kNow).moved, 1u);
+  EXPECT_EQ(table_[1].residence, Residence::kNvme);
+  ExpectInHostMemory(0, 1);
+  EXPECT_EQ(tier_.StoredChecksums(), std::vector<uint64_t>{Pattern(2)});
+}
+
+TEST_F(SpillManagerTest, ChunksInUseOrNotToBeDemotedStayInHostMemory) {
+  MakeHostChunk(0, 1, /*stamp=*/kNow);  // the operation being prepared touches it
+  MakeHostChunk(1, 2);
+  table_[1].hidden_target = true;  // a kernel may reach it unnamed
+  MakeHostChunk(2, 3);
+  owner_.busy.insert(2);  // its last use has not completed
+  MakeHostChunk(3, 4);
+  table_[3].live_data = false;  // freed: nothing to keep
+
+  const SpillManager::Demoted demoted = spill_->Demote(4, kNow);
+  EXPECT_EQ(demoted.moved, 0u);
+  for (uint32_t c : {0u, 1u, 2u}) ExpectInHostMemory(c, c + 1);
+  EXPECT_EQ(table_[3].residence, Residence::kHost);
+  EXPECT_EQ(tier_.stored(), 0u);
+  EXPECT_EQ(stats_.host_waits, 0u);  // nothing copied: no wait
+  EXPECT_EQ(stats_.demotions, 0u);
+
+  owner_.busy.clear();  // idle now
+  EXPECT_EQ(spill_->Demote(4, kNow).moved, 1u);
+  EXPECT_EQ(table_[2].residence, Residence::kNvme);
+}
+
+TEST_F(SpillManagerTest, DemotingAnUnmappedChunkIsReported) {
+  MakeHostChunk(0, 1);
+  ASSERT_EQ(pool_->UnmapAt(Address(0)), CUDA_SUCCESS);
+  table_[0].unmapped = true;  // its bytes are in its slot, nothing mapped
+  const SpillManager::Demoted demoted = spill_->Demote(1, kNow);
+  EXPECT_EQ(demoted.moved, 1u);
+  EXPECT_EQ(demoted.unmapped, 1u);
+  EXPECT_FALSE(table_[0].unmapped);
+  ExpectStored(0, 1);
+  EXPECT_EQ(pool_->host_in_use(), 0u);
+}
+
+TEST_F(SpillManagerTest, PromotionBringsTheBytesBackByteExact) {
+  MakeSpilledChunk(0, 7);
+  uint64_t stored = 0;
+  ASSERT_EQ(spill_->Promote(0, &stored), CUDA_SUCCESS);
+  const ChunkEntry& e = table_[0];
+  EXPECT_EQ(e.residence, Residence::kDevice);
+  EXPECT_NE(e.fill_seq, 0u);  // filled on the copy stream
+  ASSERT_EQ(tracker_->WaitFor(copy_index_, e.fill_seq), CUDA_SUCCESS);
+  ASSERT_TRUE(fake_.IsMapped(Address(0), kChunkBytes));
+  EXPECT_EQ(BytesAt(Address(0)), Pattern(7));
+  EXPECT_EQ(pool_->device_in_use(), 1u);
+  EXPECT_EQ(policy_.resident, std::vector<uint32_t>{0});
+  EXPECT_EQ(stats_.promotions, 1u);
+  EXPECT_EQ(stats_.promotion_reads, 1u);
+  EXPECT_EQ(stats_.page_ins, 1u);
+  EXPECT_EQ(stats_.spilled_chunks, 0u);
+  // The stored copy stays until the owner has ordered the fill.
+  EXPECT_EQ(tier_.StoredChecksum(stored), Pattern(7));
+  spill_->Discard(stored);
+  EXPECT_EQ(tier_.stored(), 0u);
+  EXPECT_EQ(fake_.faults(), 0u);
+}
+
+TEST_F(SpillManagerTest, PromotionFallsBackToAHostSlotWhenTheDeviceIsFull) {
+  MakeSpilledChunk(0, 7);
+  owner_.refuse_device = true;
+  uint64_t stored = 0;
+  ASSERT_EQ(spill_->Promote(0, &stored), CUDA_SUCCESS);
+  EXPECT_EQ(owner_.host_requests, 1);
+  const ChunkEntry& e = table_[0];
+  EXPECT_EQ(e.residence, Residence::kHost);
+  ASSERT_EQ(tracker_->WaitFor(copy_index_, e.fill_seq), CUDA_SUCCESS);
+  ExpectInHostMemory(0, 7);
+  EXPECT_EQ(stats_.host_fallbacks, 1u);
+  EXPECT_EQ(stats_.page_ins, 0u);
+  EXPECT_TRUE(policy_.resident.empty());
+}
+
+TEST_F(SpillManagerTest, PromotionWithoutATargetFailsWithOutOfMemory) {
+  MakeSpilledChunk(0, 7);
+  owner_.refuse_device = owner_.refuse_host = true;
+  uint64_t stored = 0;
+  EXPECT_EQ(spill_->Promote(0, &stored), CUDA_ERROR_OUT_OF_MEMORY);
+  ExpectStored(0, 7);
+  EXPECT_EQ(tier_.started_loads, 0);
+  EXPECT_EQ(stats_.spilled_chunks, 1u);
+}
+
+TEST_F(SpillManagerTest, RefusedStoreKeepsTheChunkInHostMemory) {
+  MakeHostChunk(0, 1);
+  tier_.no_space = true;
+  EXPECT_EQ(spill_->Demote(1, kNow).moved, 0u);
+  ExpectInHostMemory(0, 1);
+  EXPECT_EQ(stats_.spill_failures, 1u);
+  tier_.no_space = false;
+  tier_.fail_stores = true;
+  EXPECT_EQ(spill_->Demote(1, kNow).moved, 0u);
+  ExpectInHostMemory(0, 1);
+  EXPECT_EQ(stats_.spill_failures, 2u);
+  EXPECT_EQ(tier_.stored(), 0u);
+  EXPECT_EQ(pool_->host_in_use(), 1u);
+  EXPECT_EQ(stats_.demotions, 0u);
+  EXPECT_EQ(stats_.spilled_chunks, 0u);
+}
+
+TEST_F(SpillManagerTest, FailedStagingCopyKeepsTheChunkInHostMemory) {
+  MakeHostChunk(0, 1);
+  faults_.FailHostCopy(1);
+  EXPECT_EQ(spill_->Demote(1, kNow).moved, 0u);
+  ExpectInHostMemory(0, 1);
+  EXPECT_EQ(tier_.stored(), 0u);
+  EXPECT_EQ(stats_.host_waits, 0u);
+  // Still a candidate: the next demotion takes it.
+  EXPECT_EQ(spill_->Demote(1, kNow).moved, 1u);
+  ExpectStored(0, 1);
+}
+
+TEST_F(SpillManagerTest, FailedWaitForTheStagingCopiesKeepsTheBatchInHostMemory) {
+  MakeHostChunk(0, 1);
+  MakeHostChunk(1, 2);
+  faults_.FailEventRecord(1000);  // the wait cannot be ordered
+  EXPECT_EQ(spill_->Demote(2, kNow).moved, 0u);
+  faults_.ClearFaults();
+  ExpectInHostMemory(0, 1);
+  ExpectInHostMemory(1, 2);
+  EXPECT_EQ(tier_.stored(), 0u);
+  EXPECT_EQ(pool_->host_in_use(), 2u);
+}
+
+TEST_F(SpillManagerTest, FailedUnmapKeepsTheChunkInHostMemoryAndDiscardsTheStoredCopy) {
+  MakeHostChunk(0, 1);
+  faults_.FailMemUnmap(1);
+  EXPECT_EQ(spill_->Demote(1, kNow).moved, 0u);
+  ExpectInHostMemory(0, 1);
+  EXPECT_EQ(tier_.stored(), 0u);
+  EXPECT_EQ(stats_.spilled_chunks, 0u);
+}
+
+TEST_F(SpillManagerTest, FailedLoadKeepsTheStoredCopyAndFailsWithAnUncorrectableError) {
+  MakeSpilledChunk(0, 7);
+  tier_.fail_loads = true;
+  uint64_t stored = 0;
+  EXPECT_EQ(spill_->Promote(0, &stored), CUDA_ERROR_ECC_UNCORRECTABLE);
+  ExpectStored(0, 7);
+  EXPECT_EQ(pool_->device_in_use(), 0u);  // the target went back
+  EXPECT_EQ(stats_.spill_failures, 1u);
+  EXPECT_EQ(stats_.promotions, 0u);
+  EXPECT_EQ(stats_.spilled_chunks, 1u);
+  tier_.fail_loads = false;  // it may be retried
+  ASSERT_EQ(spill_->Promote(0, &stored), CUDA_SUCCESS);
+  ASSERT_EQ(tracker_->WaitFor(copy_index_, table_[0].fill_seq), CUDA_SUCCESS);
+  EXPECT_EQ(BytesAt(Address(0)), Pattern(7));
+}
+
+TEST_F(SpillManagerTest, FailedCopyFromStagingKeepsTheStoredCopy) {
+  MakeSpilledChunk(0, 7);
+  faults_.FailHostCopy(1);
+  uint64_t stored = 0;
+  EXPECT_NE(spill_->Promote(0, &stored), CUDA_SUCCESS);
+  ExpectStored(0, 7);
+  EXPECT_EQ(pool_->device_in_use(), 0u);
+  EXPECT_EQ(stats_.promotions, 0u);
+  ASSERT_EQ(spill_->Promote(0, &stored), CUDA_SUCCESS);
+  ASSERT_EQ(tracker_->WaitFor(copy_index_, table_[0].fill_seq), CUDA_SUCCESS);
+  EXPECT_EQ(BytesAt(Address(0)), Pattern(7));
+}
+
+TEST_F(SpillManagerTest, FailedMapKeepsTheStoredCopy) {
+  MakeSpilledChunk(0, 7);
+  faults_.FailMemMap(1);
+  uint64_t stored = 0;
+  EXPECT_NE(spill_->Promote(0, &stored), CUDA_SUCCESS);
+  ExpectStored(0, 7);
+  EXPECT_EQ(pool_->device_in_use(), 0u);
+  EXPECT_EQ(stats_.spilled_chunks, 1u);
+  ASSERT_EQ(spill_->Promote(0, &stored), CUDA_SUCCESS);
+  ASSERT_EQ(tracker_->WaitFor(copy_index_, table_[0].fill_seq), CUDA_SUCCESS);
+  EXPECT_EQ(BytesAt(Address(0)), Pattern(7));
+}
+
+TEST_F(SpillManagerTest, RestoredPromotionIsStoredAgain) {
+  MakeSpilledChunk(0, 7);
+  uint64_t stored = 0;
+  ASSERT_EQ(spill_->Promote(0, &stored), CUDA_SUCCESS);
+  ASSERT_EQ(tracker_->WaitForAll(), CUDA_SUCCESS);
+  // The owner could not order the fill: it releases the target, the chunk
+  // goes back to its stored copy.
+  ChunkEntry& e = table_[0];
+  ASSERT_EQ(pool_->UnmapAt(Address(0)), CUDA_SUCCESS);
+  pool_->ReleaseDevice(e.phys);
+  e.fill_seq = 0;
+  spill_->Restore(0, stored);
+  ExpectStored(0, 7);
+  EXPECT_EQ(stats_.spilled_chunks, 1u);
+  ASSERT_EQ(spill_->Promote(0, &stored), CUDA_SUCCESS);
+  ASSERT_EQ(tracker_->WaitFor(copy_index_, table_[0].fill_seq), CUDA_SUCCESS);
+  EXPECT_EQ(BytesAt(Address(0)), Pattern(7));
+}
+
+TEST_F(SpillManagerTest, DropDiscardsTheStoredCopy) {
+  MakeSpilledChunk(0, 7);
+  spill_->Drop(0);
+  EXPECT_EQ(table_[0].residence, Residence::kUnbacked);
+  EXPECT_EQ(tier_.stored(), 0u);
+  EXPECT_EQ(stats_.spilled_chunks, 0u);
+}
+
+TEST_F(SpillManagerTest, PromotionUsesALoadStartedAhead) {
+  MakeSpilledChunk(0, 7);
+  policy_.upcoming = {0};
+  spill_->Prefetch();
+  EXPECT_EQ(stats_.spill_prefetches, 1u);
+  EXPECT_EQ(tier_.started_loads, 1);
+  uint64_t stored = 0;
+  ASSERT_EQ(spill_->Promote(0, &stored), CUDA_SUCCESS);
+  EXPECT_EQ(tier_.started_loads, 1);  // no second read
+  EXPECT_EQ(stats_.promotion_reads, 0u);
+  EXPECT_EQ(stats_.promotions, 1u);
+  ASSERT_EQ(tracker_->WaitFor(copy_index_, table_[0].fill_seq), CUDA_SUCCESS);
+  EXPECT_EQ(BytesAt(Address(0)), Pattern(7));
+}
+
+TEST_F(SpillManagerTest, FinishedLoadsAreInstalledIntoFreeHostSlots) {
+  MakeSpilledChunk(0, 7);
+  policy_.upcoming = {0};
+  spill_->Prefetch();  // starts the load
+  ASSERT_EQ(tier_.started_loads, 1);
+  spill_->Prefetch();  // installs it
+  const ChunkEntry& e = table_[0];
+  EXPECT_EQ(e.residence, Residence::kHost);
+  ASSERT_EQ(tracker_->WaitFor(copy_index_, e.fill_seq), CUDA_SUCCESS);
+  ExpectInHostMemory(0, 7);
+  EXPECT_EQ(tier_.stored(), 0u);  // the host slot holds it now
+  EXPECT_EQ(stats_.spilled_chunks, 0u);
+  EXPECT_EQ(stats_.promotions, 0u);  // no use yet
+}
+
+TEST_F(SpillManagerTest, FailedLoadAheadIsDroppedAndTheChunkStaysStored) {
+  MakeSpilledChunk(0, 7);
+  policy_.upcoming = {0};
+  spill_->Prefetch();
+  tier_.fail_loads = true;
+  policy_.upcoming.clear();  // nothing more to load ahead
+  spill_->Prefetch();        // collects the failure
+  EXPECT_EQ(stats_.spill_failures, 1u);
+  ExpectStored(0, 7);
+  tier_.fail_loads = false;
+  uint64_t stored = 0;
+  ASSERT_EQ(spill_->Promote(0, &stored), CUDA_SUCCESS);  // the demand path reads again
+  EXPECT_EQ(stats_.promotion_reads, 1u);
+  ASSERT_EQ(tracker_->WaitFor(copy_index_, table_[0].fill_seq), CUDA_SUCCESS);
+  EXPECT_EQ(BytesAt(Address(0)), Pattern(7));
+}
+
+}  // namespace
+}  // namespace memvirt::shim
