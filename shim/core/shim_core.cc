@@ -1315,7 +1315,9 @@ CUresult ShimCore::LaunchLocked(CUfunction function, void** params, void** extra
 
 CUresult ShimCore::OpaqueLocked(uint32_t index, bool capturing, Ticket* ticket) {
   if (!repeating_) ++stats_.opaque_launches;
-  FinishPageOut();  // the launch may reach chunks whose page-out is in flight
+  // The launch may reach chunks whose page-out is in flight.
+  if (DeferPageOutWait()) return CUDA_ERROR_NOT_READY;  // Note [waits outside the lock]
+  FinishPageOut();
   ClearTouched();
   fills_.clear();
   CUresult r = BackAllOwned();

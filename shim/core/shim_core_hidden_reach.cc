@@ -277,6 +277,7 @@ CUresult ShimCore::FencedLocked(uint32_t stream, bool capturing, Reach reach, Ti
     const ChunkEntry& e = table_[c];
     if (e.residence == Residence::kNvme && e.hidden_target) TouchChunk(c);
   }
+  if (DeferPageOutWait()) return CUDA_ERROR_NOT_READY;  // Note [waits outside the lock]
   FinishPageOut();
   const CUresult r = MakeResident(stream, /*host_wait=*/false, capturing, ticket);
   if (r != CUDA_SUCCESS) return r;  // spilled_targets_ kept: the next one tries again

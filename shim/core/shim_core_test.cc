@@ -537,6 +537,83 @@ TEST_F(ShimCoreTest, PageOutWaitLetsOtherThreadsUseTheCore) {
   EXPECT_EQ(fake_.faults(), 0u);
 }
 
+// The same for an opaque or fenced launch, which finishes the look-ahead
+// page-outs in flight first (Note [pipelined page-out]).
+class ShimCoreLookaheadWaitTest : public ShimCoreTest {
+ protected:
+  // Pages block 0 out and leaves block 1's page-out in flight, then runs
+  // `launch` on a stream while another thread allocates: the allocation must
+  // complete while the launch waits for the page-out copy.
+  void ExpectWaitWithoutTheLock(
+      const std::function<CUresult(CUstream, ShimCore::Ticket*)>& launch) {
+    static Driver hooked;  // outlives the core, which the fixture destroys last
+    hooked = fake_.driver();
+    forwarded_event_sync = hooked.cuEventSynchronize;
+    hooked.cuEventSynchronize = &EventSyncWithHook;
+    lookahead_min_chunks_ = 16;  // one-chunk batches and look-ahead at 16 chunks
+    Make(&hooked, 32 * kMiB, 96 * kMiB, "lru");
+    const CUstream copy = fake_.created_streams().back();  // the new core's copy stream
+    CUstream s = fake_.CreateStream();
+    constexpr int kBlocks = 17;
+    CUdeviceptr b[kBlocks];
+    for (int i = 0; i < kBlocks; ++i) {
+      ASSERT_EQ(core_->Alloc(&b[i], 2 * kMiB), CUDA_SUCCESS);
+      ASSERT_EQ(Write(s, b[i], 2 * kMiB, 700 + i), CUDA_SUCCESS);
+      // The eviction for the last block pages block 0 out and starts block
+      // 1's page-out, which stays in flight.
+      if (i == kBlocks - 2) fake_.Hold(copy);
+    }
+    ASSERT_EQ(core_->TEST_ResidenceOf(b[0]), Residence::kHost);
+    bool served_during_wait = false;
+    CUdeviceptr d = 0;
+    std::promise<CUresult> done;
+    std::future<CUresult> result = done.get_future();
+    std::thread other;
+    during_event_sync = [&] {
+      other = std::thread([&] { done.set_value(core_->Alloc(&d, 2 * kMiB)); });
+      served_during_wait = result.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
+    };
+    ShimCore::Ticket ticket;
+    const CUresult launched = launch(s, &ticket);
+    if (launched == CUDA_SUCCESS) ticket.Close();
+    const bool waited = other.joinable();
+    if (waited) other.join();
+    during_event_sync = nullptr;
+    fake_.Release(copy);
+    ASSERT_EQ(launched, CUDA_SUCCESS);
+    ASSERT_TRUE(waited) << "the launch did not wait for the page-out copy";
+    EXPECT_TRUE(served_during_wait);
+    EXPECT_EQ(result.get(), CUDA_SUCCESS);
+    for (int i = 0; i < kBlocks; ++i) {
+      uint64_t sum = 0;
+      ASSERT_EQ(Read(s, b[i], 2 * kMiB, &sum), CUDA_SUCCESS);
+      EXPECT_EQ(sum, PatternChecksum(2 * kMiB, 700 + i)) << "block " << i;
+    }
+    EXPECT_EQ(fake_.faults(), 0u);
+  }
+};
+
+TEST_F(ShimCoreLookaheadWaitTest, OpaqueLaunch) {
+  CUfunction opaque = fake_.MakeFunction({}, /*opaque=*/true);
+  ExpectWaitWithoutTheLock([&](CUstream s, ShimCore::Ticket* ticket) {
+    void* no_args[] = {nullptr};
+    return core_->BeforeLaunch(opaque, no_args, nullptr, s, false, ticket);
+  });
+  EXPECT_EQ(core_->stats().opaque_launches, 1u);
+}
+
+TEST_F(ShimCoreLookaheadWaitTest, FencedLaunch) {
+  // A 128-byte parameter without a plain address (Note [hidden reach]).
+  CUfunction f = fake_.MakeFunction({128});
+  unsigned char tensor_map[128] = {};
+  ExpectWaitWithoutTheLock([&](CUstream s, ShimCore::Ticket* ticket) {
+    void* args[] = {tensor_map};
+    return core_->BeforeLaunch(f, args, nullptr, s, false, ticket);
+  });
+  EXPECT_EQ(core_->stats().fenced_launches, 1u);
+  EXPECT_EQ(core_->stats().opaque_launches, 0u);
+}
+
 TEST_F(ShimCoreTest, AllocationBeyondVirtualCapacityFailsCleanly) {
   std::vector<CUdeviceptr> blocks;
   CUdeviceptr p;
