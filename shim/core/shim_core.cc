@@ -919,6 +919,31 @@ uint32_t ShimCore::EvictBatch(const std::vector<uint32_t>& victims) {
   return dropped + FinishPageOut();
 }
 
+bool ShimCore::WaitForDeferredUses() {
+  ++stats_.host_waits;
+  bool ok = true;
+  std::vector<CUevent> held;
+  for (const StreamUse& u : deferred_uses_) {
+    CUevent event = nullptr;
+    if (tracker_->Hold(u.stream, u.seq, &event) != CUDA_SUCCESS) {
+      ok = false;
+      break;
+    }
+    if (event != nullptr) held.push_back(event);
+  }
+  deferred_uses_.clear();
+  mu_.Unlock();
+  {
+    RelaxedCaptureMode relaxed(driver_);  // Note [relaxed driver sequences]
+    for (CUevent event : held) {
+      if (driver_->cuEventSynchronize(event) != CUDA_SUCCESS) ok = false;
+    }
+  }
+  mu_.Lock();
+  if (!held.empty()) tracker_->Unhold(static_cast<uint32_t>(held.size()));
+  return ok;
+}
+
 bool ShimCore::DeferPageOutWait() {
   if (!defer_waits_ || page_out_->empty()) return false;
   if (tracker_->IsComplete(copy_index_, page_out_->copy_seq())) return false;
@@ -1274,8 +1299,11 @@ CUresult ShimCore::BeforeLaunch(CUfunction function, void** params, void** extra
   });
 }
 
-CUresult ShimCore::LaunchLocked(CUfunction function, void** params, void** extra, CUstream stream,
-                                bool per_thread, Ticket* ticket) {
+// Inlined into BeforeLaunch, the launch fast path (docs/benchmarks.md): a
+// call here costs about 40 instructions a launch in argument moves.
+[[gnu::always_inline]] inline CUresult ShimCore::LaunchLocked(CUfunction function, void** params,
+                                                              void** extra, CUstream stream,
+                                                              bool per_thread, Ticket* ticket) {
   if (!repeating_) ++stats_.launches;
   ProcessDeferred();
   ++stamp_;

@@ -181,7 +181,6 @@
 #include "shim/core/param_layout.h"
 #include "shim/core/physical_pool.h"
 #include "shim/core/pointer_attributes.h"
-#include "shim/core/relaxed_capture_mode.h"
 #include "shim/core/residency_policy.h"
 #include "shim/core/spill_manager.h"
 #include "shim/core/spill_tier.h"
@@ -555,6 +554,10 @@ class ShimCore {
   // [waits outside the lock] says; returns its result.
   template <typename Op>
   CUresult RunWithWaitsOutsideLock(Op op) MEMSHIM_EXCLUDES(mu_);
+  // Its slow path: holds events for deferred_uses_ (and clears it), releases
+  // mu_, synchronizes them, and takes mu_ again. False if an event could not
+  // be held or a wait failed.
+  bool WaitForDeferredUses() MEMSHIM_REQUIRES(mu_);
   static constexpr uint32_t kMaxOutsideWaits = 16;
   void AddUse(uint32_t chunk, uint32_t stream, uint64_t seq) MEMSHIM_REQUIRES(mu_);
   void ProcessDeferred() MEMSHIM_REQUIRES(mu_);
@@ -816,39 +819,29 @@ class ShimCore {
 
 template <typename Op>
 CUresult ShimCore::RunWithWaitsOutsideLock(Op op) {
-  std::vector<CUevent> held;  // allocates only when a wait is deferred
-  bool defer = true;
-  for (uint32_t attempt = 0;; ++attempt) {
-    {
-      MutexLock lock(&mu_);
-      if (!held.empty()) tracker_->Unhold(static_cast<uint32_t>(held.size()));
-      held.clear();
-      defer_waits_ = defer && attempt < kMaxOutsideWaits;
-      repeating_ = attempt > 0;
-      const CUresult r = op();
-      defer_waits_ = false;
-      repeating_ = false;
-      if (deferred_uses_.empty()) return r;
-      if (r == CUDA_SUCCESS) {  // it found another way: nothing to wait for
-        deferred_uses_.clear();
-        return r;
-      }
-      ++stats_.host_waits;
-      for (const StreamUse& u : deferred_uses_) {
-        CUevent event = nullptr;
-        if (tracker_->Hold(u.stream, u.seq, &event) != CUDA_SUCCESS) {
-          defer = false;  // the next run waits under the lock and reports the error
-          break;
-        }
-        if (event != nullptr) held.push_back(event);
-      }
-      deferred_uses_.clear();
-    }
-    RelaxedCaptureMode relaxed(driver_);  // Note [relaxed driver sequences]
-    for (CUevent event : held) {
-      if (driver_->cuEventSynchronize(event) != CUDA_SUCCESS) defer = false;
-    }
+  mu_.Lock();
+  defer_waits_ = true;
+  CUresult r = op();
+  defer_waits_ = false;
+  if (deferred_uses_.empty()) [[likely]] {  // nothing to wait for: the fast path
+    mu_.Unlock();
+    return r;
   }
+  bool defer = true;
+  for (uint32_t attempt = 1; !deferred_uses_.empty(); ++attempt) {
+    if (r == CUDA_SUCCESS) {  // it found another way: nothing to wait for
+      deferred_uses_.clear();
+      break;
+    }
+    if (!WaitForDeferredUses()) defer = false;  // the next run reports the error
+    defer_waits_ = defer && attempt < kMaxOutsideWaits;
+    repeating_ = true;
+    r = op();
+    defer_waits_ = false;
+    repeating_ = false;
+  }
+  mu_.Unlock();
+  return r;
 }
 
 }  // namespace memvirt::shim
