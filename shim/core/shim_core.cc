@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "shim/core/log.h"
 #include "shim/core/relaxed_capture_mode.h"
@@ -293,11 +294,19 @@ void ShimCore::OnChunksFreed(uint32_t first, uint32_t count) {
 CUresult ShimCore::Alloc(CUdeviceptr* ptr, uint64_t bytes) {
   if (ptr == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
-  MutexLock lock(&mu_);
+  return RunWithWaitsOutsideLock([&]() MEMSHIM_REQUIRES(mu_) { return AllocLocked(ptr, bytes); });
+}
+
+// Inlined into Alloc, as LaunchLocked into BeforeLaunch: a call costs some 30
+// instructions an allocation. Backing the new chunks waits under the lock as
+// before; only the wait for pending frees below is deferred.
+[[gnu::always_inline]] inline CUresult ShimCore::AllocLocked(CUdeviceptr* ptr, uint64_t bytes) {
+  const bool may_defer = std::exchange(defer_waits_, false);
   ProcessDeferred();
   BlockAllocator::Allocation a;
   bool ok = allocator_->Allocate(bytes, &a);
   if (!ok && !pending_frees_.empty()) {
+    if (may_defer && DeferPendingFrees()) return CUDA_ERROR_OUT_OF_MEMORY;  // repeated after
     for (const PendingFree& f : pending_frees_) {
       if (f.stream == kNoIndex) {
         const ChunkEntry& e = table_[static_cast<uint32_t>(f.offset >> kChunkShift)];
@@ -769,6 +778,11 @@ CUresult ShimCore::WaitChunkIdle(uint32_t chunk) {
 bool ShimCore::DeferWaitChunkIdle(uint32_t chunk) {
   if (!defer_waits_) return false;
   const size_t before = deferred_uses_.size();
+  CollectChunkUses(chunk);
+  return deferred_uses_.size() > before;  // nothing left to wait for: no need to defer
+}
+
+void ShimCore::CollectChunkUses(uint32_t chunk) {
   auto defer = [this](uint32_t stream, uint64_t seq) MEMSHIM_REQUIRES(mu_) {
     if (!tracker_->IsComplete(stream, seq)) deferred_uses_.push_back({stream, seq});
   };
@@ -779,7 +793,19 @@ bool ShimCore::DeferWaitChunkIdle(uint32_t chunk) {
   }
   for (int i = 0; i < e.num_uses; ++i) defer(e.uses[i].stream, e.uses[i].seq);
   for (const StreamUse& u : opaque_uses_) defer(u.stream, u.seq);
-  return deferred_uses_.size() > before;  // nothing left to wait for: no need to defer
+}
+
+bool ShimCore::DeferPendingFrees() {
+  const size_t before = deferred_uses_.size();
+  for (const PendingFree& f : pending_frees_) {
+    if (f.stream == kNoIndex) {
+      const ChunkEntry& e = table_[static_cast<uint32_t>(f.offset >> kChunkShift)];
+      for (uint32_t c = e.owner_first; c < e.owner_first + e.owner_count; ++c) CollectChunkUses(c);
+    } else if (!tracker_->IsComplete(f.stream, f.seq)) {
+      deferred_uses_.push_back({f.stream, f.seq});
+    }
+  }
+  return deferred_uses_.size() > before;
 }
 
 void ShimCore::AddUse(uint32_t chunk, uint32_t stream, uint64_t seq) {

@@ -152,7 +152,9 @@
 //   waits for may depend on work another thread has yet to enqueue. After
 //   kMaxOutsideWaits repeats, or when an unlocked wait fails, the operation
 //   runs once more with waits made under the lock, as before, so that it ends
-//   and reports the driver's error. Other waits still happen under mu_
+//   and reports the driver's error. Alloc defers its wait for pending frees
+//   the same way when the address space is full (AllocLocked). Other waits
+//   still happen under mu_
 //   (docs/architecture.md, "Inside one core").
 #ifndef MEMVIRT_SHIM_CORE_SHIM_CORE_H_
 #define MEMVIRT_SHIM_CORE_SHIM_CORE_H_
@@ -458,6 +460,9 @@ class ShimCore {
 
   ShimCore(const Driver* driver, ControlPlane* control);
 
+  // Alloc() under mu_, run by RunWithWaitsOutsideLock: only its wait for
+  // pending frees is deferred (Note [waits outside the lock]).
+  [[nodiscard]] CUresult AllocLocked(CUdeviceptr* ptr, uint64_t bytes) MEMSHIM_REQUIRES(mu_);
   // BeforeLaunch() under mu_, run by RunWithWaitsOutsideLock.
   [[nodiscard]] CUresult LaunchLocked(CUfunction function, void** params, void** extra,
                                       CUstream stream, bool per_thread, Ticket* ticket)
@@ -546,6 +551,11 @@ class ShimCore {
   // waits, records `chunk`'s uses in deferred_uses_ and returns true (the
   // caller fails instead of waiting); false otherwise.
   bool DeferWaitChunkIdle(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
+  // Appends `chunk`'s uses not known complete to deferred_uses_.
+  void CollectChunkUses(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
+  // Appends the uses that pending_frees_ wait for to deferred_uses_; true if
+  // it appended any.
+  bool DeferPendingFrees() MEMSHIM_REQUIRES(mu_);
   // The same for the page-outs in flight (page_out_), if their copies are not
   // known complete.
   bool DeferPageOutWait() MEMSHIM_REQUIRES(mu_);

@@ -537,6 +537,54 @@ TEST_F(ShimCoreTest, PageOutWaitLetsOtherThreadsUseTheCore) {
   EXPECT_EQ(fake_.faults(), 0u);
 }
 
+// The same for an allocation that must wait for a stream-ordered free to
+// take effect: the free's stream is waited for without the core lock.
+TEST_F(ShimCoreTest, PendingFreeWaitLetsOtherThreadsUseTheCore) {
+  static Driver hooked;  // outlives the core, which the fixture destroys last
+  hooked = fake_.driver();
+  forwarded_event_sync = hooked.cuEventSynchronize;
+  hooked.cuEventSynchronize = &EventSyncWithHook;
+  Make(&hooked, 16 * kMiB, 16 * kMiB);  // 32 MiB of virtual capacity
+  CUstream held = fake_.CreateStream();
+  CUdeviceptr a, b;
+  ASSERT_EQ(core_->Alloc(&a, 16 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(core_->Alloc(&b, 16 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(Write(held, b, 16 * kMiB, 52), CUDA_SUCCESS);
+  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  fake_.Hold(held);
+  ASSERT_EQ(Write(held, a, 16 * kMiB, 51), CUDA_SUCCESS);
+  ASSERT_EQ(core_->FreeAsync(a, held, /*per_thread=*/false), CUDA_SUCCESS);  // pending
+  const uint64_t host_waits = core_->stats().host_waits;
+  bool served_during_wait = false;
+  size_t free_bytes = 0, total_bytes = 0;
+  std::promise<CUresult> done;
+  std::future<CUresult> result = done.get_future();
+  std::thread other;
+  during_event_sync = [&] {
+    other = std::thread([&] { done.set_value(core_->GetInfo(&free_bytes, &total_bytes)); });
+    served_during_wait = result.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
+  };
+  CUdeviceptr c = 0;
+  const CUresult allocated = core_->Alloc(&c, 16 * kMiB);  // waits for the free on `held`
+  const bool waited = other.joinable();
+  if (waited) other.join();
+  during_event_sync = nullptr;
+  fake_.Release(held);
+  ASSERT_TRUE(waited) << "the allocation did not wait for the pending free";
+  EXPECT_TRUE(served_during_wait);
+  EXPECT_EQ(result.get(), CUDA_SUCCESS);
+  EXPECT_EQ(total_bytes, 32 * kMiB);
+  ASSERT_EQ(allocated, CUDA_SUCCESS);
+  EXPECT_GT(core_->stats().host_waits, host_waits) << "the wait was made outside the lock";
+  ASSERT_EQ(Write(held, c, 16 * kMiB, 53), CUDA_SUCCESS);
+  for (auto [p, seed] : {std::pair{b, 52}, std::pair{c, 53}}) {
+    uint64_t sum = 0;
+    ASSERT_EQ(Read(held, p, 16 * kMiB, &sum), CUDA_SUCCESS);
+    EXPECT_EQ(sum, PatternChecksum(16 * kMiB, seed));
+  }
+  EXPECT_EQ(fake_.faults(), 0u);
+}
+
 // The same for an opaque or fenced launch, which finishes the look-ahead
 // page-outs in flight first (Note [pipelined page-out]).
 class ShimCoreLookaheadWaitTest : public ShimCoreTest {
