@@ -54,6 +54,7 @@
 #include "shim/core/physical_pool.h"
 #include "shim/core/residency_policy.h"
 #include "shim/core/stream_tracker.h"
+#include "shim/core/transition_parts.h"
 #include "shim/driver/driver.h"
 
 namespace memvirt::shim {
@@ -75,16 +76,9 @@ class PageOutPipeline {
     ~HostSlots() = default;
   };
 
-  // The collaborators (none owned; each outlives the pipeline).
-  struct Parts {
-    const Driver* driver = nullptr;
-    ChunkTable* table = nullptr;
-    PhysicalPool* pool = nullptr;
-    StreamTracker* tracker = nullptr;
-    uint32_t copy_index = 0;         // the copy stream's index in `tracker`
-    CUstream copy_stream = nullptr;  // the stream the copies are enqueued on
-    ResidencyPolicy* policy = nullptr;
-    CoreStats* stats = nullptr;
+  // The collaborators (none owned; each outlives the pipeline): the core's
+  // transition parts and its side of host slots.
+  struct Parts : TransitionParts {
     HostSlots* host_slots = nullptr;
   };
 

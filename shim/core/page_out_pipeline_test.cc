@@ -65,7 +65,7 @@ class PageOutPipelineTest : public ::testing::Test {
     tracker_ = std::make_unique<StreamTracker>(driver, 4);
     copy_index_ = tracker_->Adopt(copy_stream_);
     slots_.pool = pool_.get();
-    pipeline_ = std::make_unique<PageOutPipeline>(PageOutPipeline::Parts{
+    const TransitionParts parts{
         .driver = driver,
         .table = &table_,
         .pool = pool_.get(),
@@ -74,8 +74,9 @@ class PageOutPipelineTest : public ::testing::Test {
         .copy_stream = copy_stream_,
         .policy = &policy_,
         .stats = &stats_,
-        .host_slots = &slots_,
-    });
+    };
+    pipeline_ =
+        std::make_unique<PageOutPipeline>(PageOutPipeline::Parts{parts, /*host_slots=*/&slots_});
   }
 
   void TearDown() override {

@@ -184,7 +184,7 @@ CUresult ShimCore::Create(const Driver* driver, const CoreOptions& options, Cont
     core->policy_ = MakeResidencyPolicy(options.policy, num_chunks);
     core->hidden_reach_all_ = options.hidden_reach_all;
     core->policy_->OnBudgetChange(device_budget);
-    core->page_out_ = std::make_unique<PageOutPipeline>(PageOutPipeline::Parts{
+    const TransitionParts parts{
         .driver = driver,
         .table = &core->table_,
         .pool = core->pool_.get(),
@@ -193,21 +193,12 @@ CUresult ShimCore::Create(const Driver* driver, const CoreOptions& options, Cont
         .copy_stream = core->copy_stream_,
         .policy = core->policy_.get(),
         .stats = &core->stats_,
-        .host_slots = &core->page_out_slots_,
-    });
+    };
+    core->page_out_ = std::make_unique<PageOutPipeline>(
+        PageOutPipeline::Parts{parts, /*host_slots=*/&core->page_out_slots_});
     if (has_spill) {
-      core->spill_ = std::make_unique<SpillManager>(SpillManager::Parts{
-          .driver = driver,
-          .table = &core->table_,
-          .pool = core->pool_.get(),
-          .tracker = core->tracker_.get(),
-          .copy_index = core->copy_index_,
-          .copy_stream = core->copy_stream_,
-          .policy = core->policy_.get(),
-          .stats = &core->stats_,
-          .tier = usable_spill,
-          .owner = &core->spill_owner_,
-      });
+      core->spill_ = std::make_unique<SpillManager>(
+          SpillManager::Parts{parts, /*tier=*/usable_spill, /*owner=*/&core->spill_owner_});
     }
     MEMSHIM_LOG(kInfo,
                 "virtual device memory: %llu MiB device budget, %llu MiB host tier, %llu MiB "

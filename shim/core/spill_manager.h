@@ -84,6 +84,7 @@
 #include "shim/core/residency_policy.h"
 #include "shim/core/spill_tier.h"
 #include "shim/core/stream_tracker.h"
+#include "shim/core/transition_parts.h"
 #include "shim/driver/driver.h"
 
 namespace memvirt::shim {
@@ -106,16 +107,10 @@ class SpillManager {
     ~Owner() = default;
   };
 
-  // The collaborators (none owned; each outlives the manager).
-  struct Parts {
-    const Driver* driver = nullptr;
-    ChunkTable* table = nullptr;
-    PhysicalPool* pool = nullptr;
-    StreamTracker* tracker = nullptr;
-    uint32_t copy_index = 0;         // the copy stream's index in `tracker`
-    CUstream copy_stream = nullptr;  // the stream the staging copies are enqueued on
-    ResidencyPolicy* policy = nullptr;
-    CoreStats* stats = nullptr;
+  // The collaborators (none owned; each outlives the manager): the core's
+  // transition parts (the staging copies go on its copy stream), the tier
+  // and the owner.
+  struct Parts : TransitionParts {
     SpillTier* tier = nullptr;
     Owner* owner = nullptr;
   };

@@ -157,7 +157,7 @@ class SpillManagerTest : public ::testing::Test {
     copy_index_ = tracker_->Adopt(copy_stream_);
     owner_.pool = pool_.get();
     ASSERT_TRUE(SpillManager::Usable(&driver_, &tier_));
-    spill_ = std::make_unique<SpillManager>(SpillManager::Parts{
+    const TransitionParts parts{
         .driver = &driver_,
         .table = &table_,
         .pool = pool_.get(),
@@ -166,9 +166,9 @@ class SpillManagerTest : public ::testing::Test {
         .copy_stream = copy_stream_,
         .policy = &policy_,
         .stats = &stats_,
-        .tier = &tier_,
-        .owner = &owner_,
-    });
+    };
+    spill_ = std::make_unique<SpillManager>(
+        SpillManager::Parts{parts, /*tier=*/&tier_, /*owner=*/&owner_});
   }
 
   void TearDown() override {
