@@ -180,11 +180,7 @@ TEST_F(ShimCoreFaultTest, FailedWaitForPendingWorkEvictsNothingAndKeepsTheBytes)
   EXPECT_EQ(core_->TEST_ResidenceOf(b), Residence::kDevice);
   EXPECT_EQ(core_->TEST_ResidenceOf(c), Residence::kHost);
   fake_.Release(held);
-  for (auto [p, seed] : {std::pair{a, 1}, std::pair{b, 2}, std::pair{c, 3}}) {
-    uint64_t sum = 0;
-    ASSERT_EQ(Read(held, p, 2 * kMiB, &sum), CUDA_SUCCESS);
-    EXPECT_EQ(sum, PatternChecksum(2 * kMiB, seed));
-  }
+  ExpectPatterns(held, 2 * kMiB, {{a, 1}, {b, 2}, {c, 3}});
   EXPECT_EQ(fake_.faults(), 0u);
 }
 
@@ -371,11 +367,7 @@ TEST_F(ShimCoreFaultTest, FailedPageOutCopyKeepsDataOnTheDevice) {
   ASSERT_EQ(Write(s, b, 2 * kMiB, 2), CUDA_SUCCESS);
   faults_->FailCopy(1);
   ASSERT_EQ(Write(s, c, 2 * kMiB, 3), CUDA_SUCCESS);  // c lands in the host tier
-  uint64_t sum;
-  for (auto [p, seed] : {std::pair{a, 1}, std::pair{b, 2}, std::pair{c, 3}}) {
-    ASSERT_EQ(Read(s, p, 2 * kMiB, &sum), CUDA_SUCCESS);
-    EXPECT_EQ(sum, PatternChecksum(2 * kMiB, seed));
-  }
+  ExpectPatterns(s, 2 * kMiB, {{a, 1}, {b, 2}, {c, 3}});
   EXPECT_EQ(fake_.faults(), 0u);
 }
 

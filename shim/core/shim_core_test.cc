@@ -215,11 +215,7 @@ TEST_F(ShimCoreTest, WaitsWhenEveryCandidateIsInFlight) {
   ASSERT_EQ(Write(held, c, 2 * kMiB, 23), CUDA_SUCCESS);
   EXPECT_GT(core_->stats().host_waits, 0u);
   fake_.Release(held);
-  for (auto [p, seed] : {std::pair{a, 21}, std::pair{b, 22}, std::pair{c, 23}}) {
-    uint64_t sum = 0;
-    ASSERT_EQ(Read(held, p, 2 * kMiB, &sum), CUDA_SUCCESS);
-    EXPECT_EQ(sum, PatternChecksum(2 * kMiB, seed));
-  }
+  ExpectPatterns(held, 2 * kMiB, {{a, 21}, {b, 22}, {c, 23}});
   EXPECT_EQ(fake_.faults(), 0u);
 }
 
@@ -440,9 +436,9 @@ TEST_F(ShimCoreTest, GraphPlanningLetsOtherThreadsUseTheCore) {
   EXPECT_EQ(info.words, 1u);
 }
 
-// Note [waits outside the lock]: a launch whose eviction must wait for
-// pending work waits without the core lock, so another thread can use the
-// core meanwhile; the launch then completes with every byte in place.
+// Note [waits outside the lock]: an operation that must wait for pending
+// work waits without the core lock, so another thread can use the core
+// meanwhile; the operation then completes with every byte in place.
 std::function<void()> during_event_sync;
 decltype(Driver::cuEventSynchronize) forwarded_event_sync = nullptr;
 CUresult EventSyncWithHook(CUevent event) {
@@ -450,12 +446,51 @@ CUresult EventSyncWithHook(CUevent event) {
   return forwarded_event_sync(event);
 }
 
-TEST_F(ShimCoreTest, EvictionWaitLetsOtherThreadsUseTheCore) {
-  static Driver hooked;  // outlives the core, which the fixture destroys last
-  hooked = fake_.driver();
-  forwarded_event_sync = hooked.cuEventSynchronize;
-  hooked.cuEventSynchronize = &EventSyncWithHook;
-  Make(&hooked, 4 * kMiB, 64 * kMiB);
+class ShimCoreWaitTest : public ShimCoreTest {
+ protected:
+  // Make() over the fake driver with cuEventSynchronize hooked.
+  void MakeHooked(uint64_t device_budget, uint64_t host_budget, const char* policy = nullptr) {
+    static Driver hooked;  // outlives the core, which the fixture destroys last
+    hooked = fake_.driver();
+    forwarded_event_sync = hooked.cuEventSynchronize;
+    hooked.cuEventSynchronize = &EventSyncWithHook;
+    Make(&hooked, device_budget, host_budget, policy);
+  }
+
+  struct WaitOutcome {
+    CUresult result = CUDA_ERROR_UNKNOWN;        // the waiting operation's
+    bool waited = false;                         // it synchronized an event
+    bool served_during_wait = false;             // `other` ended within the wait
+    CUresult other_result = CUDA_ERROR_UNKNOWN;  // if waited
+  };
+  // Runs `op` here; at its first event synchronization, starts `other` on
+  // another thread and gives it 20 s to end before the wait goes on (with
+  // the wait under the core lock, `other` waits for the lock until then).
+  // REQUIRES: MakeHooked().
+  WaitOutcome RunWithOtherDuringWait(const std::function<CUresult()>& op,
+                                     const std::function<CUresult()>& other) {
+    WaitOutcome outcome;
+    std::promise<CUresult> done;
+    std::future<CUresult> result = done.get_future();
+    std::thread thread;  // joined after the wait
+    during_event_sync = [&] {
+      thread = std::thread([&] { done.set_value(other()); });
+      outcome.served_during_wait =
+          result.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
+    };
+    outcome.result = op();
+    during_event_sync = nullptr;
+    outcome.waited = thread.joinable();
+    if (outcome.waited) {
+      thread.join();
+      outcome.other_result = result.get();
+    }
+    return outcome;
+  }
+};
+
+TEST_F(ShimCoreWaitTest, EvictionWaitLetsOtherThreadsUseTheCore) {
+  MakeHooked(4 * kMiB, 64 * kMiB);
   CUstream held = fake_.CreateStream();
   CUdeviceptr a, b, c;
   ASSERT_EQ(core_->Alloc(&a, 2 * kMiB), CUDA_SUCCESS);
@@ -465,44 +500,27 @@ TEST_F(ShimCoreTest, EvictionWaitLetsOtherThreadsUseTheCore) {
   ASSERT_EQ(Write(held, a, 2 * kMiB, 31), CUDA_SUCCESS);
   ASSERT_EQ(Write(held, b, 2 * kMiB, 32), CUDA_SUCCESS);
   const uint64_t launches = core_->stats().launches;
-  bool served_during_wait = false;
   CUdeviceptr d = 0;
-  std::promise<CUresult> done;
-  std::future<CUresult> result = done.get_future();
-  std::thread other;  // joined after the wait (it waits for the lock if the wait held it)
-  during_event_sync = [&] {
-    other = std::thread([&] { done.set_value(core_->Alloc(&d, 2 * kMiB)); });
-    served_during_wait = result.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
-  };
   // c needs a chunk; a and b are pending on the held stream: the launch waits
   // (the fake runs held work when an event on it is synchronized).
-  ASSERT_EQ(Write(held, c, 2 * kMiB, 33), CUDA_SUCCESS);
-  const bool waited = other.joinable();
-  if (waited) other.join();
-  during_event_sync = nullptr;
-  ASSERT_TRUE(waited) << "the launch did not wait for the pending work";
-  EXPECT_TRUE(served_during_wait);
-  EXPECT_EQ(result.get(), CUDA_SUCCESS);
+  const WaitOutcome w = RunWithOtherDuringWait([&] { return Write(held, c, 2 * kMiB, 33); },
+                                               [&] { return core_->Alloc(&d, 2 * kMiB); });
+  ASSERT_EQ(w.result, CUDA_SUCCESS);
+  ASSERT_TRUE(w.waited) << "the launch did not wait for the pending work";
+  EXPECT_TRUE(w.served_during_wait);
+  EXPECT_EQ(w.other_result, CUDA_SUCCESS);
   EXPECT_NE(d, 0u);
   const CoreStats stats = core_->stats();
   EXPECT_EQ(stats.launches, launches + 1) << "a repeated launch counts once";
   EXPECT_GT(stats.host_waits, 0u);
   fake_.Release(held);
-  for (auto [p, seed] : {std::pair{a, 31}, std::pair{b, 32}, std::pair{c, 33}}) {
-    uint64_t sum = 0;
-    ASSERT_EQ(Read(held, p, 2 * kMiB, &sum), CUDA_SUCCESS);
-    EXPECT_EQ(sum, PatternChecksum(2 * kMiB, seed));
-  }
+  ExpectPatterns(held, 2 * kMiB, {{a, 31}, {b, 32}, {c, 33}});
   EXPECT_EQ(fake_.faults(), 0u);
 }
 
 // The same for the wait for page-out copies (Note [pipelined page-out]).
-TEST_F(ShimCoreTest, PageOutWaitLetsOtherThreadsUseTheCore) {
-  static Driver hooked;  // outlives the core, which the fixture destroys last
-  hooked = fake_.driver();
-  forwarded_event_sync = hooked.cuEventSynchronize;
-  hooked.cuEventSynchronize = &EventSyncWithHook;
-  Make(&hooked, 2 * kMiB, 64 * kMiB);
+TEST_F(ShimCoreWaitTest, PageOutWaitLetsOtherThreadsUseTheCore) {
+  MakeHooked(2 * kMiB, 64 * kMiB);
   const CUstream copy = fake_.created_streams().back();  // the new core's copy stream
   CUstream s = fake_.CreateStream();
   CUdeviceptr a, b;
@@ -511,40 +529,24 @@ TEST_F(ShimCoreTest, PageOutWaitLetsOtherThreadsUseTheCore) {
   ASSERT_EQ(Write(s, a, 2 * kMiB, 41), CUDA_SUCCESS);
   ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
   fake_.Hold(copy);  // a's page-out copy stays in flight until the host waits for it
-  bool served_during_wait = false;
   CUdeviceptr d = 0;
-  std::promise<CUresult> done;
-  std::future<CUresult> result = done.get_future();
-  std::thread other;
-  during_event_sync = [&] {
-    other = std::thread([&] { done.set_value(core_->Alloc(&d, 2 * kMiB)); });
-    served_during_wait = result.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
-  };
-  ASSERT_EQ(Write(s, b, 2 * kMiB, 42), CUDA_SUCCESS);  // pages a out
-  const bool waited = other.joinable();
-  if (waited) other.join();
-  during_event_sync = nullptr;
+  const WaitOutcome w =
+      RunWithOtherDuringWait([&] { return Write(s, b, 2 * kMiB, 42); },  // pages a out
+                             [&] { return core_->Alloc(&d, 2 * kMiB); });
   fake_.Release(copy);
-  ASSERT_TRUE(waited) << "the launch did not wait for the page-out copy";
-  EXPECT_TRUE(served_during_wait);
-  EXPECT_EQ(result.get(), CUDA_SUCCESS);
+  ASSERT_EQ(w.result, CUDA_SUCCESS);
+  ASSERT_TRUE(w.waited) << "the launch did not wait for the page-out copy";
+  EXPECT_TRUE(w.served_during_wait);
+  EXPECT_EQ(w.other_result, CUDA_SUCCESS);
   EXPECT_EQ(core_->TEST_ResidenceOf(a), Residence::kHost);
-  for (auto [p, seed] : {std::pair{a, 41}, std::pair{b, 42}}) {
-    uint64_t sum = 0;
-    ASSERT_EQ(Read(s, p, 2 * kMiB, &sum), CUDA_SUCCESS);
-    EXPECT_EQ(sum, PatternChecksum(2 * kMiB, seed));
-  }
+  ExpectPatterns(s, 2 * kMiB, {{a, 41}, {b, 42}});
   EXPECT_EQ(fake_.faults(), 0u);
 }
 
 // The same for an allocation that must wait for a stream-ordered free to
 // take effect: the free's stream is waited for without the core lock.
-TEST_F(ShimCoreTest, PendingFreeWaitLetsOtherThreadsUseTheCore) {
-  static Driver hooked;  // outlives the core, which the fixture destroys last
-  hooked = fake_.driver();
-  forwarded_event_sync = hooked.cuEventSynchronize;
-  hooked.cuEventSynchronize = &EventSyncWithHook;
-  Make(&hooked, 16 * kMiB, 16 * kMiB);  // 32 MiB of virtual capacity
+TEST_F(ShimCoreWaitTest, PendingFreeWaitLetsOtherThreadsUseTheCore) {
+  MakeHooked(16 * kMiB, 16 * kMiB);  // 32 MiB of virtual capacity
   CUstream held = fake_.CreateStream();
   CUdeviceptr a, b;
   ASSERT_EQ(core_->Alloc(&a, 16 * kMiB), CUDA_SUCCESS);
@@ -555,88 +557,63 @@ TEST_F(ShimCoreTest, PendingFreeWaitLetsOtherThreadsUseTheCore) {
   ASSERT_EQ(Write(held, a, 16 * kMiB, 51), CUDA_SUCCESS);
   ASSERT_EQ(core_->FreeAsync(a, held, /*per_thread=*/false), CUDA_SUCCESS);  // pending
   const uint64_t host_waits = core_->stats().host_waits;
-  bool served_during_wait = false;
   size_t free_bytes = 0, total_bytes = 0;
-  std::promise<CUresult> done;
-  std::future<CUresult> result = done.get_future();
-  std::thread other;
-  during_event_sync = [&] {
-    other = std::thread([&] { done.set_value(core_->GetInfo(&free_bytes, &total_bytes)); });
-    served_during_wait = result.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
-  };
   CUdeviceptr c = 0;
-  const CUresult allocated = core_->Alloc(&c, 16 * kMiB);  // waits for the free on `held`
-  const bool waited = other.joinable();
-  if (waited) other.join();
-  during_event_sync = nullptr;
+  const WaitOutcome w = RunWithOtherDuringWait(
+      [&] { return core_->Alloc(&c, 16 * kMiB); },  // waits for the free on `held`
+      [&] { return core_->GetInfo(&free_bytes, &total_bytes); });
   fake_.Release(held);
-  ASSERT_TRUE(waited) << "the allocation did not wait for the pending free";
-  EXPECT_TRUE(served_during_wait);
-  EXPECT_EQ(result.get(), CUDA_SUCCESS);
+  ASSERT_TRUE(w.waited) << "the allocation did not wait for the pending free";
+  EXPECT_TRUE(w.served_during_wait);
+  EXPECT_EQ(w.other_result, CUDA_SUCCESS);
   EXPECT_EQ(total_bytes, 32 * kMiB);
-  ASSERT_EQ(allocated, CUDA_SUCCESS);
+  ASSERT_EQ(w.result, CUDA_SUCCESS);
   EXPECT_GT(core_->stats().host_waits, host_waits) << "the wait was made outside the lock";
   ASSERT_EQ(Write(held, c, 16 * kMiB, 53), CUDA_SUCCESS);
-  for (auto [p, seed] : {std::pair{b, 52}, std::pair{c, 53}}) {
-    uint64_t sum = 0;
-    ASSERT_EQ(Read(held, p, 16 * kMiB, &sum), CUDA_SUCCESS);
-    EXPECT_EQ(sum, PatternChecksum(16 * kMiB, seed));
-  }
+  ExpectPatterns(held, 16 * kMiB, {{b, 52}, {c, 53}});
   EXPECT_EQ(fake_.faults(), 0u);
 }
 
 // The same for an opaque or fenced launch, which finishes the look-ahead
 // page-outs in flight first (Note [pipelined page-out]).
-class ShimCoreLookaheadWaitTest : public ShimCoreTest {
+class ShimCoreLookaheadWaitTest : public ShimCoreWaitTest {
  protected:
   // Pages block 0 out and leaves block 1's page-out in flight, then runs
   // `launch` on a stream while another thread allocates: the allocation must
   // complete while the launch waits for the page-out copy.
   void ExpectWaitWithoutTheLock(
       const std::function<CUresult(CUstream, ShimCore::Ticket*)>& launch) {
-    static Driver hooked;  // outlives the core, which the fixture destroys last
-    hooked = fake_.driver();
-    forwarded_event_sync = hooked.cuEventSynchronize;
-    hooked.cuEventSynchronize = &EventSyncWithHook;
     lookahead_min_chunks_ = 16;  // one-chunk batches and look-ahead at 16 chunks
-    Make(&hooked, 32 * kMiB, 96 * kMiB, "lru");
+    MakeHooked(32 * kMiB, 96 * kMiB, "lru");
     const CUstream copy = fake_.created_streams().back();  // the new core's copy stream
     CUstream s = fake_.CreateStream();
     constexpr int kBlocks = 17;
-    CUdeviceptr b[kBlocks];
+    std::vector<std::pair<CUdeviceptr, uint64_t>> blocks;
     for (int i = 0; i < kBlocks; ++i) {
-      ASSERT_EQ(core_->Alloc(&b[i], 2 * kMiB), CUDA_SUCCESS);
-      ASSERT_EQ(Write(s, b[i], 2 * kMiB, 700 + i), CUDA_SUCCESS);
+      CUdeviceptr p;
+      ASSERT_EQ(core_->Alloc(&p, 2 * kMiB), CUDA_SUCCESS);
+      ASSERT_EQ(Write(s, p, 2 * kMiB, 700 + i), CUDA_SUCCESS);
+      blocks.push_back({p, 700 + i});
       // The eviction for the last block pages block 0 out and starts block
       // 1's page-out, which stays in flight.
       if (i == kBlocks - 2) fake_.Hold(copy);
     }
-    ASSERT_EQ(core_->TEST_ResidenceOf(b[0]), Residence::kHost);
-    bool served_during_wait = false;
+    ASSERT_EQ(core_->TEST_ResidenceOf(blocks[0].first), Residence::kHost);
     CUdeviceptr d = 0;
-    std::promise<CUresult> done;
-    std::future<CUresult> result = done.get_future();
-    std::thread other;
-    during_event_sync = [&] {
-      other = std::thread([&] { done.set_value(core_->Alloc(&d, 2 * kMiB)); });
-      served_during_wait = result.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
-    };
-    ShimCore::Ticket ticket;
-    const CUresult launched = launch(s, &ticket);
-    if (launched == CUDA_SUCCESS) ticket.Close();
-    const bool waited = other.joinable();
-    if (waited) other.join();
-    during_event_sync = nullptr;
+    const WaitOutcome w = RunWithOtherDuringWait(
+        [&] {
+          ShimCore::Ticket ticket;
+          const CUresult launched = launch(s, &ticket);
+          if (launched == CUDA_SUCCESS) ticket.Close();
+          return launched;
+        },
+        [&] { return core_->Alloc(&d, 2 * kMiB); });
     fake_.Release(copy);
-    ASSERT_EQ(launched, CUDA_SUCCESS);
-    ASSERT_TRUE(waited) << "the launch did not wait for the page-out copy";
-    EXPECT_TRUE(served_during_wait);
-    EXPECT_EQ(result.get(), CUDA_SUCCESS);
-    for (int i = 0; i < kBlocks; ++i) {
-      uint64_t sum = 0;
-      ASSERT_EQ(Read(s, b[i], 2 * kMiB, &sum), CUDA_SUCCESS);
-      EXPECT_EQ(sum, PatternChecksum(2 * kMiB, 700 + i)) << "block " << i;
-    }
+    ASSERT_EQ(w.result, CUDA_SUCCESS);
+    ASSERT_TRUE(w.waited) << "the launch did not wait for the page-out copy";
+    EXPECT_TRUE(w.served_during_wait);
+    EXPECT_EQ(w.other_result, CUDA_SUCCESS);
+    ExpectPatterns(s, 2 * kMiB, blocks);
     EXPECT_EQ(fake_.faults(), 0u);
   }
 };

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "shim/core/shim_core.h"
@@ -103,6 +104,16 @@ class ShimCoreTest : public ::testing::Test {
   CUresult Read(CUstream s, CUdeviceptr p, uint64_t bytes, uint64_t* sum) {
     return Launch(s, {p}, bytes,
                   [p, bytes, sum] { *sum = Checksum(reinterpret_cast<void*>(p), bytes); });
+  }
+
+  // Each (block, seed) of `blocks` reads back FillPattern(bytes, seed) on `s`.
+  void ExpectPatterns(CUstream s, uint64_t bytes,
+                      const std::vector<std::pair<CUdeviceptr, uint64_t>>& blocks) {
+    for (const auto& [p, seed] : blocks) {
+      uint64_t sum = 0;
+      ASSERT_EQ(Read(s, p, bytes, &sum), CUDA_SUCCESS);
+      EXPECT_EQ(sum, PatternChecksum(bytes, seed)) << "block seeded " << seed;
+    }
   }
 
   testing::FakeDriver fake_{64 * kMiB};
