@@ -1037,7 +1037,12 @@ CUresult ShimCore::AcquireHost(uint32_t* slot) {
     return CUDA_SUCCESS;
   }
   if (!pending_host_.empty()) {
-    (void)tracker_->WaitFor(copy_index_, pending_host_.back().copy_seq);  // sticky on error
+    const uint64_t copy_seq = pending_host_.back().copy_seq;
+    if (defer_waits_ && !tracker_->IsComplete(copy_index_, copy_seq)) {
+      deferred_uses_.push_back({copy_index_, copy_seq});  // Note [waits outside the lock]
+      return CUDA_ERROR_NOT_READY;
+    }
+    (void)tracker_->WaitFor(copy_index_, copy_seq);  // sticky on error
     ProcessDeferred();
     if (pool_->AcquireHost(slot) == CUDA_SUCCESS) return CUDA_SUCCESS;
   }

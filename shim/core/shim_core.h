@@ -152,8 +152,10 @@
 //   waits for may depend on work another thread has yet to enqueue. After
 //   kMaxOutsideWaits repeats, or when an unlocked wait fails, the operation
 //   runs once more with waits made under the lock, as before, so that it ends
-//   and reports the driver's error. Alloc defers its wait for pending frees
-//   the same way when the address space is full (AllocLocked). Other waits
+//   and reports the driver's error. A host slot that a page-in copy still
+//   reads (pending_host_) is waited for the same way when no other slot is
+//   free (AcquireHost), and Alloc defers its wait for pending frees when the
+//   address space is full (AllocLocked). Other waits
 //   still happen under mu_
 //   (docs/architecture.md, "Inside one core").
 #ifndef MEMVIRT_SHIM_CORE_SHIM_CORE_H_
@@ -496,6 +498,10 @@ class ShimCore {
                                       Ticket* ticket) MEMSHIM_REQUIRES(mu_);
   [[nodiscard]] CUresult PageIn(uint32_t chunk, bool may_evict) MEMSHIM_REQUIRES(mu_);
   [[nodiscard]] CUresult AcquireDevice(uint32_t* index, bool may_evict) MEMSHIM_REQUIRES(mu_);
+  // A host slot: a free one, else one of a dead chunk, else the slot a copy
+  // still reads (pending_host_) once that copy completed, else one freed by
+  // demoting host chunks. With waits deferred, CUDA_ERROR_NOT_READY instead
+  // of waiting for that copy (Note [waits outside the lock]).
   [[nodiscard]] CUresult AcquireHost(uint32_t* slot) MEMSHIM_REQUIRES(mu_);
   // Maps a kHost chunk's slot at its address (Note [failed transitions]): on
   // failure the chunk is marked `unmapped`.

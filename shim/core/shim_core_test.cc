@@ -574,6 +574,46 @@ TEST_F(ShimCoreWaitTest, PendingFreeWaitLetsOtherThreadsUseTheCore) {
   EXPECT_EQ(fake_.faults(), 0u);
 }
 
+// The same for a host slot that a page-in copy still reads: an eviction that
+// finds no other host slot waits for that copy without the core lock.
+TEST_F(ShimCoreWaitTest, HostSlotWaitLetsOtherThreadsUseTheCore) {
+  MakeHooked(4 * kMiB, 4 * kMiB, "lru");                 // two device chunks, two host slots
+  const CUstream copy = fake_.created_streams().back();  // the new core's copy stream
+  CUstream s = fake_.CreateStream();
+  CUdeviceptr a, b, c;
+  ASSERT_EQ(core_->Alloc(&a, 2 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(core_->Alloc(&b, 2 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(core_->Alloc(&c, 2 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(Write(s, a, 2 * kMiB, 61), CUDA_SUCCESS);
+  ASSERT_EQ(Write(s, b, 2 * kMiB, 62), CUDA_SUCCESS);
+  ASSERT_EQ(Write(s, c, 2 * kMiB, 63), CUDA_SUCCESS);  // pages a out
+  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  ASSERT_EQ(core_->TEST_ResidenceOf(a), Residence::kHost);
+  fake_.Hold(copy);
+  // Pages b out (its copy runs when the page-out waits for it) and a in: a's
+  // fill copy stays queued, so a's host slot is released only after it.
+  ASSERT_EQ(Write(s, a, 2 * kMiB, 64), CUDA_SUCCESS);
+  ASSERT_EQ(core_->TEST_ResidenceOf(a), Residence::kDevice);
+  ASSERT_EQ(core_->TEST_ResidenceOf(b), Residence::kHost);
+  const uint64_t host_waits = core_->stats().host_waits;
+  size_t free_bytes = 0, total_bytes = 0;
+  // b's page-in evicts c, which needs a's host slot.
+  const WaitOutcome w =
+      RunWithOtherDuringWait([&] { return Write(s, b, 2 * kMiB, 65); },
+                             [&] { return core_->GetInfo(&free_bytes, &total_bytes); });
+  fake_.Release(copy);
+  ASSERT_EQ(w.result, CUDA_SUCCESS);
+  ASSERT_TRUE(w.waited) << "the launch did not wait for the page-in copy";
+  EXPECT_TRUE(w.served_during_wait);
+  EXPECT_EQ(w.other_result, CUDA_SUCCESS);
+  EXPECT_EQ(total_bytes, 8 * kMiB);
+  EXPECT_GT(core_->stats().host_waits, host_waits) << "the wait was made outside the lock";
+  EXPECT_EQ(core_->TEST_ResidenceOf(b), Residence::kDevice);
+  EXPECT_EQ(core_->TEST_ResidenceOf(c), Residence::kHost);
+  ExpectPatterns(s, 2 * kMiB, {{a, 64}, {b, 65}, {c, 63}});
+  EXPECT_EQ(fake_.faults(), 0u);
+}
+
 // The same for an opaque or fenced launch, which finishes the look-ahead
 // page-outs in flight first (Note [pipelined page-out]).
 class ShimCoreLookaheadWaitTest : public ShimCoreWaitTest {
