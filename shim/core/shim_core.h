@@ -155,8 +155,7 @@
 //   and reports the driver's error. A host slot that a page-in copy still
 //   reads (pending_host_) is waited for the same way when no other slot is
 //   free (AcquireHost), and Alloc defers its wait for pending frees when the
-//   address space is full (AllocLocked). Other waits
-//   still happen under mu_
+//   address space is full (AllocLocked). Other waits still happen under mu_
 //   (docs/architecture.md, "Inside one core").
 #ifndef MEMVIRT_SHIM_CORE_SHIM_CORE_H_
 #define MEMVIRT_SHIM_CORE_SHIM_CORE_H_
