@@ -1458,7 +1458,9 @@ void ShimCore::EnforceDeviceLimit() {
   while (pool_->device_in_use() > pool_->device_limit()) {
     // The excess is known: nothing speculative.
     if (!EvictSome(pool_->device_in_use() - pool_->device_limit(), /*lookahead=*/0)) {
-      MEMSHIM_LOG(kWarn, "cannot shrink below %u device chunks yet", pool_->device_in_use());
+      if (deferred_uses_.empty()) {  // else repeated after the wait
+        MEMSHIM_LOG(kWarn, "cannot shrink below %u device chunks yet", pool_->device_in_use());
+      }
       break;
     }
   }
@@ -1469,10 +1471,16 @@ void ShimCore::SetDeviceBudget(uint64_t bytes) {
   // Called from the control plane's thread, which has no current context:
   // page-outs need the core's (Note [foreign threads]).
   ScopedContext scoped(driver_, context_);
-  MutexLock lock(&mu_);
-  device_budget_chunks_ = static_cast<uint32_t>(bytes >> kChunkShift);
-  policy_->OnBudgetChange(bytes);
-  EnforceDeviceLimit();
+  (void)RunWithWaitsOutsideLock([&]() MEMSHIM_REQUIRES(mu_) {
+    if (!repeating_) {
+      device_budget_chunks_ = static_cast<uint32_t>(bytes >> kChunkShift);
+      policy_->OnBudgetChange(bytes);
+    }
+    EnforceDeviceLimit();
+    // Note [waits outside the lock]: an eviction deferred for a wait is
+    // repeated after it, with what is still over the budget.
+    return deferred_uses_.empty() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+  });
 }
 
 void ShimCore::SetHostBudget(uint64_t bytes) {

@@ -154,7 +154,8 @@
 //   runs once more with waits made under the lock, as before, so that it ends
 //   and reports the driver's error. A host slot that a page-in copy still
 //   reads (pending_host_) is waited for the same way when no other slot is
-//   free (AcquireHost), and Alloc defers its wait for pending frees when the
+//   free (AcquireHost), a lower device budget (SetDeviceBudget) waits for
+//   its victims so, and Alloc defers its wait for pending frees when the
 //   address space is full (AllocLocked). Other waits still happen under mu_
 //   (docs/architecture.md, "Inside one core").
 #ifndef MEMVIRT_SHIM_CORE_SHIM_CORE_H_

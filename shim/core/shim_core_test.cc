@@ -614,6 +614,41 @@ TEST_F(ShimCoreWaitTest, HostSlotWaitLetsOtherThreadsUseTheCore) {
   EXPECT_EQ(fake_.faults(), 0u);
 }
 
+// The same for a lower device budget from the control plane: the evictions
+// that must wait for work still using every chunk wait without the core lock.
+TEST_F(ShimCoreWaitTest, BudgetChangeWaitLetsOtherThreadsUseTheCore) {
+  MakeHooked(8 * kMiB, 64 * kMiB);  // four device chunks
+  CUstream held = fake_.CreateStream();
+  std::vector<std::pair<CUdeviceptr, uint64_t>> blocks;
+  for (uint64_t i = 0; i < 4; ++i) {
+    CUdeviceptr p;
+    ASSERT_EQ(core_->Alloc(&p, 2 * kMiB), CUDA_SUCCESS);
+    blocks.push_back({p, 71 + i});
+  }
+  fake_.Hold(held);
+  for (const auto& [p, seed] : blocks) ASSERT_EQ(Write(held, p, 2 * kMiB, seed), CUDA_SUCCESS);
+  const uint64_t host_waits = core_->stats().host_waits;
+  size_t free_bytes = 0, total_bytes = 0;
+  const WaitOutcome w = RunWithOtherDuringWait(
+      [&] {
+        core_->SetDeviceBudget(4 * kMiB);  // two chunks must go; all four are in use
+        return CUDA_SUCCESS;
+      },
+      [&] { return core_->GetInfo(&free_bytes, &total_bytes); });
+  fake_.Release(held);
+  ASSERT_TRUE(w.waited) << "the budget change did not wait for the pending work";
+  EXPECT_TRUE(w.served_during_wait);
+  EXPECT_EQ(w.other_result, CUDA_SUCCESS);
+  EXPECT_GT(core_->stats().host_waits, host_waits) << "the wait was made outside the lock";
+  int on_device = 0;
+  for (const auto& [p, seed] : blocks) {
+    on_device += core_->TEST_ResidenceOf(p) == Residence::kDevice ? 1 : 0;
+  }
+  EXPECT_EQ(on_device, 2) << "the device holds what the new budget allows";
+  ExpectPatterns(held, 2 * kMiB, blocks);
+  EXPECT_EQ(fake_.faults(), 0u);
+}
+
 // The same for an opaque or fenced launch, which finishes the look-ahead
 // page-outs in flight first (Note [pipelined page-out]).
 class ShimCoreLookaheadWaitTest : public ShimCoreWaitTest {
