@@ -773,17 +773,20 @@ bool ShimCore::DeferWaitChunkIdle(uint32_t chunk) {
   return deferred_uses_.size() > before;  // nothing left to wait for: no need to defer
 }
 
+bool ShimCore::DeferUse(uint32_t stream, uint64_t seq) {
+  if (tracker_->IsComplete(stream, seq)) return false;
+  deferred_uses_.push_back({stream, seq});
+  return true;
+}
+
 void ShimCore::CollectChunkUses(uint32_t chunk) {
-  auto defer = [this](uint32_t stream, uint64_t seq) MEMSHIM_REQUIRES(mu_) {
-    if (!tracker_->IsComplete(stream, seq)) deferred_uses_.push_back({stream, seq});
-  };
   const ChunkEntry& e = table_[chunk];
-  if (e.fill_seq != 0) defer(copy_index_, e.fill_seq);
+  if (e.fill_seq != 0) DeferUse(copy_index_, e.fill_seq);
   if (e.use_overflow) {
-    for (uint32_t s = 0; s < tracker_->num_streams(); ++s) defer(s, tracker_->issued(s));
+    for (uint32_t s = 0; s < tracker_->num_streams(); ++s) DeferUse(s, tracker_->issued(s));
   }
-  for (int i = 0; i < e.num_uses; ++i) defer(e.uses[i].stream, e.uses[i].seq);
-  for (const StreamUse& u : opaque_uses_) defer(u.stream, u.seq);
+  for (int i = 0; i < e.num_uses; ++i) DeferUse(e.uses[i].stream, e.uses[i].seq);
+  for (const StreamUse& u : opaque_uses_) DeferUse(u.stream, u.seq);
 }
 
 bool ShimCore::DeferPendingFrees() {
@@ -792,8 +795,8 @@ bool ShimCore::DeferPendingFrees() {
     if (f.stream == kNoIndex) {
       const ChunkEntry& e = table_[static_cast<uint32_t>(f.offset >> kChunkShift)];
       for (uint32_t c = e.owner_first; c < e.owner_first + e.owner_count; ++c) CollectChunkUses(c);
-    } else if (!tracker_->IsComplete(f.stream, f.seq)) {
-      deferred_uses_.push_back({f.stream, f.seq});
+    } else {
+      DeferUse(f.stream, f.seq);
     }
   }
   return deferred_uses_.size() > before;
@@ -962,10 +965,11 @@ bool ShimCore::WaitForDeferredUses() {
 }
 
 bool ShimCore::DeferPageOutWait() {
-  if (!defer_waits_ || page_out_->empty()) return false;
-  if (tracker_->IsComplete(copy_index_, page_out_->copy_seq())) return false;
-  deferred_uses_.push_back({copy_index_, page_out_->copy_seq()});
-  return true;
+  return !page_out_->empty() && DeferCopyWait(page_out_->copy_seq());
+}
+
+bool ShimCore::DeferCopyWait(uint64_t copy_seq) {
+  return defer_waits_ && DeferUse(copy_index_, copy_seq);
 }
 
 void ShimCore::PickVictims(uint32_t want, PickedVictims* picked) {
@@ -1038,11 +1042,8 @@ CUresult ShimCore::AcquireHost(uint32_t* slot) {
   }
   if (!pending_host_.empty()) {
     const uint64_t copy_seq = pending_host_.back().copy_seq;
-    if (defer_waits_ && !tracker_->IsComplete(copy_index_, copy_seq)) {
-      deferred_uses_.push_back({copy_index_, copy_seq});  // Note [waits outside the lock]
-      return CUDA_ERROR_NOT_READY;
-    }
-    (void)tracker_->WaitFor(copy_index_, copy_seq);  // sticky on error
+    if (DeferCopyWait(copy_seq)) return CUDA_ERROR_NOT_READY;  // Note [waits outside the lock]
+    (void)tracker_->WaitFor(copy_index_, copy_seq);            // sticky on error
     ProcessDeferred();
     if (pool_->AcquireHost(slot) == CUDA_SUCCESS) return CUDA_SUCCESS;
   }

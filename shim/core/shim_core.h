@@ -557,6 +557,9 @@ class ShimCore {
   // waits, records `chunk`'s uses in deferred_uses_ and returns true (the
   // caller fails instead of waiting); false otherwise.
   bool DeferWaitChunkIdle(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
+  // Appends (stream, seq) to deferred_uses_ unless it is known complete;
+  // true if it did.
+  bool DeferUse(uint32_t stream, uint64_t seq) MEMSHIM_REQUIRES(mu_);
   // Appends `chunk`'s uses not known complete to deferred_uses_.
   void CollectChunkUses(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
   // Appends the uses that pending_frees_ wait for to deferred_uses_; true if
@@ -565,6 +568,8 @@ class ShimCore {
   // The same for the page-outs in flight (page_out_), if their copies are not
   // known complete.
   bool DeferPageOutWait() MEMSHIM_REQUIRES(mu_);
+  // The same for copy-stream sequence number `copy_seq`.
+  bool DeferCopyWait(uint64_t copy_seq) MEMSHIM_REQUIRES(mu_);
   // Runs `op` (an operation of a public call, REQUIRES mu_) under mu_ with
   // waits deferred, waiting outside the lock and repeating it as Note
   // [waits outside the lock] says; returns its result.
