@@ -199,6 +199,7 @@ CUresult ShimCore::Create(const Driver* driver, const CoreOptions& options, Cont
     if (has_spill) {
       core->spill_ = std::make_unique<SpillManager>(
           SpillManager::Parts{parts, /*tier=*/usable_spill, /*owner=*/&core->spill_owner_});
+      core->spill_tier_ = usable_spill;
     }
     MEMSHIM_LOG(kInfo,
                 "virtual device memory: %llu MiB device budget, %llu MiB host tier, %llu MiB "
@@ -914,8 +915,15 @@ CUresult ShimCore::SpillOwner::AcquireHost(uint32_t* slot) {
   core_->mu_.AssertHeld();  // spill_ calls it from Promote()
   // Note [waits outside the lock]: the device chunk was deferred for a wait;
   // the promotion is repeated after it rather than placed in a host slot.
-  if (!core_->deferred_uses_.empty()) return CUDA_ERROR_NOT_READY;
+  if (core_->WaitsDeferred()) return CUDA_ERROR_NOT_READY;
   return core_->AcquireHost(slot);
+}
+
+bool ShimCore::SpillOwner::DeferLoadWait(uint32_t slot) {
+  core_->mu_.AssertHeld();  // spill_ calls it from Promote()
+  if (!core_->defer_waits_) return false;
+  core_->deferred_loads_.push_back(slot);
+  return true;
 }
 
 bool ShimCore::DemoteHostChunks(uint32_t max) {
@@ -939,7 +947,7 @@ uint32_t ShimCore::EvictBatch(const std::vector<uint32_t>& victims) {
   return dropped + FinishPageOut();
 }
 
-bool ShimCore::WaitForDeferredUses() {
+bool ShimCore::WaitForDeferred() {
   ++stats_.host_waits;
   bool ok = true;
   std::vector<CUevent> held;
@@ -952,6 +960,8 @@ bool ShimCore::WaitForDeferredUses() {
     if (event != nullptr) held.push_back(event);
   }
   deferred_uses_.clear();
+  std::vector<uint32_t> loads;
+  loads.swap(deferred_loads_);
   mu_.Unlock();
   {
     RelaxedCaptureMode relaxed(driver_);  // Note [relaxed driver sequences]
@@ -959,6 +969,8 @@ bool ShimCore::WaitForDeferredUses() {
       if (driver_->cuEventSynchronize(event) != CUDA_SUCCESS) ok = false;
     }
   }
+  // The repeat collects each load's outcome (a failed one fails it then).
+  for (uint32_t slot : loads) spill_tier_->WaitLoad(slot);
   mu_.Lock();
   if (!held.empty()) tracker_->Unhold(static_cast<uint32_t>(held.size()));
   return ok;
@@ -1100,7 +1112,7 @@ CUresult ShimCore::PageIn(uint32_t chunk, bool may_evict) {
   if (r != CUDA_SUCCESS) {
     // With a deferred wait the operation is repeated after it, instead of
     // running from the host tier (Note [waits outside the lock]).
-    if (!may_evict || !deferred_uses_.empty()) return r;
+    if (!may_evict || WaitsDeferred()) return r;
     if (e.residence == Residence::kHost) {
       if (e.unmapped && (r = MapHostSlot(chunk)) != CUDA_SUCCESS) return r;
       ++stats_.host_fallbacks;  // runs from host memory; see Note [host mapping]
@@ -1459,7 +1471,7 @@ void ShimCore::EnforceDeviceLimit() {
   while (pool_->device_in_use() > pool_->device_limit()) {
     // The excess is known: nothing speculative.
     if (!EvictSome(pool_->device_in_use() - pool_->device_limit(), /*lookahead=*/0)) {
-      if (deferred_uses_.empty()) {  // else repeated after the wait
+      if (!WaitsDeferred()) {  // else repeated after the wait
         MEMSHIM_LOG(kWarn, "cannot shrink below %u device chunks yet", pool_->device_in_use());
       }
       break;
@@ -1480,7 +1492,7 @@ void ShimCore::SetDeviceBudget(uint64_t bytes) {
     EnforceDeviceLimit();
     // Note [waits outside the lock]: an eviction deferred for a wait is
     // repeated after it, with what is still over the budget.
-    return deferred_uses_.empty() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+    return WaitsDeferred() ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
   });
 }
 

@@ -156,8 +156,12 @@
 //   reads (pending_host_) is waited for the same way when no other slot is
 //   free (AcquireHost), a lower device budget (SetDeviceBudget) waits for
 //   its victims so, and Alloc defers its wait for pending frees when the
-//   address space is full (AllocLocked). Other waits still happen under mu_
-//   (docs/architecture.md, "Inside one core").
+//   address space is full (AllocLocked). A promotion from the spill tier
+//   whose load is still running (the NVMe read) leaves it running in its
+//   staging buffer and fails (SpillOwner::DeferLoadWait, deferred_loads_);
+//   the public call waits for it with SpillTier::WaitLoad() without mu_, and
+//   the repeat takes the loaded buffer as one loaded ahead. Other waits
+//   still happen under mu_ (docs/architecture.md, "Inside one core").
 #ifndef MEMVIRT_SHIM_CORE_SHIM_CORE_H_
 #define MEMVIRT_SHIM_CORE_SHIM_CORE_H_
 
@@ -575,10 +579,15 @@ class ShimCore {
   // [waits outside the lock] says; returns its result.
   template <typename Op>
   CUresult RunWithWaitsOutsideLock(Op op) MEMSHIM_EXCLUDES(mu_);
-  // Its slow path: holds events for deferred_uses_ (and clears it), releases
-  // mu_, synchronizes them, and takes mu_ again. False if an event could not
-  // be held or a wait failed.
-  bool WaitForDeferredUses() MEMSHIM_REQUIRES(mu_);
+  // Its slow path: holds events for deferred_uses_, releases mu_,
+  // synchronizes them and waits for the spill tier's deferred_loads_, and
+  // takes mu_ again (both lists cleared). False if an event could not be held
+  // or a wait failed.
+  bool WaitForDeferred() MEMSHIM_REQUIRES(mu_);
+  // Whether the operation being run deferred a wait.
+  bool WaitsDeferred() const MEMSHIM_REQUIRES(mu_) {
+    return !deferred_uses_.empty() || !deferred_loads_.empty();
+  }
   static constexpr uint32_t kMaxOutsideWaits = 16;
   void AddUse(uint32_t chunk, uint32_t stream, uint64_t seq) MEMSHIM_REQUIRES(mu_);
   void ProcessDeferred() MEMSHIM_REQUIRES(mu_);
@@ -658,6 +667,7 @@ class ShimCore {
     bool ChunkIdle(uint32_t chunk) override;
     CUresult AcquireDevice(uint32_t* index) override;
     CUresult AcquireHost(uint32_t* slot) override;
+    bool DeferLoadWait(uint32_t slot) override;
 
    private:
     ShimCore* const core_;
@@ -671,6 +681,9 @@ class ShimCore {
   CUdeviceptr base_ = 0;
   uint64_t va_bytes_ = 0;
   CUstream copy_stream_ = nullptr;
+  // The spill tier spill_ uses (null without one); set at creation. Its
+  // WaitLoad() is called without mu_ (Note [waits outside the lock]).
+  SpillTier* spill_tier_ = nullptr;
 
   mutable Mutex mu_;
   // The overflow ledger when none is shared (before allocator_, which
@@ -769,6 +782,8 @@ class ShimCore {
   bool repeating_ MEMSHIM_GUARDED_BY(mu_) = false;    // the operation runs again
   // (stream, seq) the operation deferred waiting for; empty if it did not.
   std::vector<StreamUse> deferred_uses_ MEMSHIM_GUARDED_BY(mu_);
+  // Staging slots of spill-tier loads it deferred waiting for.
+  std::vector<uint32_t> deferred_loads_ MEMSHIM_GUARDED_BY(mu_);
   std::vector<Fill> fills_ MEMSHIM_GUARDED_BY(mu_);         // fills of the operation being prepared
   uint32_t unmapped_host_ MEMSHIM_GUARDED_BY(mu_) = 0;      // kHost chunks marked `unmapped`
   std::vector<uint32_t> prefetch_ MEMSHIM_GUARDED_BY(mu_);  // MakeResident's candidates
@@ -844,17 +859,18 @@ CUresult ShimCore::RunWithWaitsOutsideLock(Op op) {
   defer_waits_ = true;
   CUresult r = op();
   defer_waits_ = false;
-  if (deferred_uses_.empty()) [[likely]] {  // nothing to wait for: the fast path
+  if (!WaitsDeferred()) [[likely]] {  // nothing to wait for: the fast path
     mu_.Unlock();
     return r;
   }
   bool defer = true;
-  for (uint32_t attempt = 1; !deferred_uses_.empty(); ++attempt) {
+  for (uint32_t attempt = 1; WaitsDeferred(); ++attempt) {
     if (r == CUDA_SUCCESS) {  // it found another way: nothing to wait for
       deferred_uses_.clear();
+      deferred_loads_.clear();
       break;
     }
-    if (!WaitForDeferredUses()) defer = false;  // the next run reports the error
+    if (!WaitForDeferred()) defer = false;  // the next run reports the error
     defer_waits_ = defer && attempt < kMaxOutsideWaits;
     repeating_ = true;
     r = op();

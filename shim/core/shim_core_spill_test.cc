@@ -3,11 +3,15 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "shim/core/shim_core.h"
@@ -17,6 +21,9 @@
 namespace memvirt::shim {
 namespace {
 
+// With slow_loads, a load completes only once waited for
+// (FinishLoad(wait = true) or WaitLoad()); during_wait runs at the first
+// such wait.
 class MemorySpillTier final : public SpillTier {
  public:
   explicit MemorySpillTier(uint32_t slots, uint64_t capacity) : capacity_(capacity) {
@@ -24,6 +31,7 @@ class MemorySpillTier final : public SpillTier {
       staging_.push_back(static_cast<uint8_t*>(std::aligned_alloc(4096, kChunkBytes)));
     }
     pending_.assign(slots, 0);
+    waited_.assign(slots, false);
   }
   ~MemorySpillTier() override {
     for (uint8_t* p : staging_) std::free(p);
@@ -43,26 +51,43 @@ class MemorySpillTier final : public SpillTier {
     pending_[slot] = id;
     return SpillResult::kOk;
   }
-  SpillResult FinishLoad(uint32_t slot, bool /*wait*/) override {
+  SpillResult FinishLoad(uint32_t slot, bool wait) override {
     const uint64_t id = pending_[slot];
+    if (slow_loads && id != 0 && !waited_[slot]) {
+      if (!wait) return SpillResult::kPending;
+      RunWaitHook();
+    }
     pending_[slot] = 0;
+    waited_[slot] = false;
     auto it = stored_.find(id);
     if (id == 0 || it == stored_.end() || fail_loads) return SpillResult::kFailed;
     std::memcpy(staging_[slot], it->second.data(), kChunkBytes);
     ++loads;
     return SpillResult::kOk;
   }
+  void WaitLoad(uint32_t slot) override {
+    if (pending_[slot] == 0) return;
+    RunWaitHook();
+    waited_[slot] = true;
+  }
   void Discard(uint64_t id) override { stored_.erase(id); }
 
   size_t stored() const { return stored_.size(); }
   bool no_space = false;
   bool fail_loads = false;
+  bool slow_loads = false;
+  std::function<void()> during_wait;
   uint64_t stores = 0, loads = 0;
 
  private:
   const uint64_t capacity_;
   std::vector<uint8_t*> staging_;
+  void RunWaitHook() {
+    if (during_wait) std::exchange(during_wait, nullptr)();
+  }
+
   std::vector<uint64_t> pending_;
+  std::vector<bool> waited_;  // per slot: its pending load was waited for
   std::map<uint64_t, std::vector<uint8_t>> stored_;
   uint64_t next_id_ = 1;
 };
@@ -138,6 +163,41 @@ TEST_F(ShimCoreSpillTest, DataSurvivesDemotionAndPromotion) {
   EXPECT_EQ(usage.nvme_resident_bytes, uint64_t{end.spilled_chunks} * kChunkBytes);
   EXPECT_EQ(usage.nvme_write_bytes, end.demotions * kChunkBytes);
   EXPECT_GT(usage.nvme_read_bytes, 0u);
+}
+
+// Note [waits outside the lock]: a promotion waits for its load from the
+// spill tier without the core lock, so another thread can use the core
+// meanwhile (with the wait under the lock, it waits 20 s for the lock).
+TEST_F(ShimCoreSpillTest, SpillLoadWaitLetsOtherThreadsUseTheCore) {
+  CUstream s = fake_.CreateStream();
+  std::vector<CUdeviceptr> blocks = WriteBlocks(s, 24);
+  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  ASSERT_EQ(core_->TEST_ResidenceOf(blocks[0]), Residence::kNvme);
+  tier_.slow_loads = true;
+  std::promise<CUresult> done;
+  std::future<CUresult> other = done.get_future();
+  std::thread thread;  // joined after the read
+  bool served_during_wait = false;
+  size_t free_bytes = 0, total_bytes = 0;
+  tier_.during_wait = [&] {
+    thread = std::thread([&] { done.set_value(core_->GetInfo(&free_bytes, &total_bytes)); });
+    served_during_wait = other.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
+  };
+  const uint64_t host_waits = core_->stats().host_waits;
+  uint64_t sum = 0;
+  const CUresult r = Read(s, blocks[0], 2 * kMiB, &sum);
+  tier_.during_wait = nullptr;
+  ASSERT_TRUE(thread.joinable()) << "the read did not wait for a load";
+  thread.join();
+  ASSERT_EQ(r, CUDA_SUCCESS);
+  EXPECT_TRUE(served_during_wait);
+  EXPECT_EQ(other.get(), CUDA_SUCCESS);
+  EXPECT_EQ(total_bytes, 80 * kMiB);
+  EXPECT_GT(core_->stats().host_waits, host_waits) << "the wait was made outside the lock";
+  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  EXPECT_EQ(sum, PatternChecksum(2 * kMiB, 500));
+  ExpectBlocks(s, blocks, 24);
+  EXPECT_EQ(fake_.faults(), 0u);
 }
 
 TEST_F(ShimCoreSpillTest, FreedSpilledChunksAreDiscarded) {

@@ -249,11 +249,22 @@ CUresult SpillManager::Promote(uint32_t chunk, uint64_t* stored) {
     }
     ++stats().promotion_reads;
     res = tier().StartLoad(spill_ids_[chunk], slot);
-    if (res == SpillResult::kOk) res = tier().FinishLoad(slot, /*wait=*/true);
-  } else {
-    if (staging_[slot].state == StagingSlot::State::kLoading) {
-      res = tier().FinishLoad(slot, /*wait=*/true);
+    if (res == SpillResult::kOk) {
+      // Kept as a load started ahead: a wait deferred by the owner finds it.
+      staging_[slot] = {StagingSlot::State::kLoading, chunk, spill_ids_[chunk], 0};
+      ++staging_loads_;
     }
+  }
+  if (res == SpillResult::kOk && staging_[slot].state == StagingSlot::State::kLoading) {
+    res = tier().FinishLoad(slot, /*wait=*/false);
+    if (res == SpillResult::kPending && parts_.owner->DeferLoadWait(slot)) {
+      release();
+      return CUDA_ERROR_NOT_READY;
+    }
+    if (res == SpillResult::kPending) res = tier().FinishLoad(slot, /*wait=*/true);
+  }
+  if (staging_[slot].state == StagingSlot::State::kLoading ||
+      staging_[slot].state == StagingSlot::State::kLoaded) {
     --staging_loads_;
   }
   staging_[slot] = StagingSlot{};

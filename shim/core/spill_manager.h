@@ -46,6 +46,10 @@
 //   * A load started ahead that fails is dropped (the demand path reads
 //     again and reports it); one that cannot be installed is kept for the
 //     demand path.
+//   * A promotion whose load the owner waits for outside its lock
+//     (Owner::DeferLoadWait) fails with CUDA_ERROR_NOT_READY: the chunk
+//     stays kNvme, the target is released and the load stays in its staging
+//     buffer, as one started ahead, for the promotion's repeat.
 //
 // Note [demotion queue]
 //   Demotion victims are host chunks with live data that the operation being
@@ -102,6 +106,11 @@ class SpillManager {
     // A host slot for a promotion the device cannot take; may wait for
     // deferred releases or demote.
     [[nodiscard]] virtual CUresult AcquireHost(uint32_t* slot) = 0;
+    // Note [waits outside the lock] in shim_core.h: true if the operation
+    // being prepared waits for the tier's load into staging `slot` after
+    // releasing the owner's lock (SpillTier::WaitLoad) and then runs again;
+    // false if Promote() is to wait for it here.
+    virtual bool DeferLoadWait(uint32_t slot) = 0;
 
    protected:
     ~Owner() = default;
@@ -144,7 +153,8 @@ class SpillManager {
   // the copy stream (the chunk's fill_seq). On CUDA_SUCCESS *stored is its
   // stored copy, which the tier keeps until the owner, once the fill is
   // ordered before the work that needs it, calls Discard(), or, if it cannot
-  // be, Restore().
+  // be, Restore(). CUDA_ERROR_NOT_READY: its load is to be waited for
+  // (Owner::DeferLoadWait).
   [[nodiscard]] CUresult Promote(uint32_t chunk, uint64_t* stored);
   // Releases a stored copy Promote() returned.
   void Discard(uint64_t stored) { parts_.tier->Discard(stored); }

@@ -20,7 +20,9 @@
 namespace memvirt::shim {
 namespace {
 
-// Stores copies in memory; loads complete at FinishLoad. Failure switches.
+// Stores copies in memory; loads complete at FinishLoad, or, with
+// slow_loads, only once waited for (FinishLoad(wait = true) or WaitLoad()).
+// Failure switches.
 class MemorySpillTier final : public SpillTier {
  public:
   explicit MemorySpillTier(uint32_t slots) {
@@ -28,6 +30,7 @@ class MemorySpillTier final : public SpillTier {
       staging_.push_back(static_cast<uint8_t*>(std::aligned_alloc(4096, kChunkBytes)));
     }
     pending_.assign(slots, 0);
+    waited_.assign(slots, false);
   }
   ~MemorySpillTier() override {
     for (uint8_t* p : staging_) std::free(p);
@@ -48,13 +51,19 @@ class MemorySpillTier final : public SpillTier {
     ++started_loads;
     return SpillResult::kOk;
   }
-  SpillResult FinishLoad(uint32_t slot, bool /*wait*/) override {
+  SpillResult FinishLoad(uint32_t slot, bool wait) override {
     const uint64_t id = pending_[slot];
+    if (slow_loads && id != 0 && !waited_[slot] && !wait) return SpillResult::kPending;
     pending_[slot] = 0;
+    waited_[slot] = false;
     auto it = stored_.find(id);
     if (id == 0 || it == stored_.end() || fail_loads) return SpillResult::kFailed;
     std::memcpy(staging_[slot], it->second.data(), kChunkBytes);
     return SpillResult::kOk;
+  }
+  void WaitLoad(uint32_t slot) override {
+    ++wait_loads;
+    if (pending_[slot] != 0) waited_[slot] = true;
   }
   void Discard(uint64_t id) override { stored_.erase(id); }
 
@@ -75,11 +84,14 @@ class MemorySpillTier final : public SpillTier {
   bool no_space = false;
   bool fail_stores = false;
   bool fail_loads = false;
+  bool slow_loads = false;
   int started_loads = 0;
+  int wait_loads = 0;
 
  private:
   std::vector<uint8_t*> staging_;
   std::vector<uint64_t> pending_;
+  std::vector<bool> waited_;  // per slot: its pending load was waited for
   std::map<uint64_t, std::vector<uint8_t>> stored_;
   uint64_t next_id_ = 1;
 };
@@ -114,8 +126,15 @@ class TestOwner final : public SpillManager::Owner {
     ++host_requests;
     return refuse_host ? CUDA_ERROR_OUT_OF_MEMORY : pool->AcquireHost(slot);
   }
+  bool DeferLoadWait(uint32_t slot) override {
+    if (!defer_loads) return false;
+    deferred_loads.push_back(slot);
+    return true;
+  }
 
   PhysicalPool* pool = nullptr;
+  bool defer_loads = false;
+  std::vector<uint32_t> deferred_loads;
   std::set<uint32_t> busy;
   bool refuse_device = false;
   bool refuse_host = false;
@@ -360,6 +379,43 @@ TEST_F(SpillManagerTest, PromotionBringsTheBytesBackByteExact) {
   spill_->Discard(stored);
   EXPECT_EQ(tier_.stored(), 0u);
   EXPECT_EQ(fake_.faults(), 0u);
+}
+
+// Note [waits outside the lock] in shim_core.h: a load still running is
+// left to the owner to wait for; the repeat uses it without reading again.
+TEST_F(SpillManagerTest, PromotionLeavesARunningLoadToTheOwnerToWaitFor) {
+  MakeSpilledChunk(0, 7);
+  tier_.slow_loads = true;
+  owner_.defer_loads = true;
+  uint64_t stored = 0;
+  ASSERT_EQ(spill_->Promote(0, &stored), CUDA_ERROR_NOT_READY);
+  ASSERT_EQ(owner_.deferred_loads.size(), 1u);
+  ExpectStored(0, 7);
+  EXPECT_EQ(pool_->device_in_use(), 0u) << "the target is released";
+  EXPECT_EQ(stats_.spilled_chunks, 1u);
+  EXPECT_EQ(stats_.promotions, 0u);
+
+  tier_.WaitLoad(owner_.deferred_loads[0]);  // as the owner does without its lock
+  ASSERT_EQ(spill_->Promote(0, &stored), CUDA_SUCCESS);
+  EXPECT_EQ(owner_.deferred_loads.size(), 1u) << "a finished load is not waited for again";
+  EXPECT_EQ(tier_.started_loads, 1) << "the repeat reads nothing again";
+  EXPECT_EQ(stats_.promotion_reads, 1u);
+  ASSERT_EQ(table_[0].residence, Residence::kDevice);
+  ASSERT_EQ(tracker_->WaitFor(copy_index_, table_[0].fill_seq), CUDA_SUCCESS);
+  EXPECT_EQ(BytesAt(Address(0)), Pattern(7));
+  EXPECT_EQ(stats_.spilled_chunks, 0u);
+  EXPECT_EQ(fake_.faults(), 0u);
+}
+
+// An owner that waits here: the promotion waits for the load itself.
+TEST_F(SpillManagerTest, PromotionWaitsForARunningLoadWhenTheOwnerDoesNotDefer) {
+  MakeSpilledChunk(0, 7);
+  tier_.slow_loads = true;
+  uint64_t stored = 0;
+  ASSERT_EQ(spill_->Promote(0, &stored), CUDA_SUCCESS);
+  EXPECT_EQ(tier_.wait_loads, 0);
+  ASSERT_EQ(tracker_->WaitFor(copy_index_, table_[0].fill_seq), CUDA_SUCCESS);
+  EXPECT_EQ(BytesAt(Address(0)), Pattern(7));
 }
 
 TEST_F(SpillManagerTest, PromotionFallsBackToAHostSlotWhenTheDeviceIsFull) {

@@ -8,10 +8,11 @@
 // a device chunk or host slot. Loads may run ahead of use (prefetch):
 // StartLoad() returns at once and FinishLoad() collects the outcome.
 //
-// Thread safety: not thread-safe; the core's SpillManager (spill_manager.h)
-// calls it under the core's mutex. The
-// implementation is owned by the ControlPlane that hands it out and outlives
-// the core.
+// Thread safety: the core's SpillManager (spill_manager.h) makes every call
+// but WaitLoad() under the core's mutex; WaitLoad() is made without it (Note
+// [waits outside the lock] in shim_core.h), so an implementation serializes
+// it against the others. The implementation is owned by the ControlPlane
+// that hands it out and outlives the core.
 #ifndef MEMVIRT_SHIM_CORE_SPILL_TIER_H_
 #define MEMVIRT_SHIM_CORE_SPILL_TIER_H_
 
@@ -47,6 +48,10 @@ class SpillTier {
   // The outcome of the load started into `slot`; with wait = false kPending
   // while it runs. After any other result the slot is free again.
   virtual SpillResult FinishLoad(uint32_t slot, bool wait) = 0;
+  // Blocks until no load into `slot` is running (one that finished keeps its
+  // outcome for FinishLoad); returns at once if none is. Thread-safe against
+  // the other calls, which it may hold up while it waits.
+  virtual void WaitLoad(uint32_t slot) = 0;
   // Releases copy `id` (no reply awaited).
   virtual void Discard(uint64_t id) = 0;
 };

@@ -79,7 +79,10 @@ std::unique_ptr<TierChannel> TierChannel::Connect(const std::string& socket_path
   }
   std::unique_ptr<TierChannel> channel(
       new TierChannel(socket_path, memfd, static_cast<uint8_t*>(staging), staging_slots, timeouts));
-  *error = channel->Handshake();
+  {
+    MutexLock lock(&channel->mu_);
+    *error = channel->Handshake();
+  }
   if (*error != nullptr) return nullptr;
   return channel;
 }
@@ -155,6 +158,21 @@ void* TierChannel::staging(uint32_t slot) {
   return staging_ + uint64_t{slot} * tier::kStagingSlotBytes;
 }
 
+uint64_t TierChannel::capacity_bytes() const {
+  MutexLock lock(&mu_);
+  return capacity_;
+}
+
+uint64_t TierChannel::tenant() const {
+  MutexLock lock(&mu_);
+  return tenant_;
+}
+
+size_t TierChannel::live_slabs() const {
+  MutexLock lock(&mu_);
+  return slabs_.size();
+}
+
 void TierChannel::Break() {
   if (!broken_ && !slabs_.empty()) {
     MEMSHIM_LOG(kError,
@@ -220,6 +238,7 @@ bool TierChannel::ReadOneReply(bool wait) {
 
 SpillResult TierChannel::Store(uint32_t slot, uint64_t* id) {
   if (slot >= slots_) return SpillResult::kFailed;
+  MutexLock lock(&mu_);
   SpillResult r = StoreOnce(slot, id);
   // The daemon closed an idle channel, or went away and may be back: reopen it and retry once.
   if (r == SpillResult::kBroken && Reconnect()) r = StoreOnce(slot, id);
@@ -239,6 +258,7 @@ SpillResult TierChannel::StoreOnce(uint32_t slot, uint64_t* id) {
 }
 
 SpillResult TierChannel::StartLoad(uint64_t id, uint32_t slot) {
+  MutexLock lock(&mu_);
   if (slot >= slots_ || load_state_[slot] != 0) return SpillResult::kFailed;
   if (broken_) return SpillResult::kBroken;
   const auto slab = slabs_.find(id);
@@ -253,6 +273,7 @@ SpillResult TierChannel::StartLoad(uint64_t id, uint32_t slot) {
 }
 
 SpillResult TierChannel::FinishLoad(uint32_t slot, bool wait) {
+  MutexLock lock(&mu_);
   if (slot >= slots_ || load_state_[slot] == 0) return SpillResult::kFailed;
   while (load_state_[slot] == 1) {
     if (!ReadOneReply(wait)) {
@@ -263,7 +284,16 @@ SpillResult TierChannel::FinishLoad(uint32_t slot, bool wait) {
   return load_result_[slot];
 }
 
+void TierChannel::WaitLoad(uint32_t slot) {
+  MutexLock lock(&mu_);
+  if (slot >= slots_) return;
+  // A broken channel finishes every pending load (Break()).
+  while (load_state_[slot] == 1 && ReadOneReply(/*wait=*/true)) {
+  }
+}
+
 void TierChannel::Discard(uint64_t id) {
+  MutexLock lock(&mu_);
   const auto slab = slabs_.find(id);
   if (slab == slabs_.end()) return;  // gone already
   const uint64_t daemon_id = slab->second;

@@ -21,7 +21,11 @@
 // its slabs anew, so an id of a lost slab could name another chunk's slab
 // there; the mapping makes such an id unknown instead (its load fails).
 //
-// Thread safety: not thread-safe (the core serializes its calls).
+// Thread safety: thread-safe; each call holds the channel's mutex for its
+// whole length, reads of replies included (a WaitLoad() made without the
+// core's mutex holds up the core's calls only while it reads replies, which
+// come in order anyway). Lock order: the core's mutex before mu_; the channel
+// calls out to nothing.
 #ifndef MEMVIRT_SHIM_DAEMON_LINK_TIER_CHANNEL_H_
 #define MEMVIRT_SHIM_DAEMON_LINK_TIER_CHANNEL_H_
 
@@ -35,6 +39,7 @@
 
 #include "memvirt/tier_protocol.h"
 #include "shim/core/spill_tier.h"
+#include "shim/core/thread_annotations.h"
 
 namespace memvirt::shim {
 
@@ -62,58 +67,60 @@ class TierChannel final : public SpillTier {
 
   uint32_t staging_slots() const override { return slots_; }
   void* staging(uint32_t slot) override;
-  uint64_t capacity_bytes() const override { return capacity_; }
-  SpillResult Store(uint32_t slot, uint64_t* id) override;
-  SpillResult StartLoad(uint64_t id, uint32_t slot) override;
-  SpillResult FinishLoad(uint32_t slot, bool wait) override;
-  void Discard(uint64_t id) override;
+  uint64_t capacity_bytes() const override MEMSHIM_EXCLUDES(mu_);
+  SpillResult Store(uint32_t slot, uint64_t* id) override MEMSHIM_EXCLUDES(mu_);
+  SpillResult StartLoad(uint64_t id, uint32_t slot) override MEMSHIM_EXCLUDES(mu_);
+  SpillResult FinishLoad(uint32_t slot, bool wait) override MEMSHIM_EXCLUDES(mu_);
+  void WaitLoad(uint32_t slot) override MEMSHIM_EXCLUDES(mu_);
+  void Discard(uint64_t id) override MEMSHIM_EXCLUDES(mu_);
 
-  uint64_t tenant() const { return tenant_; }
+  uint64_t tenant() const MEMSHIM_EXCLUDES(mu_);
   // Slabs stored and not discarded, on the current connection.
-  size_t live_slabs() const { return slabs_.size(); }
+  size_t live_slabs() const MEMSHIM_EXCLUDES(mu_);
 
  private:
   TierChannel(std::string socket_path, int memfd, uint8_t* staging, uint32_t slots,
               const TierChannelTimeouts& timeouts);
   // Connects and sends the Hello; null, or a static string saying why not.
-  const char* Handshake();
+  const char* Handshake() MEMSHIM_REQUIRES(mu_);
   // Reopens a broken channel (Note [reopening]); true if it is usable again.
-  bool Reconnect();
-  bool Send(const tier::Request& r);
-  SpillResult StoreOnce(uint32_t slot, uint64_t* id);
+  bool Reconnect() MEMSHIM_REQUIRES(mu_);
+  bool Send(const tier::Request& r) MEMSHIM_REQUIRES(mu_);
+  SpillResult StoreOnce(uint32_t slot, uint64_t* id) MEMSHIM_REQUIRES(mu_);
   // Reads the next reply (blocking up to the timeout if `wait`) and files it
   // under the request it answers. False if none was read.
-  bool ReadOneReply(bool wait);
-  void Break();
+  bool ReadOneReply(bool wait) MEMSHIM_REQUIRES(mu_);
+  void Break() MEMSHIM_REQUIRES(mu_);
 
   struct Outstanding {
     tier::Op op;
     uint32_t slot;
   };
+  mutable Mutex mu_;
   const std::string socket_path_;
-  int fd_ = -1;
+  int fd_ MEMSHIM_GUARDED_BY(mu_) = -1;
   const int memfd_;  // kept to reopen the channel with the same staging area
   uint8_t* staging_;
   const uint32_t slots_;
   const TierChannelTimeouts timeouts_;
   // The channel's slab ids -> the daemon's, for slabs stored on this connection.
-  std::unordered_map<uint64_t, uint64_t> slabs_;
-  uint64_t next_id_ = 1;  // 0 is never an id
-  std::chrono::steady_clock::time_point next_reconnect_{};
-  std::chrono::milliseconds reconnect_backoff_{kReconnectBackoffMin};
-  uint64_t capacity_ = 0;
-  uint64_t tenant_ = 0;
-  bool broken_ = false;
-  std::deque<Outstanding> outstanding_;
+  std::unordered_map<uint64_t, uint64_t> slabs_ MEMSHIM_GUARDED_BY(mu_);
+  uint64_t next_id_ MEMSHIM_GUARDED_BY(mu_) = 1;  // 0 is never an id
+  std::chrono::steady_clock::time_point next_reconnect_ MEMSHIM_GUARDED_BY(mu_){};
+  std::chrono::milliseconds reconnect_backoff_ MEMSHIM_GUARDED_BY(mu_){kReconnectBackoffMin};
+  uint64_t capacity_ MEMSHIM_GUARDED_BY(mu_) = 0;
+  uint64_t tenant_ MEMSHIM_GUARDED_BY(mu_) = 0;
+  bool broken_ MEMSHIM_GUARDED_BY(mu_) = false;
+  std::deque<Outstanding> outstanding_ MEMSHIM_GUARDED_BY(mu_);
   // Partial reply bytes read by a non-blocking poll.
-  tier::Reply partial_;
-  size_t partial_bytes_ = 0;
+  tier::Reply partial_ MEMSHIM_GUARDED_BY(mu_);
+  size_t partial_bytes_ MEMSHIM_GUARDED_BY(mu_) = 0;
   // Per slot: load state. 0 none, 1 pending, 2 finished (result in load_result_).
-  std::vector<uint8_t> load_state_;
-  std::vector<SpillResult> load_result_;
+  std::vector<uint8_t> load_state_ MEMSHIM_GUARDED_BY(mu_);
+  std::vector<SpillResult> load_result_ MEMSHIM_GUARDED_BY(mu_);
   // The most recent store reply.
-  bool store_done_ = false;
-  tier::Reply store_reply_;
+  bool store_done_ MEMSHIM_GUARDED_BY(mu_) = false;
+  tier::Reply store_reply_ MEMSHIM_GUARDED_BY(mu_);
 };
 
 }  // namespace memvirt::shim

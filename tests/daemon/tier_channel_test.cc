@@ -132,6 +132,36 @@ TEST_F(TierChannelTest, StoredChunksComeBackByteForByte) {
                                  std::chrono::seconds(5)));
 }
 
+// Note [waits outside the lock] (shim_core.h): the core waits for a load
+// without its lock while its other threads keep using the channel; the load
+// keeps its outcome for FinishLoad.
+TEST_F(TierChannelTest, AWaitedLoadKeepsItsOutcomeWhileOtherThreadsUseTheChannel) {
+  auto c = Connect(/*slots=*/3);
+  std::vector<uint64_t> ids;
+  for (uint64_t i = 0; i < 2; ++i) {
+    Fill(c->staging(0), 200 + i);
+    uint64_t id = 0;
+    ASSERT_EQ(c->Store(0, &id), SpillResult::kOk);
+    ids.push_back(id);
+  }
+  c->WaitLoad(0);  // no load: returns at once
+  ASSERT_EQ(c->StartLoad(ids[0], 0), SpillResult::kOk);
+  std::thread waiter([&] { c->WaitLoad(0); });
+  for (uint64_t i = 0; i < 8; ++i) {  // stores and loads of the other slots meanwhile
+    Fill(c->staging(1), 300 + i);
+    uint64_t id = 0;
+    ASSERT_EQ(c->Store(1, &id), SpillResult::kOk);
+    ASSERT_EQ(c->StartLoad(ids[1], 2), SpillResult::kOk);
+    ASSERT_EQ(c->FinishLoad(2, /*wait=*/true), SpillResult::kOk);
+    EXPECT_TRUE(Matches(c->staging(2), 201));
+    c->Discard(id);
+  }
+  waiter.join();
+  EXPECT_EQ(c->FinishLoad(0, /*wait=*/false), SpillResult::kOk) << "waited for, not pending";
+  EXPECT_TRUE(Matches(c->staging(0), 200));
+  EXPECT_EQ(c->FinishLoad(0, /*wait=*/false), SpillResult::kFailed) << "collected once";
+}
+
 TEST_F(TierChannelTest, ClosingTheChannelFreesItsSwap) {
   auto c = Connect();
   const uint64_t tenant = c->tenant();
