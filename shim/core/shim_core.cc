@@ -1489,11 +1489,15 @@ void ShimCore::SetDeviceBudget(uint64_t bytes) {
       device_budget_chunks_ = static_cast<uint32_t>(bytes >> kChunkShift);
       policy_->OnBudgetChange(bytes);
     }
-    EnforceDeviceLimit();
-    // Note [waits outside the lock]: an eviction deferred for a wait is
-    // repeated after it, with what is still over the budget.
-    return WaitsDeferred() ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+    return EnforceDeviceLimitOrDefer();
   });
+}
+
+CUresult ShimCore::EnforceDeviceLimitOrDefer() {
+  EnforceDeviceLimit();
+  // Note [waits outside the lock]: an eviction deferred for a wait is
+  // repeated after it, with what is still over the limit.
+  return WaitsDeferred() ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
 }
 
 void ShimCore::SetHostBudget(uint64_t bytes) {
@@ -1521,10 +1525,13 @@ uint64_t ShimCore::DemoteHostBytes(uint64_t bytes) {
 }
 
 void ShimCore::OnAppPhysicalCreate(CUmemGenericAllocationHandle handle, uint64_t bytes) {
-  MutexLock lock(&mu_);
-  app_handles_[handle] = bytes;
-  app_pinned_bytes_ += bytes;
-  EnforceDeviceLimit();
+  (void)RunWithWaitsOutsideLock([&]() MEMSHIM_REQUIRES(mu_) {
+    if (!repeating_) {
+      app_handles_[handle] = bytes;
+      app_pinned_bytes_ += bytes;
+    }
+    return EnforceDeviceLimitOrDefer();
+  });
 }
 
 void ShimCore::OnAppPhysicalRelease(CUmemGenericAllocationHandle handle) {

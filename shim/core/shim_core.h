@@ -154,7 +154,8 @@
 //   runs once more with waits made under the lock, as before, so that it ends
 //   and reports the driver's error. A host slot that a page-in copy still
 //   reads (pending_host_) is waited for the same way when no other slot is
-//   free (AcquireHost), a lower device budget (SetDeviceBudget) waits for
+//   free (AcquireHost), a lower device budget (SetDeviceBudget) or physical
+//   memory the application creates itself (OnAppPhysicalCreate) waits for
 //   its victims so, and Alloc defers its wait for pending frees when the
 //   address space is full (AllocLocked). A promotion from the spill tier
 //   whose load is still running (the NVMe read) leaves it running in its
@@ -648,6 +649,9 @@ class ShimCore {
   [[nodiscard]] CUresult FreeLocked(uint64_t offset) MEMSHIM_REQUIRES(mu_);
   bool BlockIdle(uint64_t offset) MEMSHIM_REQUIRES(mu_);
   void EnforceDeviceLimit() MEMSHIM_REQUIRES(mu_);
+  // EnforceDeviceLimit() for RunWithWaitsOutsideLock: CUDA_ERROR_NOT_READY
+  // if an eviction deferred a wait (and is to be repeated), else success.
+  [[nodiscard]] CUresult EnforceDeviceLimitOrDefer() MEMSHIM_REQUIRES(mu_);
   static bool EligibleThunk(void* self, uint32_t chunk);
 
   // Spill tier (Note [spill tier]): spill_'s calls, their results applied to

@@ -649,6 +649,41 @@ TEST_F(ShimCoreWaitTest, BudgetChangeWaitLetsOtherThreadsUseTheCore) {
   EXPECT_EQ(fake_.faults(), 0u);
 }
 
+// The same for physical memory the application creates itself (pinned on
+// the device, Note [application VMM] in shim_core_app_vmm.cc): the evictions
+// that make room for it wait without the core lock.
+TEST_F(ShimCoreWaitTest, AppPhysicalMemoryWaitLetsOtherThreadsUseTheCore) {
+  MakeHooked(8 * kMiB, 64 * kMiB);  // four device chunks
+  CUstream held = fake_.CreateStream();
+  std::vector<std::pair<CUdeviceptr, uint64_t>> blocks;
+  for (uint64_t i = 0; i < 4; ++i) {
+    CUdeviceptr p;
+    ASSERT_EQ(core_->Alloc(&p, 2 * kMiB), CUDA_SUCCESS);
+    blocks.push_back({p, 81 + i});
+  }
+  fake_.Hold(held);
+  for (const auto& [p, seed] : blocks) ASSERT_EQ(Write(held, p, 2 * kMiB, seed), CUDA_SUCCESS);
+  const uint64_t host_waits = core_->stats().host_waits;
+  size_t free_bytes = 0, total_bytes = 0;
+  const WaitOutcome w = RunWithOtherDuringWait(
+      [&] {
+        core_->OnAppPhysicalCreate(/*handle=*/777, 4 * kMiB);  // two chunks must go
+        return CUDA_SUCCESS;
+      },
+      [&] { return core_->GetInfo(&free_bytes, &total_bytes); });
+  fake_.Release(held);
+  ASSERT_TRUE(w.waited) << "the creation did not wait for the pending work";
+  EXPECT_TRUE(w.served_during_wait);
+  EXPECT_EQ(w.other_result, CUDA_SUCCESS);
+  EXPECT_GT(core_->stats().host_waits, host_waits) << "the wait was made outside the lock";
+  EXPECT_EQ(core_->stats().device_chunk_limit, 2u);
+  EXPECT_LE(core_->stats().device_chunks_in_use, 2u) << "room for the application's memory";
+  ExpectPatterns(held, 2 * kMiB, blocks);
+  core_->OnAppPhysicalRelease(777);
+  EXPECT_EQ(core_->stats().device_chunk_limit, 4u);
+  EXPECT_EQ(fake_.faults(), 0u);
+}
+
 // The same for an opaque or fenced launch, which finishes the look-ahead
 // page-outs in flight first (Note [pipelined page-out]).
 class ShimCoreLookaheadWaitTest : public ShimCoreWaitTest {

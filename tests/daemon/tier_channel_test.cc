@@ -147,15 +147,17 @@ TEST_F(TierChannelTest, AWaitedLoadKeepsItsOutcomeWhileOtherThreadsUseTheChannel
   c->WaitLoad(0);  // no load: returns at once
   ASSERT_EQ(c->StartLoad(ids[0], 0), SpillResult::kOk);
   std::thread waiter([&] { c->WaitLoad(0); });
-  for (uint64_t i = 0; i < 8; ++i) {  // stores and loads of the other slots meanwhile
-    Fill(c->staging(1), 300 + i);
-    uint64_t id = 0;
-    ASSERT_EQ(c->Store(1, &id), SpillResult::kOk);
-    ASSERT_EQ(c->StartLoad(ids[1], 2), SpillResult::kOk);
-    ASSERT_EQ(c->FinishLoad(2, /*wait=*/true), SpillResult::kOk);
-    EXPECT_TRUE(Matches(c->staging(2), 201));
-    c->Discard(id);
-  }
+  [&] {  // stores and loads of the other slots meanwhile
+    for (uint64_t i = 0; i < 8; ++i) {
+      Fill(c->staging(1), 300 + i);
+      uint64_t id = 0;
+      ASSERT_EQ(c->Store(1, &id), SpillResult::kOk);
+      ASSERT_EQ(c->StartLoad(ids[1], 2), SpillResult::kOk);
+      ASSERT_EQ(c->FinishLoad(2, /*wait=*/true), SpillResult::kOk);
+      EXPECT_TRUE(Matches(c->staging(2), 201));
+      c->Discard(id);
+    }
+  }();
   waiter.join();
   EXPECT_EQ(c->FinishLoad(0, /*wait=*/false), SpillResult::kOk) << "waited for, not pending";
   EXPECT_TRUE(Matches(c->staging(0), 200));
