@@ -38,6 +38,9 @@ struct CoreStats {
   uint64_t spill_failures = 0;    // stores refused or loads that failed
   uint32_t spilled_chunks = 0;    // chunks in the spill tier now
   uint64_t host_waits = 0;        // times the host blocked on device work
+  // Waits for another thread's enqueue window to close, made without the
+  // core lock (Note [enqueue window] in stream_tracker.h).
+  uint64_t window_waits = 0;
   uint64_t events_recorded = 0;
   uint32_t device_chunks_in_use = 0;
   uint32_t device_chunk_limit = 0;

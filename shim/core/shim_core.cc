@@ -951,9 +951,17 @@ bool ShimCore::WaitForDeferred() {
   ++stats_.host_waits;
   bool ok = true;
   std::vector<CUevent> held;
+  std::vector<WindowWait> windows;  // Note [enqueue window]: the repeat holds their events
   for (const StreamUse& u : deferred_uses_) {
     CUevent event = nullptr;
-    if (tracker_->Hold(u.stream, u.seq, &event) != CUDA_SUCCESS) {
+    WindowWait window;
+    const CUresult r = tracker_->Hold(u.stream, u.seq, &event, &window);
+    if (r == CUDA_ERROR_NOT_READY) {
+      windows.push_back(window);
+      ++stats_.window_waits;
+      continue;
+    }
+    if (r != CUDA_SUCCESS) {
       ok = false;
       break;
     }
@@ -963,6 +971,7 @@ bool ShimCore::WaitForDeferred() {
   std::vector<uint32_t> loads;
   loads.swap(deferred_loads_);
   mu_.Unlock();
+  for (const WindowWait& window : windows) window.Wait();
   {
     RelaxedCaptureMode relaxed(driver_);  // Note [relaxed driver sequences]
     for (CUevent event : held) {

@@ -161,8 +161,12 @@
 //   whose load is still running (the NVMe read) leaves it running in its
 //   staging buffer and fails (SpillOwner::DeferLoadWait, deferred_loads_);
 //   the public call waits for it with SpillTier::WaitLoad() without mu_, and
-//   the repeat takes the loaded buffer as one loaded ahead. Other waits
-//   still happen under mu_ (docs/architecture.md, "Inside one core").
+//   the repeat takes the loaded buffer as one loaded ahead. A use on a
+//   stream whose enqueue window another thread holds open cannot be covered
+//   by an event yet: StreamTracker::Hold() hands back a WindowWait, made
+//   without mu_ like the event waits (Note [enqueue window] in
+//   stream_tracker.h). Other waits still happen under mu_
+//   (docs/architecture.md, "Inside one core").
 #ifndef MEMVIRT_SHIM_CORE_SHIM_CORE_H_
 #define MEMVIRT_SHIM_CORE_SHIM_CORE_H_
 

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -681,6 +682,57 @@ TEST_F(ShimCoreWaitTest, AppPhysicalMemoryWaitLetsOtherThreadsUseTheCore) {
   ExpectPatterns(held, 2 * kMiB, blocks);
   core_->OnAppPhysicalRelease(777);
   EXPECT_EQ(core_->stats().device_chunk_limit, 4u);
+  EXPECT_EQ(fake_.faults(), 0u);
+}
+
+// The same for work on a stream whose enqueue window another thread holds
+// open (its launch is between the core and its driver call, which may run
+// for long: a synchronous copy): the eviction waits for the window to close
+// without the core lock (Note [enqueue window] in stream_tracker.h).
+TEST_F(ShimCoreWaitTest, EnqueueWindowWaitLetsOtherThreadsUseTheCore) {
+  MakeHooked(4 * kMiB, 64 * kMiB);  // two device chunks
+  CUstream held = fake_.CreateStream();
+  CUstream s = fake_.CreateStream();
+  CUdeviceptr a, b, c;
+  ASSERT_EQ(core_->Alloc(&a, 2 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(core_->Alloc(&b, 2 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(core_->Alloc(&c, 2 * kMiB), CUDA_SUCCESS);
+  fake_.Hold(held);
+  ASSERT_EQ(Write(held, a, 2 * kMiB, 91), CUDA_SUCCESS);
+  ASSERT_EQ(Write(held, b, 2 * kMiB, 92), CUDA_SUCCESS);
+  // A launch on `held` that reads a, its driver call not yet returned.
+  auto window = std::make_unique<ShimCore::Ticket>();
+  CUdeviceptr arg = a;
+  void* params[] = {&arg};
+  ASSERT_EQ(core_->BeforeLaunch(Function(1), params, nullptr, held, false, window.get()),
+            CUDA_SUCCESS);
+  // Its holder: once the core is usable while the launch below waits for the
+  // window (20 s at most), its driver call returns.
+  std::atomic<bool> waited_in_window{false};
+  bool served_during_wait = false;
+  std::thread holder([&] {
+    std::future<void> seen = std::async(std::launch::async, [&] {
+      while (!waited_in_window) {
+        if (core_->stats().window_waits > 0) waited_in_window = true;
+        std::this_thread::yield();
+      }
+      size_t free_bytes = 0, total_bytes = 0;
+      EXPECT_EQ(core_->GetInfo(&free_bytes, &total_bytes), CUDA_SUCCESS);
+    });
+    served_during_wait = seen.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
+    fake_.EnqueueTouch(held, a, 2 * kMiB, {});
+    window.reset();                                    // closes the window
+    if (!served_during_wait) waited_in_window = true;  // ends the poll
+    seen.get();
+  });
+  // c needs a chunk; a and b are in use on `held`, whose window is open.
+  const CUresult r = Write(s, c, 2 * kMiB, 93);
+  holder.join();
+  ASSERT_EQ(r, CUDA_SUCCESS);
+  EXPECT_TRUE(served_during_wait) << "the core was locked while the launch waited for the window";
+  EXPECT_GT(core_->stats().window_waits, 0u);
+  fake_.Release(held);
+  ExpectPatterns(held, 2 * kMiB, {{a, 91}, {b, 92}, {c, 93}});
   EXPECT_EQ(fake_.faults(), 0u);
 }
 

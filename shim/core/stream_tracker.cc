@@ -22,6 +22,11 @@ thread_local PerThreadSlot t_per_thread;
 
 }  // namespace
 
+void WindowWait::Wait() const {
+  if (left_ == nullptr) return;
+  while (left_->load(std::memory_order_acquire) < until_) sched_yield();
+}
+
 int64_t StreamTracker::MonotonicNs() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -180,9 +185,14 @@ CUresult StreamTracker::Cover(uint32_t index, uint64_t seq, CUevent* event) {
   return CUDA_SUCCESS;
 }
 
-CUresult StreamTracker::Hold(uint32_t index, uint64_t seq, CUevent* event) {
+CUresult StreamTracker::Hold(uint32_t index, uint64_t seq, CUevent* event, WindowWait* window) {
   *event = nullptr;
   if (IsComplete(index, seq)) return CUDA_SUCCESS;
+  State* s = streams_[index].get();
+  if (s->covered < seq && !s->WindowEmpty()) {  // Cover() would yield for it
+    *window = WindowWait(&s->window_left, s->window_entered);
+    return CUDA_ERROR_NOT_READY;
+  }
   const CUresult r = Cover(index, seq, event);
   if (r == CUDA_SUCCESS && *event != nullptr) ++holds_;
   return r;
@@ -227,7 +237,7 @@ void StreamTracker::ReportQueryError(CUresult r) {
 
 void StreamTracker::CoverAll() {
   for (auto& s : streams_) {
-    if (s->covered < s->issued) {
+    if (s->covered < s->issued && s->WindowEmpty()) {
       CUevent ignored;
       // Opportunistic: a stream whose record fails is covered on demand later.
       (void)Cover(static_cast<uint32_t>(&s - &streams_[0]), s->issued, &ignored);

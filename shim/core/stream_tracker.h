@@ -20,8 +20,11 @@
 //   (the EnqueueWindow returned, closed by its destructor once the holder's
 //   real call returned, from any thread: one atomic add); an event is only taken as
 //   covering everything issued when the two counts are equal: batched
-//   records are skipped while they differ, and on-demand records wait
-//   (yield) until they agree.
+//   records and CoverAll() skip the stream while they differ, and on-demand
+//   records wait (yield) until they agree. Hold() does not wait: it hands
+//   the caller a WindowWait to make without the owner's lock (Note [waits
+//   outside the lock] in shim_core.h), as the window may stay open for as
+//   long as the holder's driver call runs (a synchronous copy).
 //
 // Note [event pacing]
 //   A batched event costs about as much host time as a launch (a driver
@@ -108,6 +111,25 @@ class EnqueueWindow {
   std::atomic<uint64_t>* left_ = nullptr;  // the stream's window_left counter
 };
 
+// A wait for the operations in a stream's enqueue window when it was taken
+// to leave it (Note [enqueue window]). Wait() is made without the owner's
+// lock, from any thread; it reads only the stream's atomic counter, which
+// lives as long as the tracker. Default-constructed: nothing to wait for.
+class WindowWait {
+ public:
+  WindowWait() = default;
+  bool pending() const { return left_ != nullptr; }
+  // Yields until those operations have left the window.
+  void Wait() const;
+
+ private:
+  friend class StreamTracker;
+  WindowWait(const std::atomic<uint64_t>* left, uint64_t until) : left_(left), until_(until) {}
+
+  const std::atomic<uint64_t>* left_ = nullptr;  // the stream's window_left counter
+  uint64_t until_ = 0;                           // window_entered when taken
+};
+
 class StreamTracker {
  public:
   // Monotonic nanoseconds (injectable for tests).
@@ -164,13 +186,17 @@ class StreamTracker {
   // Makes sure an event covers `seq` of stream `index` and returns it in
   // *event (null if `seq` is known complete), held for a wait made without
   // the owner's lock (Note [held events]) until Unhold(). The driver's
-  // error if no event could be recorded.
-  [[nodiscard]] CUresult Hold(uint32_t index, uint64_t seq, CUevent* event);
+  // error if no event could be recorded. CUDA_ERROR_NOT_READY, with nothing
+  // held and *window set, if the event would have to wait for another
+  // thread's enqueue window to close: the caller waits for *window without
+  // its lock and asks again (Note [enqueue window]).
+  [[nodiscard]] CUresult Hold(uint32_t index, uint64_t seq, CUevent* event, WindowWait* window);
   // Ends `count` holds, one per non-null event Hold() handed out; once none
   // is left, the events they kept from reuse become reusable.
   void Unhold(uint32_t count);
-  // Records an event on every stream with uncovered work (no waiting), so
-  // that IsComplete() can see work that has already finished.
+  // Records an event on every stream with uncovered work, so that
+  // IsComplete() can see work that has already finished. Never waits: a
+  // stream whose enqueue window is open is skipped.
   void CoverAll();
   // Blocks until everything issued on every stream has completed.
   [[nodiscard]] CUresult WaitForAll();

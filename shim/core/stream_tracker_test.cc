@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <future>
 #include <thread>
 
 #include "shim/testing/fake_driver.h"
@@ -53,7 +55,8 @@ TEST(StreamTrackerTest, HeldEventsAreNotReusedUntilUnheld) {
   fake.Hold(s);
   const uint64_t first = tracker.Issue(idx);
   CUevent held = nullptr;
-  ASSERT_EQ(tracker.Hold(idx, first, &held), CUDA_SUCCESS);
+  WindowWait window;
+  ASSERT_EQ(tracker.Hold(idx, first, &held, &window), CUDA_SUCCESS);
   ASSERT_NE(held, nullptr);
   fake.Release(s);
   EXPECT_TRUE(tracker.IsComplete(idx, first));  // polled: the event is done with
@@ -71,7 +74,7 @@ TEST(StreamTrackerTest, HeldEventsAreNotReusedUntilUnheld) {
   // Nothing to hold for completed work.
   ASSERT_EQ(tracker.WaitFor(idx, third), CUDA_SUCCESS);
   CUevent none = held;
-  ASSERT_EQ(tracker.Hold(idx, third, &none), CUDA_SUCCESS);
+  ASSERT_EQ(tracker.Hold(idx, third, &none, &window), CUDA_SUCCESS);
   EXPECT_EQ(none, nullptr);
 }
 
@@ -132,6 +135,60 @@ TEST(StreamTrackerTest, EnqueueWindowClosesOnceWhenItsHolderGoes) {
   EXPECT_FALSE(closed_early.open());
   for (int i = 0; i < 4; ++i) tracker.Issue(idx);
   EXPECT_EQ(tracker.events_recorded(), 2u);
+}
+
+// Note [enqueue window]: CoverAll() never waits for a window to close (it
+// used to yield for as long as the holder's driver call ran); it covers the
+// other streams and leaves that one for later.
+TEST(StreamTrackerTest, CoverAllSkipsAStreamWhoseEnqueueWindowIsOpen) {
+  testing::FakeDriver fake(64 << 20);
+  StreamTracker tracker(&fake.driver(), 1000);
+  const uint32_t a = tracker.IndexOf(fake.CreateStream(), false);
+  const uint32_t b = tracker.IndexOf(fake.CreateStream(), false);
+  EnqueueWindow open = tracker.BeginEnqueue(a);
+  const uint64_t on_a = tracker.Issue(a);
+  const uint64_t on_b = tracker.Issue(b);
+  std::future<void> covered = std::async(std::launch::async, [&] { tracker.CoverAll(); });
+  const bool returned_while_open =
+      covered.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
+  open.Close();  // lets a waiting CoverAll() end
+  covered.get();
+  EXPECT_TRUE(returned_while_open);
+  EXPECT_EQ(tracker.events_recorded(), 1u) << "only b covered";
+  EXPECT_TRUE(tracker.IsComplete(b, on_b));
+  EXPECT_FALSE(tracker.IsComplete(a, on_a)) << "a is not covered yet";
+  tracker.CoverAll();  // closed now
+  EXPECT_TRUE(tracker.IsComplete(a, on_a));
+}
+
+// Hold() hands out the wait for an open window instead of yielding for it;
+// once the window closes the wait ends and Hold() covers the work.
+TEST(StreamTrackerTest, HoldReturnsTheWaitForAnOpenEnqueueWindow) {
+  testing::FakeDriver fake(64 << 20);
+  StreamTracker tracker(&fake.driver(), 1000);
+  CUstream s = fake.CreateStream();
+  const uint32_t idx = tracker.IndexOf(s, false);
+  fake.Hold(s);
+  EnqueueWindow open = tracker.BeginEnqueue(idx);
+  const uint64_t seq = tracker.Issue(idx);
+  CUevent event = nullptr;
+  WindowWait window;
+  EXPECT_FALSE(window.pending());
+  ASSERT_EQ(tracker.Hold(idx, seq, &event, &window), CUDA_ERROR_NOT_READY);
+  EXPECT_EQ(event, nullptr);
+  ASSERT_TRUE(window.pending());
+  EXPECT_EQ(tracker.events_recorded(), 0u) << "nothing recorded while the window is open";
+  // A window opened after the wait was taken is not waited for.
+  EnqueueWindow later = tracker.BeginEnqueue(idx);
+  std::thread closer([&] { open.Close(); });  // the holder's driver call returns elsewhere
+  window.Wait();
+  closer.join();
+  later.Close();
+  ASSERT_EQ(tracker.Hold(idx, seq, &event, &window), CUDA_SUCCESS);
+  ASSERT_NE(event, nullptr);
+  fake.Release(s);
+  ASSERT_EQ(tracker.WaitFor(idx, seq), CUDA_SUCCESS);
+  tracker.Unhold(1);
 }
 
 TEST(StreamTrackerTest, HandlesMapToStableIndicesAndRetire) {
