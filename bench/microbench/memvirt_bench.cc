@@ -215,7 +215,7 @@ void BM_Launch(benchmark::State& state) {
     }
   }
   cuStreamSynchronize(env.stream);
-  core->Synchronize();
+  core->TEST_Synchronize();
   const double clock_ns = Median(clock);
   state.counters["clock_ns"] = clock_ns;
   state.counters["added_ns"] = MeanBelow(added, kPreemptedNs) - clock_ns;
@@ -244,7 +244,7 @@ void BM_ShimLaunchWork(benchmark::State& state) {
     core->BeforeLaunch(f, cycle.Next(), nullptr, env.stream, false, &ticket);
   }
   state.counters["events_per_1k"] = EventsPer1k(*core, events_before, state.iterations());
-  core->Synchronize();
+  core->TEST_Synchronize();
 }
 BENCHMARK(BM_ShimLaunchWork)->ArgsProduct({{8, 64}, {0, 1}, {1, 16}});
 
@@ -324,7 +324,7 @@ void BM_Paging(benchmark::State& state) {
     touch();
     ++touches;
   }
-  core->Synchronize();
+  core->TEST_Synchronize();
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   const auto after = core->stats();
   const double moved =

@@ -1552,7 +1552,7 @@ void ShimCore::OnAppPhysicalRelease(CUmemGenericAllocationHandle handle) {
   EnforceDeviceLimit();
 }
 
-CUresult ShimCore::Synchronize() {
+CUresult ShimCore::TEST_Synchronize() {
   MutexLock lock(&mu_);
   CUresult r = tracker_->WaitForAll();
   FinishPageOut();

@@ -104,12 +104,11 @@
 //   A chunk whose page-out is in flight stays mapped on the device and is
 //   not a victim candidate; if an operation touches it meanwhile the page-out
 //   is cancelled (the copy is discarded, its host slot released after it
-//   completes). Opaque launches, Synchronize() and the next eviction finish
-//   the batch. Work the shim cannot see (pass-through copies, pointers
-//   stored in device memory) that writes such a chunk while its copy runs
-//   can lose that write, as with a synchronous eviction, only over a longer
-//   window. The moves in flight are a PageOutPipeline's
-//   (page_out_pipeline.h); the core decides when to start and finish them.
+//   completes). Opaque launches and the next eviction finish the batch. Work the shim cannot see
+//   (pass-through copies, pointers stored in device memory) that writes such a chunk while its copy
+//   runs can lose that write, as with a synchronous eviction, only over a longer window. The moves
+//   in flight are a PageOutPipeline's (page_out_pipeline.h); the core decides when to start and
+//   finish them.
 //
 // Note [spill tier]
 //   With a spill tier (the daemon's NVMe tier, control_plane.h) a full host
@@ -165,7 +164,9 @@
 //   stream whose enqueue window another thread holds open cannot be covered
 //   by an event yet: StreamTracker::Hold() hands back a WindowWait, made
 //   without mu_ like the event waits (Note [enqueue window] in
-//   stream_tracker.h). Other waits still happen under mu_
+//   stream_tracker.h). cuMemUnmap and cuMemExportToShareableHandle of the
+//   application's handles (AppUnmap, AppExport) wait for the chunks' work
+//   so too (SettleChunks). Other waits still happen under mu_
 //   (docs/architecture.md, "Inside one core").
 #ifndef MEMVIRT_SHIM_CORE_SHIM_CORE_H_
 #define MEMVIRT_SHIM_CORE_SHIM_CORE_H_
@@ -178,6 +179,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "shim/core/alloc_event_log.h"
@@ -448,8 +450,9 @@ class ShimCore {
   // Moves at least `bytes` of host-tier data to the spill tier if it can;
   // returns the bytes moved.
   uint64_t DemoteHostBytes(uint64_t bytes) MEMSHIM_EXCLUDES(mu_);
-  // Waits for all tracked work (tests and shutdown).
-  CUresult Synchronize() MEMSHIM_EXCLUDES(mu_);
+  // Tests and memvirt-bench only: waits for all tracked work and finishes the
+  // page-out batch, with mu_ held (no interposed call makes this wait).
+  CUresult TEST_Synchronize() MEMSHIM_EXCLUDES(mu_);
 
   CoreStats stats() MEMSHIM_EXCLUDES(mu_);
   // Usage for the control plane; drains the allocation events logged since
@@ -728,6 +731,17 @@ class ShimCore {
   // Moves a virtual handle's bytes into driver memory of its own, mapped
   // where the handle was (Note [exported handles]).
   [[nodiscard]] CUresult Materialize(CUmemGenericAllocationHandle handle, VirtualHandle* v)
+      MEMSHIM_REQUIRES(mu_);
+  // AppUnmap() and AppExport() under mu_, run by RunWithWaitsOutsideLock.
+  [[nodiscard]] CUresult AppUnmapLocked(CUdeviceptr ptr, uint64_t bytes) MEMSHIM_REQUIRES(mu_);
+  [[nodiscard]] CUresult AppExportLocked(void* shareable, CUmemGenericAllocationHandle handle,
+                                         CUmemAllocationHandleType type, unsigned long long flags)
+      MEMSHIM_REQUIRES(mu_);
+  // Finishes the page-out batch and waits until the chunks of `ranges`
+  // ((first, count) each) are idle, as a synchronous driver call on them
+  // must. Note [waits outside the lock]: when the operation defers its
+  // waits, records them instead and returns CUDA_ERROR_NOT_READY.
+  [[nodiscard]] CUresult SettleChunks(const std::pair<uint32_t, uint32_t>* ranges, size_t count)
       MEMSHIM_REQUIRES(mu_);
   struct AppMapping {
     CUmemGenericAllocationHandle handle;

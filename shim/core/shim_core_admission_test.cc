@@ -197,7 +197,7 @@ TEST_F(SharedAdmissionTest, TheAllocationBeyondBothDevicesAndTheSharedHostBudget
   EXPECT_EQ(cores_[0]->Alloc(&refused, kBlock), CUDA_ERROR_OUT_OF_MEMORY);
   EXPECT_EQ(cores_[1]->Alloc(&refused, kBlock), CUDA_ERROR_OUT_OF_MEMORY);
   ExpectBytesKept(blocks);
-  for (auto& core : cores_) ASSERT_EQ(core->Synchronize(), CUDA_SUCCESS);
+  for (auto& core : cores_) ASSERT_EQ(core->TEST_Synchronize(), CUDA_SUCCESS);
 }
 
 // Within its own device budget a core admits allocations whatever the other

@@ -57,6 +57,8 @@
 //   supports RDMA on VMM memory, is accepted: no NIC can register chunks
 //   that move, as none can register the shim's cuMemAlloc memory.
 #include <algorithm>
+#include <utility>
+#include <vector>
 
 #include "shim/core/log.h"
 #include "shim/core/shim_core.h"
@@ -207,6 +209,25 @@ CUresult ShimCore::DropBacking(uint32_t chunk) {
   return CUDA_SUCCESS;
 }
 
+CUresult ShimCore::SettleChunks(const std::pair<uint32_t, uint32_t>* ranges, size_t count) {
+  if (DeferPageOutWait()) return CUDA_ERROR_NOT_READY;
+  FinishPageOut();
+  tracker_->CoverAll();
+  bool deferred = false;
+  for (size_t i = 0; i < count; ++i) {
+    for (uint32_t c = ranges[i].first; c < ranges[i].first + ranges[i].second; ++c) {
+      if (DeferWaitChunkIdle(c)) deferred = true;
+    }
+  }
+  if (deferred) return CUDA_ERROR_NOT_READY;
+  for (size_t i = 0; i < count; ++i) {
+    for (uint32_t c = ranges[i].first; c < ranges[i].first + ranges[i].second; ++c) {
+      if (const CUresult r = WaitChunkIdle(c); r != CUDA_SUCCESS) return r;
+    }
+  }
+  return CUDA_SUCCESS;
+}
+
 CUresult ShimCore::AppMap(CUdeviceptr ptr, uint64_t bytes, uint64_t offset,
                           CUmemGenericAllocationHandle handle) {
   MutexLock lock(&mu_);
@@ -284,7 +305,12 @@ void ShimCore::ReleaseMappingChunks(uint32_t m, uint32_t n) {
 }
 
 CUresult ShimCore::AppUnmap(CUdeviceptr ptr, uint64_t bytes) {
-  MutexLock lock(&mu_);
+  return RunWithWaitsOutsideLock([&]() MEMSHIM_REQUIRES(mu_) {
+    return AppUnmapLocked(ptr, bytes);  // Note [waits outside the lock]
+  });
+}
+
+CUresult ShimCore::AppUnmapLocked(CUdeviceptr ptr, uint64_t bytes) {
   ProcessDeferred();
   uint32_t first = 0, count = 0;
   if (!AppRange(ptr, bytes, &first, &count)) return CUDA_ERROR_INVALID_VALUE;
@@ -297,11 +323,8 @@ CUresult ShimCore::AppUnmap(CUdeviceptr ptr, uint64_t bytes) {
     c += it->second.count;
   }
   // The driver's unmap is synchronous: work that may use the range first.
-  FinishPageOut();
-  tracker_->CoverAll();
-  for (uint32_t c = first; c < first + count; ++c) {
-    if (const CUresult r = WaitChunkIdle(c); r != CUDA_SUCCESS) return r;
-  }
+  const std::pair<uint32_t, uint32_t> range{first, count};
+  if (const CUresult r = SettleChunks(&range, 1); r != CUDA_SUCCESS) return r;
   CUresult result = CUDA_SUCCESS;
   for (uint32_t m = first; m < first + count;) {
     auto it = app_mappings_.find(m);
@@ -348,7 +371,12 @@ CUresult ShimCore::AppUnmap(CUdeviceptr ptr, uint64_t bytes) {
 //   memory.
 CUresult ShimCore::AppExport(void* shareable, CUmemGenericAllocationHandle handle,
                              CUmemAllocationHandleType type, unsigned long long flags) {
-  MutexLock lock(&mu_);
+  return RunWithWaitsOutsideLock(
+      [&]() MEMSHIM_REQUIRES(mu_) { return AppExportLocked(shareable, handle, type, flags); });
+}
+
+CUresult ShimCore::AppExportLocked(void* shareable, CUmemGenericAllocationHandle handle,
+                                   CUmemAllocationHandleType type, unsigned long long flags) {
   auto it = virtual_handles_.find(handle);
   if (shareable == nullptr || it == virtual_handles_.end() || it->second.refs == 0) {
     return CUDA_ERROR_INVALID_VALUE;
@@ -373,19 +401,24 @@ CUresult ShimCore::Materialize(CUmemGenericAllocationHandle handle, VirtualHandl
   }
   const uint64_t bytes = static_cast<uint64_t>(v->chunks) << kChunkShift;
   std::vector<std::pair<uint32_t, AppMapping>> mappings;
+  std::vector<std::pair<uint32_t, uint32_t>> ranges;
   for (const auto& [first, m] : app_mappings_) {
-    if (m.handle == handle) mappings.push_back({first, m});
+    if (m.handle != handle) continue;
+    mappings.push_back({first, m});
+    ranges.push_back({first, m.count});
   }
   // Work that may use its chunks completes first; then room on the device.
-  FinishPageOut();
-  tracker_->CoverAll();
-  for (const auto& [first, m] : mappings) {
-    for (uint32_t c = first; c < first + m.count; ++c) {
-      if (const CUresult r = WaitChunkIdle(c); r != CUDA_SUCCESS) return r;
-    }
-  }
+  if (const CUresult r = SettleChunks(ranges.data(), ranges.size()); r != CUDA_SUCCESS) return r;
   app_pinned_bytes_ += bytes;
   EnforceDeviceLimit();
+  if (WaitsDeferred()) {  // repeated after the wait, from the start
+    app_pinned_bytes_ -= bytes;
+    EnforceDeviceLimit();
+    return CUDA_ERROR_NOT_READY;
+  }
+  // Note [waits outside the lock]: from here on the core's own copies and the
+  // spill tier's loads are waited for under mu_ (the export is rare).
+  defer_waits_ = false;
   CUmemGenericAllocationHandle real = 0;
   CUdeviceptr staging = 0;
   CUresult r = driver_->cuMemCreate(&real, bytes, &v->prop, 0);

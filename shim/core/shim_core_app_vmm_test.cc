@@ -61,7 +61,7 @@ TEST_F(ShimCoreAppVmmTest, MappedHandlesArePagedLikeAllocations) {
     for (int i = 0; i < 8; ++i) {
       uint64_t sum = 0;
       ASSERT_EQ(Read(s, at[i], 4 * kMiB, &sum), CUDA_SUCCESS);
-      ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+      ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
       EXPECT_EQ(sum, PatternChecksum(4 * kMiB, 100 + i)) << "handle " << i;
     }
   }
@@ -82,7 +82,7 @@ TEST_F(ShimCoreAppVmmTest, AdjacentMappingsAreOneRangeForLaunchesAndCopies) {
   ticket.Close();
   uint64_t sum = 0;
   ASSERT_EQ(Read(s, base_, 8 * kMiB, &sum), CUDA_SUCCESS);
-  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
   EXPECT_EQ(sum, PatternChecksum(8 * kMiB, 7));
   EXPECT_EQ(fake_.faults(), 0u);
 }
@@ -187,7 +187,7 @@ TEST_F(ShimCoreAppVmmTest, ADriverMappingInAReservedRangeIsLeftToTheDriver) {
   CUdeviceptr p;
   ASSERT_EQ(core_->Alloc(&p, 4 * kMiB), CUDA_SUCCESS);  // backs chunks that are then freed
   ASSERT_EQ(Write(s, p, 4 * kMiB, 3), CUDA_SUCCESS);
-  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
   ASSERT_EQ(core_->Free(p), CUDA_SUCCESS);
   CUdeviceptr r;
   ASSERT_EQ(core_->AppReserve(4 * kMiB, 0, &r), CUDA_SUCCESS);
@@ -211,7 +211,7 @@ TEST_F(ShimCoreAppVmmTest, AnExportedHandleIsPinnedInDriverMemory) {
   std::vector<CUdeviceptr> at;
   MapSeparately(6, 4 * kMiB, &at);  // 3x the device budget: some of it in the host tier
   for (int i = 0; i < 6; ++i) ASSERT_EQ(Write(s, at[i], 4 * kMiB, 50 + i), CUDA_SUCCESS);
-  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
   const uint64_t free_before = FreeBytes();
   int fd = -1;
   EXPECT_EQ(core_->AppExport(&fd, handles_[0], CU_MEM_HANDLE_TYPE_FABRIC, 0),
@@ -232,7 +232,7 @@ TEST_F(ShimCoreAppVmmTest, AnExportedHandleIsPinnedInDriverMemory) {
   for (int i = 1; i < 6; ++i) {                             // the others keep paging around it
     uint64_t other = 0;
     ASSERT_EQ(Read(s, at[i], 4 * kMiB, &other), CUDA_SUCCESS);
-    ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+    ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
     EXPECT_EQ(other, PatternChecksum(4 * kMiB, 50 + i)) << "handle " << i;
   }
   EXPECT_EQ(sum, PatternChecksum(4 * kMiB, 50));
@@ -267,7 +267,7 @@ TEST_F(ShimCoreAppVmmTest, KernelsPageAWindowOfASegmentNotAllOfIt) {
     for (int t = 0; t < kTensors; ++t) {
       uint64_t sum = 0;
       ASSERT_EQ(Read(s, base_ + t * 2 * kMiB, 2 * kMiB, &sum), CUDA_SUCCESS);
-      ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+      ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
       EXPECT_EQ(sum, Checksum(bytes + t * 2 * kMiB, 2 * kMiB)) << "tensor " << t;
     }
   }
@@ -278,7 +278,7 @@ TEST_F(ShimCoreAppVmmTest, KernelsPageAWindowOfASegmentNotAllOfIt) {
   EXPECT_LE(core_->stats().host_fallbacks - fallbacks_before, uint64_t{kRounds * kTensors});
   uint64_t whole = 0;
   ASSERT_EQ(Read(s, base_, kSegment, &whole), CUDA_SUCCESS);
-  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
   EXPECT_EQ(whole, Checksum(bytes, kSegment));
   EXPECT_LE(core_->stats().device_chunks_peak, 4u);
   EXPECT_EQ(fake_.faults(), 0u);
@@ -294,7 +294,7 @@ TEST_F(ShimCoreAppVmmTest, ChunksReachedBeyondTheWindowAreNotPagedOutUnderAQueue
   ASSERT_EQ(core_->Alloc(&other, 8 * kMiB), CUDA_SUCCESS);
   MapHandles(1, 8 * kMiB);  // 4 chunks: the whole device budget
   ASSERT_EQ(Write(s, base_, 8 * kMiB, 5), CUDA_SUCCESS);
-  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
   for (uint64_t off = 0; off < 8 * kMiB; off += 2 * kMiB) {
     ASSERT_EQ(core_->TEST_ResidenceOf(base_ + off), Residence::kDevice);  // `other` on the host
   }
@@ -314,7 +314,7 @@ TEST_F(ShimCoreAppVmmTest, ChunksReachedBeyondTheWindowAreNotPagedOutUnderAQueue
   ASSERT_TRUE(read_ran) << "the segment was paged out without waiting for its reader";
   EXPECT_EQ(maps_when_read, maps_before) << "chunks were remapped before their reader ran";
   fake_.Release(s);
-  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
   std::vector<uint64_t> pattern(8 * kMiB / 8);
   FillPattern(pattern.data(), 8 * kMiB, 5);
   EXPECT_EQ(sum, Checksum(pattern.data(), 8 * kMiB));

@@ -32,7 +32,7 @@ class ShimCoreFaultTest : public ShimCoreTest {
       EXPECT_EQ(core_->Alloc(&blocks[i], 2 * kMiB), CUDA_SUCCESS);
       EXPECT_EQ(Write(s, blocks[i], 2 * kMiB, i + 1), CUDA_SUCCESS);
     }
-    EXPECT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+    EXPECT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
     core_->SetDeviceBudget(16 * kMiB);
     for (int i = 0; i < 3; ++i) {
       if (core_->TEST_ResidenceOf(blocks[i]) == Residence::kHost) {
@@ -63,7 +63,7 @@ class ShimCoreFaultTest : public ShimCoreTest {
     }
     uint64_t sum = 0;
     ASSERT_EQ(Read(s, p, 2 * kMiB, &sum), CUDA_SUCCESS);
-    ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+    ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
     EXPECT_EQ(sum, PatternChecksum(2 * kMiB, seed));
     EXPECT_EQ(core_->TEST_ResidenceOf(p), Residence::kDevice);
     EXPECT_EQ(fake_.faults(), 0u);
@@ -73,7 +73,7 @@ class ShimCoreFaultTest : public ShimCoreTest {
     for (size_t i = 0; i < blocks.size(); ++i) {
       uint64_t sum = 0;
       ASSERT_EQ(Read(s, blocks[i], 2 * kMiB, &sum), CUDA_SUCCESS) << i;
-      ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+      ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
       EXPECT_EQ(sum, PatternChecksum(2 * kMiB, i + 1)) << i;
     }
     EXPECT_EQ(fake_.faults(), 0u);
@@ -117,7 +117,7 @@ TEST_F(ShimCoreFaultTest, FailedStreamWaitFallsBackToAHostWait) {
   faults_->FailStreamWaitEvent(1);
   uint64_t sum = 0;
   ASSERT_EQ(Read(s, p, 2 * kMiB, &sum), CUDA_SUCCESS);
-  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
   EXPECT_EQ(sum, PatternChecksum(2 * kMiB, seed));
 }
 
@@ -140,7 +140,7 @@ class ShimCorePageOutFaultTest : public ShimCoreFaultTest {
     }
     uint64_t sum = 0;
     EXPECT_EQ(Read(s, blocks[0], 2 * kMiB, &sum), CUDA_SUCCESS);
-    EXPECT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+    EXPECT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
     EXPECT_EQ(core_->TEST_ResidenceOf(blocks[0]), Residence::kDevice);
     EXPECT_EQ(core_->TEST_ResidenceOf(blocks[1]), Residence::kHost);
     arm();
@@ -266,7 +266,7 @@ TEST_F(ShimCorePageOutFaultTest, ChunkWithNoMappingLeftIsMappedBeforeAnOpaqueLau
   uint64_t sum = 0;
   fake_.EnqueueTouch(s, a, 2 * kMiB, [a, &sum] { sum = BytesAt(a); });
   ticket.Close();
-  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
   EXPECT_EQ(sum, PatternChecksum(2 * kMiB, 1));
   ExpectBlocks(s, blocks);
 }
@@ -300,7 +300,7 @@ TEST_F(ShimCoreFaultTest, GraphLaunchWhosePageInFailsFailsAndKeepsTheBytes) {
   uint64_t sum = 0;
   fake_.EnqueueTouch(s, p, 2 * kMiB, [p, &sum] { sum = BytesAt(p); });
   ticket.Close();
-  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
   EXPECT_EQ(sum, PatternChecksum(2 * kMiB, seed));
   EXPECT_EQ(core_->TEST_ResidenceOf(p), Residence::kDevice);
   EXPECT_EQ(fake_.faults(), 0u);

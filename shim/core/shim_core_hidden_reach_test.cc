@@ -38,7 +38,7 @@ TEST_F(ShimCoreHiddenReachTest, EveryChunkIsBackedAtAllocation) {
   // A kernel the shim never saw reach these blocks finds them mapped.
   for (CUdeviceptr b : blocks) fake_.EnqueueTouch(s, b, 2 * kMiB, {});
   fake_.EnqueueTouch(s, large, 12 * kMiB, {});
-  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
   EXPECT_EQ(fake_.faults(), 0u);
 }
 
@@ -56,7 +56,7 @@ TEST_F(ShimCoreHiddenReachTest, StructWithoutAPlainAddressFencesPageOuts) {
     ASSERT_EQ(core_->Alloc(&blocks[i], 2 * kMiB), CUDA_SUCCESS);
     ASSERT_EQ(Write(s, blocks[i], 2 * kMiB, 10 + i), CUDA_SUCCESS);
   }
-  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
   const CUdeviceptr hidden = blocks[0];  // least recently used: the first victim
   ASSERT_EQ(core_->TEST_ResidenceOf(hidden), Residence::kDevice);
   unsigned char tensor_map[128] = {};
@@ -80,7 +80,7 @@ TEST_F(ShimCoreHiddenReachTest, StructWithoutAPlainAddressFencesPageOuts) {
   ASSERT_EQ(Write(other, fresh, 2 * kMiB, 50), CUDA_SUCCESS);
   uint64_t sum = 0;
   ASSERT_EQ(Read(other, hidden, 2 * kMiB, &sum), CUDA_SUCCESS);
-  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
   EXPECT_EQ(sum, PatternChecksum(2 * kMiB, 99));
   EXPECT_EQ(fake_.faults(), 0u);
 }
@@ -96,7 +96,7 @@ TEST_F(ShimCoreHiddenReachTest, PlainAddressesInAStructAreDecoded) {
   } args = {7, a + 64, {}};
   static_assert(sizeof(args) == 128);
   ASSERT_EQ(LaunchWith(fake_.MakeFunction({128}), &args, s, a, 2 * kMiB, {}), CUDA_SUCCESS);
-  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
   EXPECT_EQ(core_->stats().fenced_launches, 0u);
   EXPECT_EQ(core_->stats().opaque_launches, 0u);
 }
@@ -117,14 +117,14 @@ TEST_F(ShimCoreHiddenReachTest, PointerArraysWrittenFromTheHostFenceTheKernelsTh
   ASSERT_EQ(LaunchWith(f, &table, s, table, 16, {}), CUDA_SUCCESS);
   EXPECT_EQ(core_->stats().fenced_launches, 1u);
   // Freed, the table's chunk forgets what it held.
-  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
   ASSERT_EQ(core_->Free(table), CUDA_SUCCESS);
-  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
   CUdeviceptr again;
   ASSERT_EQ(core_->Alloc(&again, 2 * kMiB), CUDA_SUCCESS);
   ASSERT_EQ(LaunchWith(f, &again, s, again, 16, {}), CUDA_SUCCESS);
   EXPECT_EQ(core_->stats().fenced_launches, 1u);
-  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
   EXPECT_EQ(fake_.faults(), 0u);
 }
 
@@ -170,7 +170,7 @@ TEST_F(ShimCoreHiddenReachTest, AddressesAreFollowedThroughLargeAnd2DCopiesDevic
   // What holds no address stays unfenced: a device copy from plain memory too.
   core_->OnDeviceCopy(plain, 64, data, 64);
   EXPECT_FALSE(fenced_by(plain));
-  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
   EXPECT_EQ(fake_.faults(), 0u);
 }
 
@@ -193,7 +193,7 @@ TEST_F(ShimCoreHiddenReachTest, AddressesWrittenOutsideTheReservationFenceEveryL
   core_->OnHostWrite(outside, pointers, sizeof(pointers));
   ASSERT_EQ(LaunchWith(f, &plain, s, plain, 16, {}), CUDA_SUCCESS);
   EXPECT_EQ(core_->stats().fenced_launches, 1u);
-  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
 }
 
 // A graph whose kernel reads a pointer array is a fence at each launch, as
@@ -227,7 +227,7 @@ TEST_F(ShimCoreHiddenReachTest, GraphLaunchesThatReadAPointerArrayAreFenced) {
   }
   EXPECT_EQ(core_->stats().fenced_launches, 1u);
   EXPECT_EQ(core_->stats().opaque_launches, 0u);
-  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
 }
 
 // A graph's kernel node whose structure parameter may hide an address makes

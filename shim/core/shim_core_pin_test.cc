@@ -53,11 +53,11 @@ TEST_F(ShimCorePinTest, PinnedBlockStaysOnTheDeviceUnderPressureAndPagesWhenUnpi
   EXPECT_EQ(core_->TEST_ResidenceOf(block), Residence::kHost);
   uint64_t sum = 0;
   ASSERT_EQ(Read(s, block, 4 * kMiB, &sum), CUDA_SUCCESS);
-  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
   EXPECT_EQ(sum, PatternChecksum(4 * kMiB, 7));
   for (size_t i = 0; i < others_.size(); ++i) {
     ASSERT_EQ(Read(s, others_[i], 2 * kMiB, &sum), CUDA_SUCCESS);
-    ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+    ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
     EXPECT_EQ(sum, PatternChecksum(2 * kMiB, 300 + i)) << i;
   }
   EXPECT_EQ(fake_.faults(), 0u);

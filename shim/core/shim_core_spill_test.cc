@@ -128,7 +128,7 @@ class ShimCoreSpillTest : public ShimCoreTest {
     for (int i = 0; i < count; ++i) {
       uint64_t sum = 0;
       ASSERT_EQ(Read(s, blocks[i], 2 * kMiB, &sum), CUDA_SUCCESS) << "block " << i;
-      ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+      ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
       EXPECT_EQ(sum, PatternChecksum(2 * kMiB, 500 + i)) << "block " << i;
     }
   }
@@ -147,7 +147,7 @@ TEST_F(ShimCoreSpillTest, DataSurvivesDemotionAndPromotion) {
   CUstream s = fake_.CreateStream();
   // 3x device + host: two thirds of the data must go through the spill tier.
   std::vector<CUdeviceptr> blocks = WriteBlocks(s, 24);
-  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
   CoreStats mid = core_->stats();
   EXPECT_GE(mid.spilled_chunks, 15u);
   EXPECT_EQ(tier_.stored(), mid.spilled_chunks);
@@ -171,7 +171,7 @@ TEST_F(ShimCoreSpillTest, DataSurvivesDemotionAndPromotion) {
 TEST_F(ShimCoreSpillTest, SpillLoadWaitLetsOtherThreadsUseTheCore) {
   CUstream s = fake_.CreateStream();
   std::vector<CUdeviceptr> blocks = WriteBlocks(s, 24);
-  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
   ASSERT_EQ(core_->TEST_ResidenceOf(blocks[0]), Residence::kNvme);
   tier_.slow_loads = true;
   std::promise<CUresult> done;
@@ -194,7 +194,7 @@ TEST_F(ShimCoreSpillTest, SpillLoadWaitLetsOtherThreadsUseTheCore) {
   EXPECT_EQ(other.get(), CUDA_SUCCESS);
   EXPECT_EQ(total_bytes, 80 * kMiB);
   EXPECT_GT(core_->stats().host_waits, host_waits) << "the wait was made outside the lock";
-  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
   EXPECT_EQ(sum, PatternChecksum(2 * kMiB, 500));
   ExpectBlocks(s, blocks, 24);
   EXPECT_EQ(fake_.faults(), 0u);
@@ -203,7 +203,7 @@ TEST_F(ShimCoreSpillTest, SpillLoadWaitLetsOtherThreadsUseTheCore) {
 TEST_F(ShimCoreSpillTest, FreedSpilledChunksAreDiscarded) {
   CUstream s = fake_.CreateStream();
   std::vector<CUdeviceptr> blocks = WriteBlocks(s, 16);
-  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
   ASSERT_GT(tier_.stored(), 0u);
   for (CUdeviceptr b : blocks) ASSERT_EQ(core_->Free(b), CUDA_SUCCESS);
   EXPECT_EQ(tier_.stored(), 0u);
@@ -224,18 +224,18 @@ TEST_F(ShimCoreSpillTest, FullSpillTierKeepsDataAndFailsTheAccessWithOutOfMemory
 TEST_F(ShimCoreSpillTest, FailedLoadFailsTheAccessInsteadOfReturningWrongData) {
   CUstream s = fake_.CreateStream();
   std::vector<CUdeviceptr> blocks = WriteBlocks(s, 12);
-  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
   ASSERT_EQ(core_->TEST_ResidenceOf(blocks[0]), Residence::kNvme);
   tier_.fail_loads = true;
   bool ran = false;
   EXPECT_EQ(Launch(s, {blocks[0]}, 2 * kMiB, [&ran] { ran = true; }), CUDA_ERROR_ECC_UNCORRECTABLE);
-  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
   EXPECT_FALSE(ran);
   EXPECT_EQ(core_->TEST_ResidenceOf(blocks[0]), Residence::kNvme);  // still stored: may be retried
   tier_.fail_loads = false;
   uint64_t sum = 0;
   ASSERT_EQ(Read(s, blocks[0], 2 * kMiB, &sum), CUDA_SUCCESS);
-  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
   EXPECT_EQ(sum, PatternChecksum(2 * kMiB, 500));
 }
 
@@ -257,7 +257,7 @@ TEST_F(ShimCoreSpillTest, OpaqueLaunchPromotesEverySpilledChunkOrFails) {
                        [p, i, &sums] { sums[i] = Checksum(reinterpret_cast<void*>(p), 2 * kMiB); });
   }
   ticket.Close();
-  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
   EXPECT_EQ(fake_.faults(), 0u);
   EXPECT_EQ(core_->stats().spilled_chunks, 0u);
   for (int i = 0; i < 8; ++i) EXPECT_EQ(sums[i], PatternChecksum(2 * kMiB, 500 + i));
@@ -266,7 +266,7 @@ TEST_F(ShimCoreSpillTest, OpaqueLaunchPromotesEverySpilledChunkOrFails) {
 TEST_F(ShimCoreSpillTest, LowerHostBudgetDemotesTheExcess) {
   CUstream s = fake_.CreateStream();
   std::vector<CUdeviceptr> blocks = WriteBlocks(s, 8);  // device and host tier full
-  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
   const CoreStats full = core_->stats();
   ASSERT_EQ(full.host_slots_in_use, 4u);
   core_->SetHostBudget(4 * kMiB);
@@ -288,7 +288,7 @@ TEST_F(ShimCoreSpillTest, OneScanServesSeveralDemotionBatches) {
   Make(&fake_.driver(), 8 * kMiB, 64 * kMiB, "lru", &plane);
   CUstream s = fake_.CreateStream();
   std::vector<CUdeviceptr> blocks = WriteBlocks(s, 36);  // 4 device + 32 host chunks
-  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
   const CoreStats full = core_->stats();
   ASSERT_GE(full.host_slots_in_use, 28u);
   core_->SetHostBudget(8 * kMiB);  // 24 or more chunks to demote: 6 or more batches of 4
@@ -342,7 +342,7 @@ TEST_F(ShimCoreSpillTest, PromotionWaitsForABusyDeviceChunkRatherThanTakingAHost
   CUstream s = fake_.CreateStream();
   CUstream held = fake_.CreateStream();
   std::vector<CUdeviceptr> blocks = WriteBlocks(s, 12);
-  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
   ASSERT_EQ(core_->TEST_ResidenceOf(blocks[0]), Residence::kNvme);
   // Every device chunk gets work that runs only when the host waits for it.
   fake_.Hold(held);
@@ -354,7 +354,7 @@ TEST_F(ShimCoreSpillTest, PromotionWaitsForABusyDeviceChunkRatherThanTakingAHost
   uint64_t sum = 0;
   ASSERT_EQ(Read(s, blocks[0], 2 * kMiB, &sum), CUDA_SUCCESS);
   fake_.Release(held);
-  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
   EXPECT_GT(core_->stats().host_waits, waits);
   EXPECT_EQ(core_->TEST_ResidenceOf(blocks[0]), Residence::kDevice);
   EXPECT_EQ(sum, PatternChecksum(2 * kMiB, 500));
@@ -370,7 +370,7 @@ class ShimCoreSpillFaultTest : public ShimCoreSpillTest {
   // block freed so that a promotion needs no eviction. Returns a stored block.
   int Prepare(CUstream s) {
     blocks_ = WriteBlocks(s, 12);
-    EXPECT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+    EXPECT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
     int stored = -1;
     for (int i = 11; i >= 0; --i) {
       const Residence r = core_->TEST_ResidenceOf(blocks_[i]);
@@ -379,7 +379,7 @@ class ShimCoreSpillFaultTest : public ShimCoreSpillTest {
     }
     EXPECT_GE(freed_, 0);
     EXPECT_EQ(core_->Free(blocks_[freed_]), CUDA_SUCCESS);
-    EXPECT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+    EXPECT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
     EXPECT_GE(stored, 0);
     return stored;
   }
@@ -390,7 +390,7 @@ class ShimCoreSpillFaultTest : public ShimCoreSpillTest {
       if (i == freed_) continue;
       uint64_t sum = 0;
       ASSERT_EQ(Read(s, blocks_[i], 2 * kMiB, &sum), CUDA_SUCCESS) << "block " << i;
-      ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+      ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
       EXPECT_EQ(sum, PatternChecksum(2 * kMiB, 500 + i)) << "block " << i;
     }
     EXPECT_EQ(fake_.faults(), 0u);
@@ -404,7 +404,7 @@ class ShimCoreSpillFaultTest : public ShimCoreSpillTest {
     bool ran = false;
     EXPECT_NE(Launch(s, {blocks_[i]}, 2 * kMiB, [&ran] { ran = true; }), CUDA_SUCCESS);
     DisarmAll();
-    ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+    ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
     EXPECT_FALSE(ran);
     EXPECT_EQ(core_->TEST_ResidenceOf(blocks_[i]), Residence::kNvme);
     EXPECT_EQ(tier_.stored(), stored);

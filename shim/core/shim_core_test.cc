@@ -1,6 +1,8 @@
 #include "shim/core/shim_core.h"
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -110,7 +112,7 @@ TEST_F(ShimCoreTest, KernelHandlesAreDecodedWithKernelParamInfo) {
     fake_.EnqueueTouch(s, a, 2 * kMiB, {});
     fake_.EnqueueTouch(s, b, 2 * kMiB, {});
     ticket.Close();
-    ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+    ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
     EXPECT_EQ(core_->TEST_ResidenceOf(a), Residence::kDevice);
     EXPECT_EQ(core_->TEST_ResidenceOf(b), Residence::kDevice);
     ++decoded;
@@ -458,6 +460,17 @@ class ShimCoreWaitTest : public ShimCoreTest {
     Make(&hooked, device_budget, host_budget, policy);
   }
 
+  // Properties of a handle the application creates (exportable as a file
+  // descriptor).
+  static CUmemAllocationProp AppProp() {
+    CUmemAllocationProp prop = {};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    return prop;
+  }
+
   struct WaitOutcome {
     CUresult result = CUDA_ERROR_UNKNOWN;        // the waiting operation's
     bool waited = false;                         // it synchronized an event
@@ -528,7 +541,7 @@ TEST_F(ShimCoreWaitTest, PageOutWaitLetsOtherThreadsUseTheCore) {
   ASSERT_EQ(core_->Alloc(&a, 2 * kMiB), CUDA_SUCCESS);
   ASSERT_EQ(core_->Alloc(&b, 2 * kMiB), CUDA_SUCCESS);
   ASSERT_EQ(Write(s, a, 2 * kMiB, 41), CUDA_SUCCESS);
-  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
   fake_.Hold(copy);  // a's page-out copy stays in flight until the host waits for it
   CUdeviceptr d = 0;
   const WaitOutcome w =
@@ -553,7 +566,7 @@ TEST_F(ShimCoreWaitTest, PendingFreeWaitLetsOtherThreadsUseTheCore) {
   ASSERT_EQ(core_->Alloc(&a, 16 * kMiB), CUDA_SUCCESS);
   ASSERT_EQ(core_->Alloc(&b, 16 * kMiB), CUDA_SUCCESS);
   ASSERT_EQ(Write(held, b, 16 * kMiB, 52), CUDA_SUCCESS);
-  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
   fake_.Hold(held);
   ASSERT_EQ(Write(held, a, 16 * kMiB, 51), CUDA_SUCCESS);
   ASSERT_EQ(core_->FreeAsync(a, held, /*per_thread=*/false), CUDA_SUCCESS);  // pending
@@ -588,7 +601,7 @@ TEST_F(ShimCoreWaitTest, HostSlotWaitLetsOtherThreadsUseTheCore) {
   ASSERT_EQ(Write(s, a, 2 * kMiB, 61), CUDA_SUCCESS);
   ASSERT_EQ(Write(s, b, 2 * kMiB, 62), CUDA_SUCCESS);
   ASSERT_EQ(Write(s, c, 2 * kMiB, 63), CUDA_SUCCESS);  // pages a out
-  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
   ASSERT_EQ(core_->TEST_ResidenceOf(a), Residence::kHost);
   fake_.Hold(copy);
   // Pages b out (its copy runs when the page-out waits for it) and a in: a's
@@ -736,6 +749,66 @@ TEST_F(ShimCoreWaitTest, EnqueueWindowWaitLetsOtherThreadsUseTheCore) {
   EXPECT_EQ(fake_.faults(), 0u);
 }
 
+// The same for the application's own VMM calls that the driver makes
+// synchronous (Note [application VMM] in shim_core_app_vmm.cc): cuMemUnmap of
+// a mapping whose work is still queued waits for it without the core lock.
+TEST_F(ShimCoreWaitTest, AppUnmapWaitLetsOtherThreadsUseTheCore) {
+  MakeHooked(8 * kMiB, 64 * kMiB);
+  CUstream held = fake_.CreateStream();
+  CUdeviceptr base = 0;
+  CUmemGenericAllocationHandle handle = 0;
+  ASSERT_EQ(core_->AppReserve(4 * kMiB, 0, &base), CUDA_SUCCESS);
+  ASSERT_EQ(core_->AppCreate(4 * kMiB, AppProp(), &handle), CUDA_SUCCESS);
+  ASSERT_EQ(core_->AppMap(base, 4 * kMiB, 0, handle), CUDA_SUCCESS);
+  fake_.Hold(held);
+  ASSERT_EQ(Write(held, base, 4 * kMiB, 95), CUDA_SUCCESS);
+  CUdeviceptr d = 0;
+  const WaitOutcome w = RunWithOtherDuringWait([&] { return core_->AppUnmap(base, 4 * kMiB); },
+                                               [&] { return core_->Alloc(&d, 2 * kMiB); });
+  fake_.Release(held);
+  ASSERT_EQ(w.result, CUDA_SUCCESS);
+  ASSERT_TRUE(w.waited) << "the unmap did not wait for the queued work";
+  EXPECT_TRUE(w.served_during_wait) << "the wait was made under the core lock";
+  EXPECT_EQ(w.other_result, CUDA_SUCCESS);
+  EXPECT_EQ(core_->AppUnmap(base, 4 * kMiB), CUDA_ERROR_INVALID_VALUE) << "unmapped once";
+  EXPECT_EQ(fake_.faults(), 0u) << "the queued write ran before the range was unmapped";
+  ASSERT_EQ(core_->AppRelease(handle), CUDA_SUCCESS);
+  EXPECT_EQ(core_->AppAddressFree(base, 4 * kMiB), CUDA_SUCCESS);
+}
+
+// The same for an export (Note [exported handles]): the handle's bytes move
+// to driver memory after the work using them, waited for without the lock.
+TEST_F(ShimCoreWaitTest, AppExportWaitLetsOtherThreadsUseTheCore) {
+  MakeHooked(8 * kMiB, 64 * kMiB);
+  CUstream held = fake_.CreateStream();
+  CUdeviceptr base = 0;
+  CUmemGenericAllocationHandle handle = 0;
+  ASSERT_EQ(core_->AppReserve(4 * kMiB, 0, &base), CUDA_SUCCESS);
+  ASSERT_EQ(core_->AppCreate(4 * kMiB, AppProp(), &handle), CUDA_SUCCESS);
+  ASSERT_EQ(core_->AppMap(base, 4 * kMiB, 0, handle), CUDA_SUCCESS);
+  fake_.Hold(held);
+  ASSERT_EQ(Write(held, base, 4 * kMiB, 96), CUDA_SUCCESS);
+  int fd = -1;
+  size_t free_bytes = 0, total_bytes = 0;
+  const WaitOutcome w = RunWithOtherDuringWait(
+      [&] { return core_->AppExport(&fd, handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0); },
+      [&] { return core_->GetInfo(&free_bytes, &total_bytes); });
+  fake_.Release(held);
+  ASSERT_EQ(w.result, CUDA_SUCCESS);
+  ASSERT_TRUE(w.waited) << "the export did not wait for the queued work";
+  EXPECT_TRUE(w.served_during_wait) << "the wait was made under the core lock";
+  EXPECT_EQ(w.other_result, CUDA_SUCCESS);
+  ASSERT_GE(fd, 0);
+  void* exported = mmap(nullptr, 4 * kMiB, PROT_READ, MAP_SHARED, fd, 0);
+  ASSERT_NE(exported, MAP_FAILED);
+  EXPECT_EQ(Checksum(exported, 4 * kMiB), PatternChecksum(4 * kMiB, 96)) << "the queued write";
+  munmap(exported, 4 * kMiB);
+  close(fd);
+  EXPECT_TRUE(core_->IsForeign(base, 4 * kMiB));
+  EXPECT_EQ(core_->stats().device_chunk_limit, 2u) << "pinned in the device budget";
+  EXPECT_EQ(fake_.faults(), 0u);
+}
+
 // The same for an opaque or fenced launch, which finishes the look-ahead
 // page-outs in flight first (Note [pipelined page-out]).
 class ShimCoreLookaheadWaitTest : public ShimCoreWaitTest {
@@ -844,7 +917,7 @@ void ExpectDeviceBudgetIsTheCapacity(
     ASSERT_EQ(read(s, blocks[i], 4 * kMiB, &sum), CUDA_SUCCESS);
     EXPECT_EQ(sum, PatternChecksum(4 * kMiB, i + 1));
   }
-  ASSERT_EQ(core->Synchronize(), CUDA_SUCCESS);
+  ASSERT_EQ(core->TEST_Synchronize(), CUDA_SUCCESS);
   EXPECT_EQ(core->stats().evictions, 0u);
   ASSERT_EQ(core->Free(blocks[0]), CUDA_SUCCESS);
   EXPECT_EQ(core->Alloc(&more, 4 * kMiB), CUDA_SUCCESS);
@@ -920,7 +993,7 @@ TEST_F(ShimCoreTest, MappingsGrantAccessToTheDevicesThatCanAccessThisOne) {
   for (size_t i = 0; i < blocks.size(); ++i) {  // paged back in from the host tier
     uint64_t sum = 0;
     ASSERT_EQ(Read(nullptr, blocks[i], 2 * kMiB, &sum), CUDA_SUCCESS);
-    ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+    ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
     EXPECT_EQ(sum, PatternChecksum(2 * kMiB, i));
   }
   EXPECT_GT(core_->stats().page_ins, 0u);
@@ -962,7 +1035,7 @@ TEST_F(ShimCoreTest, FreeAsyncDefersReuseUntilTheStreamPassedIt) {
   ASSERT_EQ(core_->Alloc(&b, 4096), CUDA_SUCCESS);
   EXPECT_NE(a, b);  // a's pending work has not run yet
   fake_.Release(s);
-  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
   CUdeviceptr c;
   ASSERT_EQ(core_->Alloc(&c, 4096), CUDA_SUCCESS);
   EXPECT_EQ(c, a);
@@ -980,7 +1053,7 @@ TEST_F(ShimCoreTest, FreeDefersReuseWhileWorkUsesTheBlock) {
   ASSERT_EQ(core_->Alloc(&b, 4 * kMiB), CUDA_SUCCESS);
   EXPECT_NE(a, b);
   fake_.Release(s);
-  ASSERT_EQ(core_->Synchronize(), CUDA_SUCCESS);
+  ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
   CUdeviceptr c;
   ASSERT_EQ(core_->Alloc(&c, 4 * kMiB), CUDA_SUCCESS);
   EXPECT_EQ(c, a);
@@ -1240,7 +1313,7 @@ TEST_F(ShimCoreTest, ConcurrentStreamsFromManyThreadsKeepData) {
         if (Write(s, p, bytes, seed) != CUDA_SUCCESS) ++errors;
         uint64_t sum = 0;
         if (Read(s, p, bytes, &sum) != CUDA_SUCCESS) ++errors;
-        core_->Synchronize();
+        core_->TEST_Synchronize();
         if (sum != PatternChecksum(bytes, seed)) ++mismatches;
         if (core_->Free(p) != CUDA_SUCCESS) ++errors;
       }
