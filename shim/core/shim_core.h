@@ -596,6 +596,13 @@ class ShimCore {
   bool WaitsDeferred() const MEMSHIM_REQUIRES(mu_) {
     return !deferred_uses_.empty() || !deferred_loads_.empty();
   }
+  // Forgets the deferred waits: the operation found a way that needs none
+  // (a load left running stays in its staging buffer, taken later as one
+  // started ahead).
+  void DropDeferredWaits() MEMSHIM_REQUIRES(mu_) {
+    deferred_uses_.clear();
+    deferred_loads_.clear();
+  }
   static constexpr uint32_t kMaxOutsideWaits = 16;
   void AddUse(uint32_t chunk, uint32_t stream, uint64_t seq) MEMSHIM_REQUIRES(mu_);
   void ProcessDeferred() MEMSHIM_REQUIRES(mu_);
@@ -643,10 +650,13 @@ class ShimCore {
   [[nodiscard]] CUresult FencedLocked(uint32_t stream, bool capturing, Reach reach, Ticket* ticket)
       MEMSHIM_REQUIRES(mu_);
   // Note [backed from allocation]: backs each unbacked chunk of
-  // [first, first + count) as a first use would (device, else host).
+  // [first, first + count) as a first use would (device, else host),
+  // without waiting.
   void BackAtAllocation(uint32_t first, uint32_t count) MEMSHIM_REQUIRES(mu_);
-  // Maps a host slot at unbacked `chunk` (residence kHost).
-  [[nodiscard]] CUresult PlaceOnHost(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
+  // Maps a host slot at unbacked `chunk` (residence kHost). With
+  // `free_slot_only`, only a slot free now: no demotion, no wait.
+  [[nodiscard]] CUresult PlaceOnHost(uint32_t chunk, bool free_slot_only = false)
+      MEMSHIM_REQUIRES(mu_);
   bool IsCapturing(CUstream handle) MEMSHIM_REQUIRES(mu_);
   void OnChunksCommitted(uint32_t first, uint32_t count) MEMSHIM_REQUIRES(mu_);
   void OnChunksFreed(uint32_t first, uint32_t count) MEMSHIM_REQUIRES(mu_);
@@ -888,8 +898,7 @@ CUresult ShimCore::RunWithWaitsOutsideLock(Op op) {
   bool defer = true;
   for (uint32_t attempt = 1; WaitsDeferred(); ++attempt) {
     if (r == CUDA_SUCCESS) {  // it found another way: nothing to wait for
-      deferred_uses_.clear();
-      deferred_loads_.clear();
+      DropDeferredWaits();
       break;
     }
     if (!WaitForDeferred()) defer = false;  // the next run reports the error

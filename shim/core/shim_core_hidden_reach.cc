@@ -10,9 +10,16 @@
 //   chunk's address (Note [host mapping]). So a kernel that reaches a block
 //   the shim never saw it use finds memory mapped there: the device's, or
 //   host memory over the interconnect. The eviction a first use would have
-//   caused happens at allocation instead (the same copies, earlier). A chunk
-//   stays unbacked only if that fails (no host slot either, or a driver
-//   error); a launch with hidden reach then backs it first (below).
+//   caused happens at allocation instead (the same copies, earlier). Backing
+//   never waits for the application's work or the shim's copies: when every
+//   device chunk it could evict is still in use (or its page-out copies still
+//   run), the chunk gets a host slot instead, and its first decoded use moves
+//   it to the device (that use waits as launches do, without the core lock:
+//   Note [waits outside the lock] in shim_core.h); an allocation made while
+//   the device is busy is not held up by the device's queue. That host slot
+//   must be free already: no demotion to the spill tier is made for it. A
+//   chunk stays unbacked only if that fails (no host slot either, or a
+//   driver error); a launch with hidden reach then backs it first (below).
 //
 // Note [hidden reach]
 //   A decoded launch may still reach memory through an address the argument
@@ -81,6 +88,7 @@
 //   programs that build pointer arrays on the device from plain arguments.
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "shim/core/log.h"
 #include "shim/core/shim_core.h"
@@ -92,21 +100,29 @@ void ShimCore::BackAtAllocation(uint32_t first, uint32_t count) {
   if (unbacked_owned_ == 0) return;  // warm chunks, as a re-allocated block's: nothing to back
   ++stamp_;
   ClearTouched();
+  const bool defer_waits = std::exchange(defer_waits_, true);  // they are dropped, not made
   for (uint32_t c = first; c < first + count; ++c) {
     if (table_[c].residence != Residence::kUnbacked) continue;
     TouchChunk(c);  // not a victim for the chunks backed after it
     // A failure leaves it unbacked: backed at its first decoded use, or
     // before a launch with hidden reach (BackAllOwned).
-    if (PageIn(c, /*may_evict=*/true) != CUDA_SUCCESS) continue;
+    CUresult r = PageIn(c, /*may_evict=*/true);
+    if (r != CUDA_SUCCESS && WaitsDeferred()) {  // a wait: on the host instead
+      DropDeferredWaits();
+      r = PlaceOnHost(c, /*free_slot_only=*/true);
+    }
+    if (r != CUDA_SUCCESS) continue;
     if (table_[c].residence == Residence::kHost) ++stats_.backed_on_host_at_allocation;
   }
+  defer_waits_ = defer_waits;
   ClearTouched();
 }
 
-CUresult ShimCore::PlaceOnHost(uint32_t chunk) {
+CUresult ShimCore::PlaceOnHost(uint32_t chunk, bool free_slot_only) {
   ChunkEntry& e = table_[chunk];
   uint32_t slot;
-  if (AcquireHost(&slot) != CUDA_SUCCESS) return CUDA_ERROR_OUT_OF_MEMORY;
+  const CUresult got = free_slot_only ? pool_->AcquireHost(&slot) : AcquireHost(&slot);
+  if (got != CUDA_SUCCESS) return CUDA_ERROR_OUT_OF_MEMORY;
   if (const CUresult r = pool_->MapAt(table_.AddressOf(chunk), pool_->host_handle(slot));
       r != CUDA_SUCCESS) {
     pool_->ReleaseHost(slot);

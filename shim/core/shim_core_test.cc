@@ -749,6 +749,36 @@ TEST_F(ShimCoreWaitTest, EnqueueWindowWaitLetsOtherThreadsUseTheCore) {
   EXPECT_EQ(fake_.faults(), 0u);
 }
 
+// Backing a new block's chunks (Note [backed from allocation] in
+// shim_core_hidden_reach.cc) never waits: with every device chunk in use on a
+// held stream, the new chunk gets a host slot, and its first use moves it to
+// the device once the work is done.
+TEST_F(ShimCoreWaitTest, AllocationBacksOnTheHostInsteadOfWaitingForTheDevice) {
+  MakeHooked(4 * kMiB, 64 * kMiB);  // two device chunks
+  CUstream held = fake_.CreateStream();
+  CUstream s = fake_.CreateStream();
+  CUdeviceptr a, b, c;
+  ASSERT_EQ(core_->Alloc(&a, 2 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(core_->Alloc(&b, 2 * kMiB), CUDA_SUCCESS);
+  fake_.Hold(held);
+  ASSERT_EQ(Write(held, a, 2 * kMiB, 97), CUDA_SUCCESS);
+  ASSERT_EQ(Write(held, b, 2 * kMiB, 98), CUDA_SUCCESS);
+  const uint64_t on_host = core_->stats().backed_on_host_at_allocation;
+  size_t free_bytes = 0, total_bytes = 0;
+  const WaitOutcome w =
+      RunWithOtherDuringWait([&] { return core_->Alloc(&c, 2 * kMiB); },
+                             [&] { return core_->GetInfo(&free_bytes, &total_bytes); });
+  ASSERT_EQ(w.result, CUDA_SUCCESS);
+  EXPECT_FALSE(w.waited) << "the allocation waited for the held stream";
+  EXPECT_EQ(core_->TEST_ResidenceOf(c), Residence::kHost);
+  EXPECT_EQ(core_->stats().backed_on_host_at_allocation, on_host + 1);
+  fake_.Release(held);
+  ASSERT_EQ(Write(s, c, 2 * kMiB, 99), CUDA_SUCCESS);
+  EXPECT_EQ(core_->TEST_ResidenceOf(c), Residence::kDevice) << "its first use moved it";
+  ExpectPatterns(s, 2 * kMiB, {{a, 97}, {b, 98}, {c, 99}});
+  EXPECT_EQ(fake_.faults(), 0u);
+}
+
 // The same for the application's own VMM calls that the driver makes
 // synchronous (Note [application VMM] in shim_core_app_vmm.cc): cuMemUnmap of
 // a mapping whose work is still queued waits for it without the core lock.
