@@ -160,7 +160,9 @@
 //   whose load is still running (the NVMe read) leaves it running in its
 //   staging buffer and fails (SpillOwner::DeferLoadWait, deferred_loads_);
 //   the public call waits for it with SpillTier::WaitLoad() without mu_, and
-//   the repeat takes the loaded buffer as one loaded ahead. A use on a
+//   the repeat takes the loaded buffer as one loaded ahead; one that finds
+//   every staging buffer still copying to the device waits for the oldest
+//   copy so (SpillOwner::DeferCopyWait). A use on a
 //   stream whose enqueue window another thread holds open cannot be covered
 //   by an event yet: StreamTracker::Hold() hands back a WindowWait, made
 //   without mu_ like the event waits (Note [enqueue window] in
@@ -651,12 +653,10 @@ class ShimCore {
       MEMSHIM_REQUIRES(mu_);
   // Note [backed from allocation]: backs each unbacked chunk of
   // [first, first + count) as a first use would (device, else host),
-  // without waiting.
+  // waiting only when neither can be had without a wait.
   void BackAtAllocation(uint32_t first, uint32_t count) MEMSHIM_REQUIRES(mu_);
-  // Maps a host slot at unbacked `chunk` (residence kHost). With
-  // `free_slot_only`, only a slot free now: no demotion, no wait.
-  [[nodiscard]] CUresult PlaceOnHost(uint32_t chunk, bool free_slot_only = false)
-      MEMSHIM_REQUIRES(mu_);
+  // Maps a host slot at unbacked `chunk` (residence kHost).
+  [[nodiscard]] CUresult PlaceOnHost(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
   bool IsCapturing(CUstream handle) MEMSHIM_REQUIRES(mu_);
   void OnChunksCommitted(uint32_t first, uint32_t count) MEMSHIM_REQUIRES(mu_);
   void OnChunksFreed(uint32_t first, uint32_t count) MEMSHIM_REQUIRES(mu_);
@@ -689,6 +689,7 @@ class ShimCore {
     CUresult AcquireDevice(uint32_t* index) override;
     CUresult AcquireHost(uint32_t* slot) override;
     bool DeferLoadWait(uint32_t slot) override;
+    bool DeferCopyWait(uint64_t copy_seq) override;
 
    private:
     ShimCore* const core_;

@@ -16,10 +16,13 @@
 //   run), the chunk gets a host slot instead, and its first decoded use moves
 //   it to the device (that use waits as launches do, without the core lock:
 //   Note [waits outside the lock] in shim_core.h); an allocation made while
-//   the device is busy is not held up by the device's queue. That host slot
-//   must be free already: no demotion to the spill tier is made for it. A
-//   chunk stays unbacked only if that fails (no host slot either, or a
-//   driver error); a launch with hidden reach then backs it first (below).
+//   the device is busy is not held up by the device's queue. Only when no
+//   host slot can be had without a wait either (the slots still read by
+//   copies) does backing wait, under the core lock, as a first use would: a
+//   chunk left unbacked would make every launch with hidden reach opaque
+//   (below), which must back everything. A chunk stays unbacked only if that
+//   fails (no host slot either, or a driver error); a launch with hidden
+//   reach then backs it first (below).
 //
 // Note [hidden reach]
 //   A decoded launch may still reach memory through an address the argument
@@ -109,7 +112,13 @@ void ShimCore::BackAtAllocation(uint32_t first, uint32_t count) {
     CUresult r = PageIn(c, /*may_evict=*/true);
     if (r != CUDA_SUCCESS && WaitsDeferred()) {  // a wait: on the host instead
       DropDeferredWaits();
-      r = PlaceOnHost(c, /*free_slot_only=*/true);
+      r = PlaceOnHost(c);
+    }
+    if (r != CUDA_SUCCESS && WaitsDeferred()) {  // no host slot without a wait either
+      DropDeferredWaits();
+      defer_waits_ = false;
+      r = PageIn(c, /*may_evict=*/true);
+      defer_waits_ = true;
     }
     if (r != CUDA_SUCCESS) continue;
     if (table_[c].residence == Residence::kHost) ++stats_.backed_on_host_at_allocation;
@@ -118,11 +127,10 @@ void ShimCore::BackAtAllocation(uint32_t first, uint32_t count) {
   ClearTouched();
 }
 
-CUresult ShimCore::PlaceOnHost(uint32_t chunk, bool free_slot_only) {
+CUresult ShimCore::PlaceOnHost(uint32_t chunk) {
   ChunkEntry& e = table_[chunk];
   uint32_t slot;
-  const CUresult got = free_slot_only ? pool_->AcquireHost(&slot) : AcquireHost(&slot);
-  if (got != CUDA_SUCCESS) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (AcquireHost(&slot) != CUDA_SUCCESS) return CUDA_ERROR_OUT_OF_MEMORY;
   if (const CUresult r = pool_->MapAt(table_.AddressOf(chunk), pool_->host_handle(slot));
       r != CUDA_SUCCESS) {
     pool_->ReleaseHost(slot);

@@ -750,9 +750,9 @@ TEST_F(ShimCoreWaitTest, EnqueueWindowWaitLetsOtherThreadsUseTheCore) {
 }
 
 // Backing a new block's chunks (Note [backed from allocation] in
-// shim_core_hidden_reach.cc) never waits: with every device chunk in use on a
-// held stream, the new chunk gets a host slot, and its first use moves it to
-// the device once the work is done.
+// shim_core_hidden_reach.cc) does not wait for the device's work: with every
+// device chunk in use on a held stream, the new chunk gets a host slot, and
+// its first use moves it to the device once the work is done.
 TEST_F(ShimCoreWaitTest, AllocationBacksOnTheHostInsteadOfWaitingForTheDevice) {
   MakeHooked(4 * kMiB, 64 * kMiB);  // two device chunks
   CUstream held = fake_.CreateStream();

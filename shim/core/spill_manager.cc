@@ -68,10 +68,10 @@ bool SpillManager::ReadyStaging(uint32_t* slot) {
   return false;
 }
 
-bool SpillManager::AcquireStaging(uint32_t keep_chunk, uint32_t* slot) {
+CUresult SpillManager::AcquireStaging(uint32_t keep_chunk, uint32_t* slot) {
   // Free (or its copy done) first, then wait for the oldest copy, then give
   // up a prefetched load (its chunk stays stored; nothing is lost).
-  if (ReadyStaging(slot)) return true;
+  if (ReadyStaging(slot)) return CUDA_SUCCESS;
   uint32_t oldest = kNoIndex, victim_load = kNoIndex;
   for (uint32_t s = 0; s < staging_.size(); ++s) {
     const StagingSlot& st = staging_[s];
@@ -83,16 +83,17 @@ bool SpillManager::AcquireStaging(uint32_t keep_chunk, uint32_t* slot) {
     }
   }
   if (oldest != kNoIndex) {
+    if (parts_.owner->DeferCopyWait(staging_[oldest].copy_seq)) return CUDA_ERROR_NOT_READY;
     ++stats().host_waits;
     // The copy reads the staging buffer: a failed wait leaves it unusable now.
     if (tracker().WaitFor(parts_.copy_index, staging_[oldest].copy_seq) != CUDA_SUCCESS) {
-      return false;
+      return CUDA_ERROR_OUT_OF_MEMORY;
     }
     staging_[oldest].state = StagingSlot::State::kFree;
     *slot = oldest;
-    return true;
+    return CUDA_SUCCESS;
   }
-  if (victim_load == kNoIndex) return false;
+  if (victim_load == kNoIndex) return CUDA_ERROR_OUT_OF_MEMORY;
   StagingSlot& st = staging_[victim_load];
   if (st.state == StagingSlot::State::kLoading) {
     (void)tier().FinishLoad(victim_load, /*wait=*/true);
@@ -100,7 +101,7 @@ bool SpillManager::AcquireStaging(uint32_t keep_chunk, uint32_t* slot) {
   st = StagingSlot{};
   --staging_loads_;
   *slot = victim_load;
-  return true;
+  return CUDA_SUCCESS;
 }
 
 void SpillManager::SetSpillId(uint32_t chunk, uint64_t id) {
@@ -161,8 +162,11 @@ SpillManager::Demoted SpillManager::Demote(uint32_t max, uint64_t stamp) {
     demotion_queue_.pop_back();
     if (table()[d.chunk].stamp != d.stamp || !DemotionEligible(d.chunk, stamp)) continue;
     if (!parts_.owner->ChunkIdle(d.chunk)) continue;
+    // A chunk moved already may be queued again by the rebuild above.
+    auto moving = [&d](const Move& m) { return m.chunk == d.chunk; };
+    if (std::any_of(moves.begin(), moves.end(), moving)) continue;
     uint32_t slot;
-    if (!AcquireStaging(kNoIndex, &slot)) {
+    if (AcquireStaging(kNoIndex, &slot) != CUDA_SUCCESS) {
       demotion_queue_.push_back(d);
       break;
     }
@@ -243,9 +247,9 @@ CUresult SpillManager::Promote(uint32_t chunk, uint64_t* stored) {
   }
   SpillResult res = SpillResult::kOk;
   if (slot == kNoIndex) {
-    if (!AcquireStaging(chunk, &slot)) {
+    if (const CUresult r = AcquireStaging(chunk, &slot); r != CUDA_SUCCESS) {
       release();
-      return CUDA_ERROR_OUT_OF_MEMORY;
+      return r;
     }
     ++stats().promotion_reads;
     res = tier().StartLoad(spill_ids_[chunk], slot);

@@ -43,6 +43,7 @@ class MemorySpillTier final : public SpillTier {
     if (fail_stores) return SpillResult::kFailed;
     *id = next_id_++;
     stored_[*id].assign(staging_[slot], staging_[slot] + kChunkBytes);
+    ++stores;
     return SpillResult::kOk;
   }
   SpillResult StartLoad(uint64_t id, uint32_t slot) override {
@@ -87,6 +88,7 @@ class MemorySpillTier final : public SpillTier {
   bool slow_loads = false;
   int started_loads = 0;
   int wait_loads = 0;
+  int stores = 0;  // successful Store() calls
 
  private:
   std::vector<uint8_t*> staging_;
@@ -131,10 +133,17 @@ class TestOwner final : public SpillManager::Owner {
     deferred_loads.push_back(slot);
     return true;
   }
+  bool DeferCopyWait(uint64_t copy_seq) override {
+    if (!defer_copies) return false;
+    deferred_copies.push_back(copy_seq);
+    return true;
+  }
 
   PhysicalPool* pool = nullptr;
   bool defer_loads = false;
   std::vector<uint32_t> deferred_loads;
+  bool defer_copies = false;
+  std::vector<uint64_t> deferred_copies;
   std::set<uint32_t> busy;
   bool refuse_device = false;
   bool refuse_host = false;
@@ -324,6 +333,21 @@ TEST_F(SpillManagerTest, DemotionTakesTheLeastRecentlyUsedFirstAndLeavesTheOther
   EXPECT_EQ(tier_.StoredChecksums(), std::vector<uint64_t>{Pattern(2)});
 }
 
+// The queue a demotion leaves is rebuilt when it runs dry; a chunk taken
+// from the old queue is still in host memory then, and is moved once.
+TEST_F(SpillManagerTest, AChunkIsStagedOnceWhenTheQueueIsRebuiltDuringABatch) {
+  MakeHostChunk(0, 1, /*stamp=*/3);
+  MakeHostChunk(1, 2, /*stamp=*/5);
+  ASSERT_EQ(spill_->Demote(1, kNow).moved, 1u);  // chunk 0; chunk 1 stays queued
+  EXPECT_EQ(spill_->Demote(2, kNow).moved, 1u);  // chunk 1, then the rebuilt queue
+  EXPECT_EQ(table_[1].residence, Residence::kNvme);
+  EXPECT_EQ(tier_.stores, 2) << "one store a chunk";
+  EXPECT_EQ(tier_.stored(), 2u);
+  EXPECT_EQ(stats_.spilled_chunks, 2u);
+  EXPECT_EQ(stats_.spill_failures, 0u);
+  EXPECT_EQ(fake_.faults(), 0u);
+}
+
 TEST_F(SpillManagerTest, ChunksInUseOrNotToBeDemotedStayInHostMemory) {
   MakeHostChunk(0, 1, /*stamp=*/kNow);  // the operation being prepared touches it
   MakeHostChunk(1, 2);
@@ -416,6 +440,59 @@ TEST_F(SpillManagerTest, PromotionWaitsForARunningLoadWhenTheOwnerDoesNotDefer) 
   EXPECT_EQ(tier_.wait_loads, 0);
   ASSERT_EQ(tracker_->WaitFor(copy_index_, table_[0].fill_seq), CUDA_SUCCESS);
   EXPECT_EQ(BytesAt(Address(0)), Pattern(7));
+}
+
+// Note [waits outside the lock]: with every staging buffer still copying to
+// the device, a promotion leaves the oldest copy to the owner to wait for
+// and loses nothing; the repeat takes that buffer.
+TEST_F(SpillManagerTest, PromotionLeavesAStagingCopyToTheOwnerToWaitFor) {
+  for (uint32_t c = 0; c < 3; ++c) MakeSpilledChunk(c, 20 + c);
+  fake_.Hold(copy_stream_);  // the staging copies stay queued
+  uint64_t stored[3] = {};
+  ASSERT_EQ(spill_->Promote(0, &stored[0]), CUDA_SUCCESS);
+  ASSERT_EQ(spill_->Promote(1, &stored[1]), CUDA_SUCCESS);  // both buffers copying
+  owner_.defer_copies = true;
+  const uint32_t host_in_use = pool_->host_in_use();
+  const uint64_t waits = stats_.host_waits;
+  ASSERT_EQ(spill_->Promote(2, &stored[2]), CUDA_ERROR_NOT_READY);
+  ASSERT_EQ(owner_.deferred_copies, std::vector<uint64_t>{table_[0].fill_seq}) << "the oldest";
+  EXPECT_EQ(table_[2].residence, Residence::kNvme);
+  EXPECT_FALSE(fake_.IsMapped(Address(2), kChunkBytes));
+  EXPECT_EQ(pool_->host_in_use(), host_in_use) << "the target is released";
+  EXPECT_EQ(stats_.host_waits, waits) << "nothing waited for here";
+
+  fake_.Release(copy_stream_);
+  ASSERT_EQ(tracker_->WaitFor(copy_index_, owner_.deferred_copies[0]), CUDA_SUCCESS);  // the owner
+  ASSERT_EQ(spill_->Promote(2, &stored[2]), CUDA_SUCCESS);
+  EXPECT_EQ(owner_.deferred_copies.size(), 1u) << "a finished copy is not waited for again";
+  ASSERT_EQ(tracker_->WaitFor(copy_index_, table_[2].fill_seq), CUDA_SUCCESS);
+  for (uint32_t c = 0; c < 3; ++c) {
+    const ChunkEntry& e = table_[c];
+    ASSERT_NE(e.residence, Residence::kNvme) << c;
+    const CUdeviceptr bytes = e.residence == Residence::kHost ? pool_->mirror(e.phys) : Address(c);
+    EXPECT_EQ(BytesAt(bytes), Pattern(20 + c)) << c;
+    spill_->Discard(stored[c]);
+  }
+  EXPECT_EQ(fake_.faults(), 0u);
+}
+
+// An owner that waits here: the promotion waits for the oldest copy itself.
+TEST_F(SpillManagerTest, PromotionWaitsForAStagingCopyWhenTheOwnerDoesNotDefer) {
+  for (uint32_t c = 0; c < 3; ++c) MakeSpilledChunk(c, 30 + c);
+  fake_.Hold(copy_stream_);
+  uint64_t stored[3] = {};
+  ASSERT_EQ(spill_->Promote(0, &stored[0]), CUDA_SUCCESS);
+  ASSERT_EQ(spill_->Promote(1, &stored[1]), CUDA_SUCCESS);
+  const uint64_t waits = stats_.host_waits;
+  ASSERT_EQ(spill_->Promote(2, &stored[2]), CUDA_SUCCESS);
+  EXPECT_EQ(stats_.host_waits, waits + 1);
+  EXPECT_TRUE(tracker_->IsComplete(copy_index_, table_[0].fill_seq)) << "it waited for the oldest";
+  fake_.Release(copy_stream_);
+  ASSERT_EQ(tracker_->WaitFor(copy_index_, table_[2].fill_seq), CUDA_SUCCESS);
+  const ChunkEntry& e = table_[2];
+  const CUdeviceptr bytes = e.residence == Residence::kHost ? pool_->mirror(e.phys) : Address(2);
+  EXPECT_EQ(BytesAt(bytes), Pattern(32));
+  for (uint64_t s : stored) spill_->Discard(s);
 }
 
 TEST_F(SpillManagerTest, PromotionFallsBackToAHostSlotWhenTheDeviceIsFull) {
