@@ -13,21 +13,13 @@ namespace {
 
 class ShimCoreAppVmmTest : public ShimCoreTest {
  protected:
-  CUmemAllocationProp Prop() const {
-    CUmemAllocationProp prop = {};
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id = 0;
-    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-    return prop;
-  }
   // Reserves `handles` x `bytes`, creates and maps that many handles in it
   // (adjacent: one block, Note [contiguous mappings]).
   void MapHandles(int handles, uint64_t bytes) {
     ASSERT_EQ(core_->AppReserve(handles * bytes, 0, &base_), CUDA_SUCCESS);
     handles_.resize(handles);
     for (int i = 0; i < handles; ++i) {
-      ASSERT_EQ(core_->AppCreate(bytes, Prop(), &handles_[i]), CUDA_SUCCESS);
+      ASSERT_EQ(core_->AppCreate(bytes, AppProp(), &handles_[i]), CUDA_SUCCESS);
       EXPECT_TRUE(ShimCore::IsVirtualHandle(handles_[i]));
       ASSERT_EQ(core_->AppMap(base_ + i * bytes, bytes, 0, handles_[i]), CUDA_SUCCESS);
     }
@@ -38,7 +30,7 @@ class ShimCoreAppVmmTest : public ShimCoreTest {
     at->resize(handles);
     for (int i = 0; i < handles; ++i) {
       ASSERT_EQ(core_->AppReserve(bytes, 0, &(*at)[i]), CUDA_SUCCESS);
-      ASSERT_EQ(core_->AppCreate(bytes, Prop(), &handles_[i]), CUDA_SUCCESS);
+      ASSERT_EQ(core_->AppCreate(bytes, AppProp(), &handles_[i]), CUDA_SUCCESS);
       ASSERT_EQ(core_->AppMap((*at)[i], bytes, 0, handles_[i]), CUDA_SUCCESS);
     }
   }
@@ -106,7 +98,7 @@ TEST_F(ShimCoreAppVmmTest, CapacityIsHeldUntilReleasedAndUnmappedInEitherOrder) 
   EXPECT_EQ(core_->AppAddressFree(base_, 8 * kMiB), CUDA_SUCCESS);
   // Beyond the virtual capacity: the driver's out-of-memory answer.
   CUmemGenericAllocationHandle big;
-  EXPECT_EQ(core_->AppCreate(before + 2 * kMiB, Prop(), &big), CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(core_->AppCreate(before + 2 * kMiB, AppProp(), &big), CUDA_ERROR_OUT_OF_MEMORY);
 }
 
 TEST_F(ShimCoreAppVmmTest, UnmapTakesWholeMappingsOnly) {
@@ -176,7 +168,7 @@ TEST_F(ShimCoreAppVmmTest, QueriesAnswerForTheMappingAndTheReservation) {
   EXPECT_EQ(core_->Free(base_), CUDA_ERROR_INVALID_VALUE);  // VMM memory is not cuMemFree'd
   EXPECT_TRUE(core_->IsAppMapped(base_));
   CUmemAccessDesc access = {};
-  access.location = Prop().location;
+  access.location = AppProp().location;
   access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
   EXPECT_EQ(core_->AppSetAccess(base_, 4 * kMiB, &access, 1), CUDA_SUCCESS);
   EXPECT_EQ(core_->AppSetAccess(base_, 8 * kMiB, &access, 1), CUDA_ERROR_INVALID_VALUE);

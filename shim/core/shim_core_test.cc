@@ -460,15 +460,32 @@ class ShimCoreWaitTest : public ShimCoreTest {
     Make(&hooked, device_budget, host_budget, policy);
   }
 
-  // Properties of a handle the application creates (exportable as a file
-  // descriptor).
-  static CUmemAllocationProp AppProp() {
-    CUmemAllocationProp prop = {};
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id = 0;
-    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-    return prop;
+  // Allocates `count` 2 MiB blocks and writes them on `held`, which it
+  // holds (the writes stay queued); (block, seed) pairs, seeds from
+  // `first_seed`.
+  std::vector<std::pair<CUdeviceptr, uint64_t>> WriteBlocksOnHeldStream(CUstream held, int count,
+                                                                        uint64_t first_seed) {
+    std::vector<std::pair<CUdeviceptr, uint64_t>> blocks;
+    for (int i = 0; i < count; ++i) {
+      CUdeviceptr p = 0;
+      EXPECT_EQ(core_->Alloc(&p, 2 * kMiB), CUDA_SUCCESS);
+      blocks.push_back({p, first_seed + i});
+    }
+    fake_.Hold(held);
+    for (const auto& [p, seed] : blocks) EXPECT_EQ(Write(held, p, 2 * kMiB, seed), CUDA_SUCCESS);
+    return blocks;
+  }
+
+  // A 4 MiB handle the application creates and maps in a reservation of its
+  // own (*base), written with the pattern of `seed` on `held`, which it
+  // holds.
+  void WriteAppHandleOnHeldStream(CUstream held, uint64_t seed, CUdeviceptr* base,
+                                  CUmemGenericAllocationHandle* handle) {
+    ASSERT_EQ(core_->AppReserve(4 * kMiB, 0, base), CUDA_SUCCESS);
+    ASSERT_EQ(core_->AppCreate(4 * kMiB, AppProp(), handle), CUDA_SUCCESS);
+    ASSERT_EQ(core_->AppMap(*base, 4 * kMiB, 0, *handle), CUDA_SUCCESS);
+    fake_.Hold(held);
+    ASSERT_EQ(Write(held, *base, 4 * kMiB, seed), CUDA_SUCCESS);
   }
 
   struct WaitOutcome {
@@ -633,14 +650,8 @@ TEST_F(ShimCoreWaitTest, HostSlotWaitLetsOtherThreadsUseTheCore) {
 TEST_F(ShimCoreWaitTest, BudgetChangeWaitLetsOtherThreadsUseTheCore) {
   MakeHooked(8 * kMiB, 64 * kMiB);  // four device chunks
   CUstream held = fake_.CreateStream();
-  std::vector<std::pair<CUdeviceptr, uint64_t>> blocks;
-  for (uint64_t i = 0; i < 4; ++i) {
-    CUdeviceptr p;
-    ASSERT_EQ(core_->Alloc(&p, 2 * kMiB), CUDA_SUCCESS);
-    blocks.push_back({p, 71 + i});
-  }
-  fake_.Hold(held);
-  for (const auto& [p, seed] : blocks) ASSERT_EQ(Write(held, p, 2 * kMiB, seed), CUDA_SUCCESS);
+  const auto blocks = WriteBlocksOnHeldStream(held, 4, 71);
+  ASSERT_FALSE(HasFailure());
   const uint64_t host_waits = core_->stats().host_waits;
   size_t free_bytes = 0, total_bytes = 0;
   const WaitOutcome w = RunWithOtherDuringWait(
@@ -669,14 +680,8 @@ TEST_F(ShimCoreWaitTest, BudgetChangeWaitLetsOtherThreadsUseTheCore) {
 TEST_F(ShimCoreWaitTest, AppPhysicalMemoryWaitLetsOtherThreadsUseTheCore) {
   MakeHooked(8 * kMiB, 64 * kMiB);  // four device chunks
   CUstream held = fake_.CreateStream();
-  std::vector<std::pair<CUdeviceptr, uint64_t>> blocks;
-  for (uint64_t i = 0; i < 4; ++i) {
-    CUdeviceptr p;
-    ASSERT_EQ(core_->Alloc(&p, 2 * kMiB), CUDA_SUCCESS);
-    blocks.push_back({p, 81 + i});
-  }
-  fake_.Hold(held);
-  for (const auto& [p, seed] : blocks) ASSERT_EQ(Write(held, p, 2 * kMiB, seed), CUDA_SUCCESS);
+  const auto blocks = WriteBlocksOnHeldStream(held, 4, 81);
+  ASSERT_FALSE(HasFailure());
   const uint64_t host_waits = core_->stats().host_waits;
   size_t free_bytes = 0, total_bytes = 0;
   const WaitOutcome w = RunWithOtherDuringWait(
@@ -757,12 +762,9 @@ TEST_F(ShimCoreWaitTest, AllocationBacksOnTheHostInsteadOfWaitingForTheDevice) {
   MakeHooked(4 * kMiB, 64 * kMiB);  // two device chunks
   CUstream held = fake_.CreateStream();
   CUstream s = fake_.CreateStream();
-  CUdeviceptr a, b, c;
-  ASSERT_EQ(core_->Alloc(&a, 2 * kMiB), CUDA_SUCCESS);
-  ASSERT_EQ(core_->Alloc(&b, 2 * kMiB), CUDA_SUCCESS);
-  fake_.Hold(held);
-  ASSERT_EQ(Write(held, a, 2 * kMiB, 97), CUDA_SUCCESS);
-  ASSERT_EQ(Write(held, b, 2 * kMiB, 98), CUDA_SUCCESS);
+  auto blocks = WriteBlocksOnHeldStream(held, 2, 97);
+  ASSERT_FALSE(HasFailure());
+  CUdeviceptr c = 0;
   const uint64_t on_host = core_->stats().backed_on_host_at_allocation;
   size_t free_bytes = 0, total_bytes = 0;
   const WaitOutcome w =
@@ -775,7 +777,8 @@ TEST_F(ShimCoreWaitTest, AllocationBacksOnTheHostInsteadOfWaitingForTheDevice) {
   fake_.Release(held);
   ASSERT_EQ(Write(s, c, 2 * kMiB, 99), CUDA_SUCCESS);
   EXPECT_EQ(core_->TEST_ResidenceOf(c), Residence::kDevice) << "its first use moved it";
-  ExpectPatterns(s, 2 * kMiB, {{a, 97}, {b, 98}, {c, 99}});
+  blocks.push_back({c, 99});
+  ExpectPatterns(s, 2 * kMiB, blocks);
   EXPECT_EQ(fake_.faults(), 0u);
 }
 
@@ -787,11 +790,8 @@ TEST_F(ShimCoreWaitTest, AppUnmapWaitLetsOtherThreadsUseTheCore) {
   CUstream held = fake_.CreateStream();
   CUdeviceptr base = 0;
   CUmemGenericAllocationHandle handle = 0;
-  ASSERT_EQ(core_->AppReserve(4 * kMiB, 0, &base), CUDA_SUCCESS);
-  ASSERT_EQ(core_->AppCreate(4 * kMiB, AppProp(), &handle), CUDA_SUCCESS);
-  ASSERT_EQ(core_->AppMap(base, 4 * kMiB, 0, handle), CUDA_SUCCESS);
-  fake_.Hold(held);
-  ASSERT_EQ(Write(held, base, 4 * kMiB, 95), CUDA_SUCCESS);
+  WriteAppHandleOnHeldStream(held, 95, &base, &handle);
+  ASSERT_FALSE(HasFailure());
   CUdeviceptr d = 0;
   const WaitOutcome w = RunWithOtherDuringWait([&] { return core_->AppUnmap(base, 4 * kMiB); },
                                                [&] { return core_->Alloc(&d, 2 * kMiB); });
@@ -813,11 +813,8 @@ TEST_F(ShimCoreWaitTest, AppExportWaitLetsOtherThreadsUseTheCore) {
   CUstream held = fake_.CreateStream();
   CUdeviceptr base = 0;
   CUmemGenericAllocationHandle handle = 0;
-  ASSERT_EQ(core_->AppReserve(4 * kMiB, 0, &base), CUDA_SUCCESS);
-  ASSERT_EQ(core_->AppCreate(4 * kMiB, AppProp(), &handle), CUDA_SUCCESS);
-  ASSERT_EQ(core_->AppMap(base, 4 * kMiB, 0, handle), CUDA_SUCCESS);
-  fake_.Hold(held);
-  ASSERT_EQ(Write(held, base, 4 * kMiB, 96), CUDA_SUCCESS);
+  WriteAppHandleOnHeldStream(held, 96, &base, &handle);
+  ASSERT_FALSE(HasFailure());
   int fd = -1;
   size_t free_bytes = 0, total_bytes = 0;
   const WaitOutcome w = RunWithOtherDuringWait(

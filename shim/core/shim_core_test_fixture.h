@@ -106,6 +106,17 @@ class ShimCoreTest : public ::testing::Test {
                   [p, bytes, sum] { *sum = Checksum(reinterpret_cast<void*>(p), bytes); });
   }
 
+  // Properties of physical memory the application creates (cuMemCreate):
+  // pinned on device 0, exportable as a file descriptor.
+  static CUmemAllocationProp AppProp() {
+    CUmemAllocationProp prop = {};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    return prop;
+  }
+
   // Each (block, seed) of `blocks` reads back FillPattern(bytes, seed) on `s`.
   void ExpectPatterns(CUstream s, uint64_t bytes,
                       const std::vector<std::pair<CUdeviceptr, uint64_t>>& blocks) {

@@ -256,6 +256,17 @@ class SpillManagerTest : public ::testing::Test {
     ASSERT_EQ(table_[c].residence, Residence::kNvme);
   }
 
+  // Chunks 0-2 spilled with the patterns of seed, seed + 1, seed + 2; 0 and
+  // 1 promoted with the copy stream held (their stored copies in stored[0],
+  // stored[1]): both staging buffers copying.
+  void FillBothStagingBuffers(uint64_t seed, uint64_t* stored) {
+    static_assert(kStagingSlots == 2);
+    for (uint32_t c = 0; c < 3; ++c) MakeSpilledChunk(c, seed + c);
+    fake_.Hold(copy_stream_);  // the staging copies stay queued
+    EXPECT_EQ(spill_->Promote(0, &stored[0]), CUDA_SUCCESS);
+    EXPECT_EQ(spill_->Promote(1, &stored[1]), CUDA_SUCCESS);
+  }
+
   // `c` is kNvme, nothing mapped at its address, and the tier holds one
   // copy: the pattern of `seed`.
   void ExpectStored(uint32_t c, uint64_t seed) {
@@ -446,11 +457,9 @@ TEST_F(SpillManagerTest, PromotionWaitsForARunningLoadWhenTheOwnerDoesNotDefer) 
 // the device, a promotion leaves the oldest copy to the owner to wait for
 // and loses nothing; the repeat takes that buffer.
 TEST_F(SpillManagerTest, PromotionLeavesAStagingCopyToTheOwnerToWaitFor) {
-  for (uint32_t c = 0; c < 3; ++c) MakeSpilledChunk(c, 20 + c);
-  fake_.Hold(copy_stream_);  // the staging copies stay queued
   uint64_t stored[3] = {};
-  ASSERT_EQ(spill_->Promote(0, &stored[0]), CUDA_SUCCESS);
-  ASSERT_EQ(spill_->Promote(1, &stored[1]), CUDA_SUCCESS);  // both buffers copying
+  FillBothStagingBuffers(20, stored);
+  ASSERT_FALSE(HasFailure());
   owner_.defer_copies = true;
   const uint32_t host_in_use = pool_->host_in_use();
   const uint64_t waits = stats_.host_waits;
@@ -478,11 +487,9 @@ TEST_F(SpillManagerTest, PromotionLeavesAStagingCopyToTheOwnerToWaitFor) {
 
 // An owner that waits here: the promotion waits for the oldest copy itself.
 TEST_F(SpillManagerTest, PromotionWaitsForAStagingCopyWhenTheOwnerDoesNotDefer) {
-  for (uint32_t c = 0; c < 3; ++c) MakeSpilledChunk(c, 30 + c);
-  fake_.Hold(copy_stream_);
   uint64_t stored[3] = {};
-  ASSERT_EQ(spill_->Promote(0, &stored[0]), CUDA_SUCCESS);
-  ASSERT_EQ(spill_->Promote(1, &stored[1]), CUDA_SUCCESS);
+  FillBothStagingBuffers(30, stored);
+  ASSERT_FALSE(HasFailure());
   const uint64_t waits = stats_.host_waits;
   ASSERT_EQ(spill_->Promote(2, &stored[2]), CUDA_SUCCESS);
   EXPECT_EQ(stats_.host_waits, waits + 1);
