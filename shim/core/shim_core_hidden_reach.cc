@@ -7,21 +7,21 @@
 //   use would back it: with a device chunk (evicting an idle chunk of another
 //   block if the budget is full), or, when no device chunk can be had (the
 //   block is larger than what can be evicted), with a host slot mapped at the
-//   chunk's address (Note [host mapping]). So a kernel that reaches a block
-//   the shim never saw it use finds memory mapped there: the device's, or
-//   host memory over the interconnect. The eviction a first use would have
-//   caused happens at allocation instead (the same copies, earlier). Backing
-//   never waits for the application's work or the shim's copies: when every
-//   device chunk it could evict is still in use (or its page-out copies still
-//   run), the chunk gets a host slot instead, and its first decoded use moves
-//   it to the device (that use waits as launches do, without the core lock:
-//   Note [waits outside the lock] in shim_core.h); an allocation made while
-//   the device is busy is not held up by the device's queue. Only when no
-//   host slot can be had without a wait either (the slots still read by
-//   copies) does backing wait, under the core lock, as a first use would: a
-//   chunk left unbacked would make every launch with hidden reach opaque
-//   (below), which must back everything. A chunk stays unbacked only if that
-//   fails (no host slot either, or a driver error); a launch with hidden
+//   chunk's address (Note [host mapping]). So a kernel that reaches a block the
+//   shim never saw it use finds memory mapped there: the device's, or host
+//   memory over the interconnect. The eviction a first use would have caused
+//   happens at allocation instead (the same copies, earlier). Backing does not
+//   wait for the application's work or the shim's copies where a host slot can
+//   be had: when every device chunk it could evict is still in use (or its
+//   page-out copies still run), the chunk gets a host slot instead, and its
+//   first decoded use moves it to the device (that use waits as launches do,
+//   without the core lock: Note [waits outside the lock] in shim_core.h); an
+//   allocation made while the device is busy is not held up by the device's
+//   queue. Only when no host slot can be had without a wait either (the slots
+//   still read by copies) does backing wait, under the core lock, as a first
+//   use would: a chunk left unbacked would make every launch with hidden reach
+//   opaque (below), which must back everything. A chunk stays unbacked only if
+//   that fails (no host slot either, or a driver error); a launch with hidden
 //   reach then backs it first (below).
 //
 // Note [hidden reach]
