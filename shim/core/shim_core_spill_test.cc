@@ -17,80 +17,12 @@
 #include "shim/core/shim_core.h"
 #include "shim/core/shim_core_test_fixture.h"
 #include "shim/testing/fake_driver.h"
+#include "shim/testing/memory_spill_tier.h"
 
 namespace memvirt::shim {
 namespace {
 
-// With slow_loads, a load completes only once waited for
-// (FinishLoad(wait = true) or WaitLoad()); during_wait runs at the first
-// such wait.
-class MemorySpillTier final : public SpillTier {
- public:
-  explicit MemorySpillTier(uint32_t slots, uint64_t capacity) : capacity_(capacity) {
-    for (uint32_t s = 0; s < slots; ++s) {
-      staging_.push_back(static_cast<uint8_t*>(std::aligned_alloc(4096, kChunkBytes)));
-    }
-    pending_.assign(slots, 0);
-    waited_.assign(slots, false);
-  }
-  ~MemorySpillTier() override {
-    for (uint8_t* p : staging_) std::free(p);
-  }
-  uint32_t staging_slots() const override { return static_cast<uint32_t>(staging_.size()); }
-  void* staging(uint32_t slot) override { return staging_[slot]; }
-  uint64_t capacity_bytes() const override { return capacity_; }
-  SpillResult Store(uint32_t slot, uint64_t* id) override {
-    if (no_space || stored_.size() * kChunkBytes >= capacity_) return SpillResult::kNoSpace;
-    *id = next_id_++;
-    stored_[*id].assign(staging_[slot], staging_[slot] + kChunkBytes);
-    ++stores;
-    return SpillResult::kOk;
-  }
-  SpillResult StartLoad(uint64_t id, uint32_t slot) override {
-    if (pending_[slot] != 0) return SpillResult::kFailed;
-    pending_[slot] = id;
-    return SpillResult::kOk;
-  }
-  SpillResult FinishLoad(uint32_t slot, bool wait) override {
-    const uint64_t id = pending_[slot];
-    if (slow_loads && id != 0 && !waited_[slot]) {
-      if (!wait) return SpillResult::kPending;
-      RunWaitHook();
-    }
-    pending_[slot] = 0;
-    waited_[slot] = false;
-    auto it = stored_.find(id);
-    if (id == 0 || it == stored_.end() || fail_loads) return SpillResult::kFailed;
-    std::memcpy(staging_[slot], it->second.data(), kChunkBytes);
-    ++loads;
-    return SpillResult::kOk;
-  }
-  void WaitLoad(uint32_t slot) override {
-    if (pending_[slot] == 0) return;
-    RunWaitHook();
-    waited_[slot] = true;
-  }
-  void Discard(uint64_t id) override { stored_.erase(id); }
-
-  size_t stored() const { return stored_.size(); }
-  bool no_space = false;
-  bool fail_loads = false;
-  bool slow_loads = false;
-  std::function<void()> during_wait;
-  uint64_t stores = 0, loads = 0;
-
- private:
-  const uint64_t capacity_;
-  std::vector<uint8_t*> staging_;
-  void RunWaitHook() {
-    if (during_wait) std::exchange(during_wait, nullptr)();
-  }
-
-  std::vector<uint64_t> pending_;
-  std::vector<bool> waited_;  // per slot: its pending load was waited for
-  std::map<uint64_t, std::vector<uint8_t>> stored_;
-  uint64_t next_id_ = 1;
-};
+using testing::MemorySpillTier;
 
 class SpillControlPlane final : public ControlPlane {
  public:

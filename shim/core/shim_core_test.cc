@@ -488,6 +488,15 @@ class ShimCoreWaitTest : public ShimCoreTest {
     ASSERT_EQ(Write(held, *base, 4 * kMiB, seed), CUDA_SUCCESS);
   }
 
+  // A device of four chunks, each holding a block written on a held stream
+  // (*blocks: (block, seed), seeds from `first_seed`); `lower` lowers the
+  // device limit to two chunks. Checks that it waited for the held work
+  // without the core lock (another thread's cuMemGetInfo ended meanwhile),
+  // that the device then holds at most two chunks, and that every block
+  // kept its bytes.
+  void LowerTheLimitWhileEveryChunkIsInUse(const std::function<void()>& lower, uint64_t first_seed,
+                                           std::vector<std::pair<CUdeviceptr, uint64_t>>* blocks);
+
   struct WaitOutcome {
     CUresult result = CUDA_ERROR_UNKNOWN;        // the waiting operation's
     bool waited = false;                         // it synchronized an event
@@ -519,6 +528,31 @@ class ShimCoreWaitTest : public ShimCoreTest {
     return outcome;
   }
 };
+
+void ShimCoreWaitTest::LowerTheLimitWhileEveryChunkIsInUse(
+    const std::function<void()>& lower, uint64_t first_seed,
+    std::vector<std::pair<CUdeviceptr, uint64_t>>* blocks) {
+  MakeHooked(8 * kMiB, 64 * kMiB);  // four device chunks
+  CUstream held = fake_.CreateStream();
+  *blocks = WriteBlocksOnHeldStream(held, 4, first_seed);
+  ASSERT_FALSE(HasFailure());
+  const uint64_t host_waits = core_->stats().host_waits;
+  size_t free_bytes = 0, total_bytes = 0;
+  const WaitOutcome w = RunWithOtherDuringWait(
+      [&] {
+        lower();  // two chunks must go; all four are in use
+        return CUDA_SUCCESS;
+      },
+      [&] { return core_->GetInfo(&free_bytes, &total_bytes); });
+  fake_.Release(held);
+  ASSERT_TRUE(w.waited) << "it did not wait for the pending work";
+  EXPECT_TRUE(w.served_during_wait);
+  EXPECT_EQ(w.other_result, CUDA_SUCCESS);
+  EXPECT_GT(core_->stats().host_waits, host_waits) << "the wait was made outside the lock";
+  EXPECT_LE(core_->stats().device_chunks_in_use, 2u);
+  ExpectPatterns(held, 2 * kMiB, *blocks);
+  EXPECT_EQ(fake_.faults(), 0u);
+}
 
 TEST_F(ShimCoreWaitTest, EvictionWaitLetsOtherThreadsUseTheCore) {
   MakeHooked(4 * kMiB, 64 * kMiB);
@@ -648,59 +682,27 @@ TEST_F(ShimCoreWaitTest, HostSlotWaitLetsOtherThreadsUseTheCore) {
 // The same for a lower device budget from the control plane: the evictions
 // that must wait for work still using every chunk wait without the core lock.
 TEST_F(ShimCoreWaitTest, BudgetChangeWaitLetsOtherThreadsUseTheCore) {
-  MakeHooked(8 * kMiB, 64 * kMiB);  // four device chunks
-  CUstream held = fake_.CreateStream();
-  const auto blocks = WriteBlocksOnHeldStream(held, 4, 71);
-  ASSERT_FALSE(HasFailure());
-  const uint64_t host_waits = core_->stats().host_waits;
-  size_t free_bytes = 0, total_bytes = 0;
-  const WaitOutcome w = RunWithOtherDuringWait(
-      [&] {
-        core_->SetDeviceBudget(4 * kMiB);  // two chunks must go; all four are in use
-        return CUDA_SUCCESS;
-      },
-      [&] { return core_->GetInfo(&free_bytes, &total_bytes); });
-  fake_.Release(held);
-  ASSERT_TRUE(w.waited) << "the budget change did not wait for the pending work";
-  EXPECT_TRUE(w.served_during_wait);
-  EXPECT_EQ(w.other_result, CUDA_SUCCESS);
-  EXPECT_GT(core_->stats().host_waits, host_waits) << "the wait was made outside the lock";
+  std::vector<std::pair<CUdeviceptr, uint64_t>> blocks;
+  LowerTheLimitWhileEveryChunkIsInUse([&] { core_->SetDeviceBudget(4 * kMiB); }, 71, &blocks);
+  if (HasFatalFailure()) return;
   int on_device = 0;
   for (const auto& [p, seed] : blocks) {
     on_device += core_->TEST_ResidenceOf(p) == Residence::kDevice ? 1 : 0;
   }
   EXPECT_EQ(on_device, 2) << "the device holds what the new budget allows";
-  ExpectPatterns(held, 2 * kMiB, blocks);
-  EXPECT_EQ(fake_.faults(), 0u);
 }
 
 // The same for physical memory the application creates itself (pinned on
 // the device, Note [application VMM] in shim_core_app_vmm.cc): the evictions
 // that make room for it wait without the core lock.
 TEST_F(ShimCoreWaitTest, AppPhysicalMemoryWaitLetsOtherThreadsUseTheCore) {
-  MakeHooked(8 * kMiB, 64 * kMiB);  // four device chunks
-  CUstream held = fake_.CreateStream();
-  const auto blocks = WriteBlocksOnHeldStream(held, 4, 81);
-  ASSERT_FALSE(HasFailure());
-  const uint64_t host_waits = core_->stats().host_waits;
-  size_t free_bytes = 0, total_bytes = 0;
-  const WaitOutcome w = RunWithOtherDuringWait(
-      [&] {
-        core_->OnAppPhysicalCreate(/*handle=*/777, 4 * kMiB);  // two chunks must go
-        return CUDA_SUCCESS;
-      },
-      [&] { return core_->GetInfo(&free_bytes, &total_bytes); });
-  fake_.Release(held);
-  ASSERT_TRUE(w.waited) << "the creation did not wait for the pending work";
-  EXPECT_TRUE(w.served_during_wait);
-  EXPECT_EQ(w.other_result, CUDA_SUCCESS);
-  EXPECT_GT(core_->stats().host_waits, host_waits) << "the wait was made outside the lock";
+  std::vector<std::pair<CUdeviceptr, uint64_t>> blocks;
+  LowerTheLimitWhileEveryChunkIsInUse([&] { core_->OnAppPhysicalCreate(/*handle=*/777, 4 * kMiB); },
+                                      81, &blocks);
+  if (HasFatalFailure()) return;
   EXPECT_EQ(core_->stats().device_chunk_limit, 2u);
-  EXPECT_LE(core_->stats().device_chunks_in_use, 2u) << "room for the application's memory";
-  ExpectPatterns(held, 2 * kMiB, blocks);
   core_->OnAppPhysicalRelease(777);
   EXPECT_EQ(core_->stats().device_chunk_limit, 4u);
-  EXPECT_EQ(fake_.faults(), 0u);
 }
 
 // The same for work on a stream whose enqueue window another thread holds
