@@ -104,11 +104,12 @@
 //   A chunk whose page-out is in flight stays mapped on the device and is
 //   not a victim candidate; if an operation touches it meanwhile the page-out
 //   is cancelled (the copy is discarded, its host slot released after it
-//   completes). Opaque launches and the next eviction finish the batch. Work the shim cannot see
-//   (pass-through copies, pointers stored in device memory) that writes such a chunk while its copy
-//   runs can lose that write, as with a synchronous eviction, only over a longer window. The moves
-//   in flight are a PageOutPipeline's (page_out_pipeline.h); the core decides when to start and
-//   finish them.
+//   completes). Opaque launches and the next eviction finish the batch. Work
+//   the shim cannot see (pass-through copies, pointers stored in device
+//   memory) that writes such a chunk while its copy runs can lose that
+//   write, as with a synchronous eviction, only over a longer window. The
+//   moves in flight are a PageOutPipeline's (page_out_pipeline.h); the core
+//   decides when to start and finish them.
 //
 // Note [spill tier]
 //   With a spill tier (the daemon's NVMe tier, control_plane.h) a full host

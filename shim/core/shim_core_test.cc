@@ -503,6 +503,15 @@ class ShimCoreWaitTest : public ShimCoreTest {
     bool served_during_wait = false;             // `other` ended within the wait
     CUresult other_result = CUDA_ERROR_UNKNOWN;  // if waited
   };
+  // The operation waited for pending work (it synchronized an event), else
+  // fails with `not_waited`, and the other thread's call ended, successfully,
+  // during that wait: the wait was made without the core lock. Use under
+  // ASSERT_NO_FATAL_FAILURE.
+  static void ExpectServedDuringWait(const WaitOutcome& w, const char* not_waited) {
+    ASSERT_TRUE(w.waited) << not_waited;
+    EXPECT_TRUE(w.served_during_wait) << "the wait was made under the core lock";
+    EXPECT_EQ(w.other_result, CUDA_SUCCESS);
+  }
   // Runs `op` here; at its first event synchronization, starts `other` on
   // another thread and gives it 20 s to end before the wait goes on (with
   // the wait under the core lock, `other` waits for the lock until then).
@@ -545,9 +554,7 @@ void ShimCoreWaitTest::LowerTheLimitWhileEveryChunkIsInUse(
       },
       [&] { return core_->GetInfo(&free_bytes, &total_bytes); });
   fake_.Release(held);
-  ASSERT_TRUE(w.waited) << "it did not wait for the pending work";
-  EXPECT_TRUE(w.served_during_wait);
-  EXPECT_EQ(w.other_result, CUDA_SUCCESS);
+  ASSERT_NO_FATAL_FAILURE(ExpectServedDuringWait(w, "it did not wait for the pending work"));
   EXPECT_GT(core_->stats().host_waits, host_waits) << "the wait was made outside the lock";
   EXPECT_LE(core_->stats().device_chunks_in_use, 2u);
   ExpectPatterns(held, 2 * kMiB, *blocks);
@@ -571,9 +578,8 @@ TEST_F(ShimCoreWaitTest, EvictionWaitLetsOtherThreadsUseTheCore) {
   const WaitOutcome w = RunWithOtherDuringWait([&] { return Write(held, c, 2 * kMiB, 33); },
                                                [&] { return core_->Alloc(&d, 2 * kMiB); });
   ASSERT_EQ(w.result, CUDA_SUCCESS);
-  ASSERT_TRUE(w.waited) << "the launch did not wait for the pending work";
-  EXPECT_TRUE(w.served_during_wait);
-  EXPECT_EQ(w.other_result, CUDA_SUCCESS);
+  ASSERT_NO_FATAL_FAILURE(
+      ExpectServedDuringWait(w, "the launch did not wait for the pending work"));
   EXPECT_NE(d, 0u);
   const CoreStats stats = core_->stats();
   EXPECT_EQ(stats.launches, launches + 1) << "a repeated launch counts once";
@@ -600,9 +606,8 @@ TEST_F(ShimCoreWaitTest, PageOutWaitLetsOtherThreadsUseTheCore) {
                              [&] { return core_->Alloc(&d, 2 * kMiB); });
   fake_.Release(copy);
   ASSERT_EQ(w.result, CUDA_SUCCESS);
-  ASSERT_TRUE(w.waited) << "the launch did not wait for the page-out copy";
-  EXPECT_TRUE(w.served_during_wait);
-  EXPECT_EQ(w.other_result, CUDA_SUCCESS);
+  ASSERT_NO_FATAL_FAILURE(
+      ExpectServedDuringWait(w, "the launch did not wait for the page-out copy"));
   EXPECT_EQ(core_->TEST_ResidenceOf(a), Residence::kHost);
   ExpectPatterns(s, 2 * kMiB, {{a, 41}, {b, 42}});
   EXPECT_EQ(fake_.faults(), 0u);
@@ -628,9 +633,8 @@ TEST_F(ShimCoreWaitTest, PendingFreeWaitLetsOtherThreadsUseTheCore) {
       [&] { return core_->Alloc(&c, 16 * kMiB); },  // waits for the free on `held`
       [&] { return core_->GetInfo(&free_bytes, &total_bytes); });
   fake_.Release(held);
-  ASSERT_TRUE(w.waited) << "the allocation did not wait for the pending free";
-  EXPECT_TRUE(w.served_during_wait);
-  EXPECT_EQ(w.other_result, CUDA_SUCCESS);
+  ASSERT_NO_FATAL_FAILURE(
+      ExpectServedDuringWait(w, "the allocation did not wait for the pending free"));
   EXPECT_EQ(total_bytes, 32 * kMiB);
   ASSERT_EQ(w.result, CUDA_SUCCESS);
   EXPECT_GT(core_->stats().host_waits, host_waits) << "the wait was made outside the lock";
@@ -668,9 +672,8 @@ TEST_F(ShimCoreWaitTest, HostSlotWaitLetsOtherThreadsUseTheCore) {
                              [&] { return core_->GetInfo(&free_bytes, &total_bytes); });
   fake_.Release(copy);
   ASSERT_EQ(w.result, CUDA_SUCCESS);
-  ASSERT_TRUE(w.waited) << "the launch did not wait for the page-in copy";
-  EXPECT_TRUE(w.served_during_wait);
-  EXPECT_EQ(w.other_result, CUDA_SUCCESS);
+  ASSERT_NO_FATAL_FAILURE(
+      ExpectServedDuringWait(w, "the launch did not wait for the page-in copy"));
   EXPECT_EQ(total_bytes, 8 * kMiB);
   EXPECT_GT(core_->stats().host_waits, host_waits) << "the wait was made outside the lock";
   EXPECT_EQ(core_->TEST_ResidenceOf(b), Residence::kDevice);
@@ -799,9 +802,7 @@ TEST_F(ShimCoreWaitTest, AppUnmapWaitLetsOtherThreadsUseTheCore) {
                                                [&] { return core_->Alloc(&d, 2 * kMiB); });
   fake_.Release(held);
   ASSERT_EQ(w.result, CUDA_SUCCESS);
-  ASSERT_TRUE(w.waited) << "the unmap did not wait for the queued work";
-  EXPECT_TRUE(w.served_during_wait) << "the wait was made under the core lock";
-  EXPECT_EQ(w.other_result, CUDA_SUCCESS);
+  ASSERT_NO_FATAL_FAILURE(ExpectServedDuringWait(w, "the unmap did not wait for the queued work"));
   EXPECT_EQ(core_->AppUnmap(base, 4 * kMiB), CUDA_ERROR_INVALID_VALUE) << "unmapped once";
   EXPECT_EQ(fake_.faults(), 0u) << "the queued write ran before the range was unmapped";
   ASSERT_EQ(core_->AppRelease(handle), CUDA_SUCCESS);
@@ -824,9 +825,7 @@ TEST_F(ShimCoreWaitTest, AppExportWaitLetsOtherThreadsUseTheCore) {
       [&] { return core_->GetInfo(&free_bytes, &total_bytes); });
   fake_.Release(held);
   ASSERT_EQ(w.result, CUDA_SUCCESS);
-  ASSERT_TRUE(w.waited) << "the export did not wait for the queued work";
-  EXPECT_TRUE(w.served_during_wait) << "the wait was made under the core lock";
-  EXPECT_EQ(w.other_result, CUDA_SUCCESS);
+  ASSERT_NO_FATAL_FAILURE(ExpectServedDuringWait(w, "the export did not wait for the queued work"));
   ASSERT_GE(fd, 0);
   void* exported = mmap(nullptr, 4 * kMiB, PROT_READ, MAP_SHARED, fd, 0);
   ASSERT_NE(exported, MAP_FAILED);
@@ -874,9 +873,8 @@ class ShimCoreLookaheadWaitTest : public ShimCoreWaitTest {
         [&] { return core_->Alloc(&d, 2 * kMiB); });
     fake_.Release(copy);
     ASSERT_EQ(w.result, CUDA_SUCCESS);
-    ASSERT_TRUE(w.waited) << "the launch did not wait for the page-out copy";
-    EXPECT_TRUE(w.served_during_wait);
-    EXPECT_EQ(w.other_result, CUDA_SUCCESS);
+    ASSERT_NO_FATAL_FAILURE(
+        ExpectServedDuringWait(w, "the launch did not wait for the page-out copy"));
     ExpectPatterns(s, 2 * kMiB, blocks);
     EXPECT_EQ(fake_.faults(), 0u);
   }
