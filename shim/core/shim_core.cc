@@ -290,9 +290,8 @@ CUresult ShimCore::Alloc(CUdeviceptr* ptr, uint64_t bytes) {
 }
 
 // Inlined into Alloc, as LaunchLocked into BeforeLaunch: a call costs some 30
-// instructions an allocation. Backing the new chunks waits only when neither
-// a device chunk nor a host slot can be had without a wait (Note [backed from
-// allocation]); the wait for pending frees below is deferred.
+// instructions an allocation. Backing the new chunks waits under the lock as
+// before; only the wait for pending frees below is deferred.
 [[gnu::always_inline]] inline CUresult ShimCore::AllocLocked(CUdeviceptr* ptr, uint64_t bytes) {
   const bool may_defer = std::exchange(defer_waits_, false);
   ProcessDeferred();

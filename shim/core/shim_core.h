@@ -653,8 +653,7 @@ class ShimCore {
   [[nodiscard]] CUresult FencedLocked(uint32_t stream, bool capturing, Reach reach, Ticket* ticket)
       MEMSHIM_REQUIRES(mu_);
   // Note [backed from allocation]: backs each unbacked chunk of
-  // [first, first + count) as a first use would (device, else host),
-  // waiting only when neither can be had without a wait.
+  // [first, first + count) as a first use would (device, else host).
   void BackAtAllocation(uint32_t first, uint32_t count) MEMSHIM_REQUIRES(mu_);
   // Maps a host slot at unbacked `chunk` (residence kHost).
   [[nodiscard]] CUresult PlaceOnHost(uint32_t chunk) MEMSHIM_REQUIRES(mu_);

@@ -7,22 +7,12 @@
 //   use would back it: with a device chunk (evicting an idle chunk of another
 //   block if the budget is full), or, when no device chunk can be had (the
 //   block is larger than what can be evicted), with a host slot mapped at the
-//   chunk's address (Note [host mapping]). So a kernel that reaches a block the
-//   shim never saw it use finds memory mapped there: the device's, or host
-//   memory over the interconnect. The eviction a first use would have caused
-//   happens at allocation instead (the same copies, earlier). Backing does not
-//   wait for the application's work or the shim's copies where a host slot can
-//   be had: when every device chunk it could evict is still in use (or its
-//   page-out copies still run), the chunk gets a host slot instead, and its
-//   first decoded use moves it to the device (that use waits as launches do,
-//   without the core lock: Note [waits outside the lock] in shim_core.h); an
-//   allocation made while the device is busy is not held up by the device's
-//   queue. Only when no host slot can be had without a wait either (the slots
-//   still read by copies) does backing wait, under the core lock, as a first
-//   use would: a chunk left unbacked would make every launch with hidden reach
-//   opaque (below), which must back everything. A chunk stays unbacked only if
-//   that fails (no host slot either, or a driver error); a launch with hidden
-//   reach then backs it first (below).
+//   chunk's address (Note [host mapping]). So a kernel that reaches a block
+//   the shim never saw it use finds memory mapped there: the device's, or
+//   host memory over the interconnect. The eviction a first use would have
+//   caused happens at allocation instead (the same copies, earlier). A chunk
+//   stays unbacked only if that fails (no host slot either, or a driver
+//   error); a launch with hidden reach then backs it first (below).
 //
 // Note [hidden reach]
 //   A decoded launch may still reach memory through an address the argument
@@ -91,7 +81,6 @@
 //   programs that build pointer arrays on the device from plain arguments.
 #include <algorithm>
 #include <cstring>
-#include <utility>
 
 #include "shim/core/log.h"
 #include "shim/core/shim_core.h"
@@ -103,27 +92,14 @@ void ShimCore::BackAtAllocation(uint32_t first, uint32_t count) {
   if (unbacked_owned_ == 0) return;  // warm chunks, as a re-allocated block's: nothing to back
   ++stamp_;
   ClearTouched();
-  const bool defer_waits = std::exchange(defer_waits_, true);  // they are dropped, not made
   for (uint32_t c = first; c < first + count; ++c) {
     if (table_[c].residence != Residence::kUnbacked) continue;
     TouchChunk(c);  // not a victim for the chunks backed after it
     // A failure leaves it unbacked: backed at its first decoded use, or
     // before a launch with hidden reach (BackAllOwned).
-    CUresult r = PageIn(c, /*may_evict=*/true);
-    if (r != CUDA_SUCCESS && WaitsDeferred()) {  // a wait: on the host instead
-      DropDeferredWaits();
-      r = PlaceOnHost(c);
-    }
-    if (r != CUDA_SUCCESS && WaitsDeferred()) {  // no host slot without a wait either
-      DropDeferredWaits();
-      defer_waits_ = false;
-      r = PageIn(c, /*may_evict=*/true);
-      defer_waits_ = true;
-    }
-    if (r != CUDA_SUCCESS) continue;
+    if (PageIn(c, /*may_evict=*/true) != CUDA_SUCCESS) continue;
     if (table_[c].residence == Residence::kHost) ++stats_.backed_on_host_at_allocation;
   }
-  defer_waits_ = defer_waits;
   ClearTouched();
 }
 

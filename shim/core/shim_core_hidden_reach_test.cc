@@ -46,8 +46,8 @@ TEST_F(ShimCoreHiddenReachTest, EveryChunkIsBackedAtAllocation) {
 // reach any block: the launch is a fence, and a page-out waits until the
 // kernel has run (on a GPU, a page-out copied while the kernel writes loses
 // the write). The fake driver runs held work when the host waits for it, so
-// the order is observable: the kernel has run once the write that needed a
-// victim returns.
+// the order is observable: the kernel has run once the allocation that
+// needed a victim returns.
 TEST_F(ShimCoreHiddenReachTest, StructWithoutAPlainAddressFencesPageOuts) {
   CUstream s = fake_.CreateStream();
   CUstream other = fake_.CreateStream();
@@ -73,13 +73,11 @@ TEST_F(ShimCoreHiddenReachTest, StructWithoutAPlainAddressFencesPageOuts) {
   EXPECT_EQ(core_->stats().fenced_launches, 1u);
   const uint64_t evictions = core_->stats().evictions;
   CUdeviceptr fresh;
-  // Backed on the host, without a wait (Note [backed from allocation]).
-  ASSERT_EQ(core_->Alloc(&fresh, 2 * kMiB), CUDA_SUCCESS);
-  EXPECT_EQ(core_->stats().evictions, evictions);
-  ASSERT_EQ(Write(other, fresh, 2 * kMiB, 50), CUDA_SUCCESS);  // needs a victim
+  ASSERT_EQ(core_->Alloc(&fresh, 2 * kMiB), CUDA_SUCCESS);  // needs a victim
   ASSERT_GT(core_->stats().evictions, evictions);
   EXPECT_TRUE(ran) << "a chunk was paged out before the fenced kernel ran";
   fake_.Release(s);
+  ASSERT_EQ(Write(other, fresh, 2 * kMiB, 50), CUDA_SUCCESS);
   uint64_t sum = 0;
   ASSERT_EQ(Read(other, hidden, 2 * kMiB, &sum), CUDA_SUCCESS);
   ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);

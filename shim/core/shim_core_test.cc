@@ -759,34 +759,6 @@ TEST_F(ShimCoreWaitTest, EnqueueWindowWaitLetsOtherThreadsUseTheCore) {
   EXPECT_EQ(fake_.faults(), 0u);
 }
 
-// Backing a new block's chunks (Note [backed from allocation] in
-// shim_core_hidden_reach.cc) does not wait for the device's work: with every
-// device chunk in use on a held stream, the new chunk gets a host slot, and
-// its first use moves it to the device once the work is done.
-TEST_F(ShimCoreWaitTest, AllocationBacksOnTheHostInsteadOfWaitingForTheDevice) {
-  MakeHooked(4 * kMiB, 64 * kMiB);  // two device chunks
-  CUstream held = fake_.CreateStream();
-  CUstream s = fake_.CreateStream();
-  auto blocks = WriteBlocksOnHeldStream(held, 2, 97);
-  ASSERT_FALSE(HasFailure());
-  CUdeviceptr c = 0;
-  const uint64_t on_host = core_->stats().backed_on_host_at_allocation;
-  size_t free_bytes = 0, total_bytes = 0;
-  const WaitOutcome w =
-      RunWithOtherDuringWait([&] { return core_->Alloc(&c, 2 * kMiB); },
-                             [&] { return core_->GetInfo(&free_bytes, &total_bytes); });
-  ASSERT_EQ(w.result, CUDA_SUCCESS);
-  EXPECT_FALSE(w.waited) << "the allocation waited for the held stream";
-  EXPECT_EQ(core_->TEST_ResidenceOf(c), Residence::kHost);
-  EXPECT_EQ(core_->stats().backed_on_host_at_allocation, on_host + 1);
-  fake_.Release(held);
-  ASSERT_EQ(Write(s, c, 2 * kMiB, 99), CUDA_SUCCESS);
-  EXPECT_EQ(core_->TEST_ResidenceOf(c), Residence::kDevice) << "its first use moved it";
-  blocks.push_back({c, 99});
-  ExpectPatterns(s, 2 * kMiB, blocks);
-  EXPECT_EQ(fake_.faults(), 0u);
-}
-
 // The same for the application's own VMM calls that the driver makes
 // synchronous (Note [application VMM] in shim_core_app_vmm.cc): cuMemUnmap of
 // a mapping whose work is still queued waits for it without the core lock.
