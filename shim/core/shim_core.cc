@@ -926,11 +926,6 @@ bool ShimCore::SpillOwner::DeferLoadWait(uint32_t slot) {
   return true;
 }
 
-bool ShimCore::SpillOwner::DeferCopyWait(uint64_t copy_seq) {
-  core_->mu_.AssertHeld();  // spill_ calls it from Promote() and Demote()
-  return core_->DeferCopyWait(copy_seq);
-}
-
 bool ShimCore::DemoteHostChunks(uint32_t max) {
   if (spill_ == nullptr) return false;
   const SpillManager::Demoted demoted = spill_->Demote(max, stamp_);

@@ -161,9 +161,7 @@
 //   whose load is still running (the NVMe read) leaves it running in its
 //   staging buffer and fails (SpillOwner::DeferLoadWait, deferred_loads_);
 //   the public call waits for it with SpillTier::WaitLoad() without mu_, and
-//   the repeat takes the loaded buffer as one loaded ahead; one that finds
-//   every staging buffer still copying to the device waits for the oldest
-//   copy so (SpillOwner::DeferCopyWait). A use on a
+//   the repeat takes the loaded buffer as one loaded ahead. A use on a
 //   stream whose enqueue window another thread holds open cannot be covered
 //   by an event yet: StreamTracker::Hold() hands back a WindowWait, made
 //   without mu_ like the event waits (Note [enqueue window] in
@@ -689,7 +687,6 @@ class ShimCore {
     CUresult AcquireDevice(uint32_t* index) override;
     CUresult AcquireHost(uint32_t* slot) override;
     bool DeferLoadWait(uint32_t slot) override;
-    bool DeferCopyWait(uint64_t copy_seq) override;
 
    private:
     ShimCore* const core_;

@@ -83,7 +83,6 @@ CUresult SpillManager::AcquireStaging(uint32_t keep_chunk, uint32_t* slot) {
     }
   }
   if (oldest != kNoIndex) {
-    if (parts_.owner->DeferCopyWait(staging_[oldest].copy_seq)) return CUDA_ERROR_NOT_READY;
     ++stats().host_waits;
     // The copy reads the staging buffer: a failed wait leaves it unusable now.
     if (tracker().WaitFor(parts_.copy_index, staging_[oldest].copy_seq) != CUDA_SUCCESS) {

@@ -49,10 +49,7 @@
 //   * A promotion whose load the owner waits for outside its lock
 //     (Owner::DeferLoadWait) fails with CUDA_ERROR_NOT_READY: the chunk
 //     stays kNvme, the target is released and the load stays in its staging
-//     buffer, as one started ahead, for the promotion's repeat. So does one
-//     that finds every staging buffer still copying to the device and whose
-//     owner waits for the oldest copy (Owner::DeferCopyWait); a demotion
-//     that does stops there, its chunks still in host memory.
+//     buffer, as one started ahead, for the promotion's repeat.
 //
 // Note [demotion queue]
 //   Demotion victims are host chunks with live data that the operation being
@@ -114,10 +111,6 @@ class SpillManager {
     // releasing the owner's lock (SpillTier::WaitLoad) and then runs again;
     // false if Promote() is to wait for it here.
     virtual bool DeferLoadWait(uint32_t slot) = 0;
-    // The same for a staging buffer's copy to the device, which ends when
-    // the copy stream passes `copy_seq`: true if the owner waits for it
-    // outside its lock and runs the operation again.
-    virtual bool DeferCopyWait(uint64_t copy_seq) = 0;
 
    protected:
     ~Owner() = default;
@@ -160,8 +153,8 @@ class SpillManager {
   // the copy stream (the chunk's fill_seq). On CUDA_SUCCESS *stored is its
   // stored copy, which the tier keeps until the owner, once the fill is
   // ordered before the work that needs it, calls Discard(), or, if it cannot
-  // be, Restore(). CUDA_ERROR_NOT_READY: its load, or a staging buffer's
-  // copy, is to be waited for (Owner::DeferLoadWait, DeferCopyWait).
+  // be, Restore(). CUDA_ERROR_NOT_READY: its load is to be waited for
+  // (Owner::DeferLoadWait).
   [[nodiscard]] CUresult Promote(uint32_t chunk, uint64_t* stored);
   // Releases a stored copy Promote() returned.
   void Discard(uint64_t stored) { parts_.tier->Discard(stored); }
@@ -197,9 +190,8 @@ class SpillManager {
   bool ReadyStaging(uint32_t* slot);
   // A staging slot for a demotion or for the promotion of `keep_chunk`:
   // ready, else the oldest slot whose copy to the device runs, after that
-  // copy (CUDA_ERROR_NOT_READY if the owner waits for it: Owner::
-  // DeferCopyWait), else one a load ahead holds (given up).
-  // CUDA_ERROR_OUT_OF_MEMORY when none can be had.
+  // copy, else one a load ahead holds (given up). CUDA_ERROR_OUT_OF_MEMORY
+  // when none can be had.
   [[nodiscard]] CUresult AcquireStaging(uint32_t keep_chunk, uint32_t* slot);
   bool DemotionEligible(uint32_t chunk, uint64_t stamp);
   void RebuildDemotionQueue(uint64_t stamp);

@@ -58,17 +58,10 @@ class TestOwner final : public SpillManager::Owner {
     deferred_loads.push_back(slot);
     return true;
   }
-  bool DeferCopyWait(uint64_t copy_seq) override {
-    if (!defer_copies) return false;
-    deferred_copies.push_back(copy_seq);
-    return true;
-  }
 
   PhysicalPool* pool = nullptr;
   bool defer_loads = false;
   std::vector<uint32_t> deferred_loads;
-  bool defer_copies = false;
-  std::vector<uint64_t> deferred_copies;
   std::set<uint32_t> busy;
   bool refuse_device = false;
   bool refuse_host = false;
@@ -376,38 +369,6 @@ TEST_F(SpillManagerTest, PromotionWaitsForARunningLoadWhenTheOwnerDoesNotDefer) 
   EXPECT_EQ(tier_.wait_loads, 0);
   ASSERT_EQ(tracker_->WaitFor(copy_index_, table_[0].fill_seq), CUDA_SUCCESS);
   EXPECT_EQ(BytesAt(Address(0)), Pattern(7));
-}
-
-// Note [waits outside the lock]: with every staging buffer still copying to
-// the device, a promotion leaves the oldest copy to the owner to wait for
-// and loses nothing; the repeat takes that buffer.
-TEST_F(SpillManagerTest, PromotionLeavesAStagingCopyToTheOwnerToWaitFor) {
-  uint64_t stored[3] = {};
-  FillBothStagingBuffers(20, stored);
-  ASSERT_FALSE(HasFailure());
-  owner_.defer_copies = true;
-  const uint32_t host_in_use = pool_->host_in_use();
-  const uint64_t waits = stats_.host_waits;
-  ASSERT_EQ(spill_->Promote(2, &stored[2]), CUDA_ERROR_NOT_READY);
-  ASSERT_EQ(owner_.deferred_copies, std::vector<uint64_t>{table_[0].fill_seq}) << "the oldest";
-  EXPECT_EQ(table_[2].residence, Residence::kNvme);
-  EXPECT_FALSE(fake_.IsMapped(Address(2), kChunkBytes));
-  EXPECT_EQ(pool_->host_in_use(), host_in_use) << "the target is released";
-  EXPECT_EQ(stats_.host_waits, waits) << "nothing waited for here";
-
-  fake_.Release(copy_stream_);
-  ASSERT_EQ(tracker_->WaitFor(copy_index_, owner_.deferred_copies[0]), CUDA_SUCCESS);  // the owner
-  ASSERT_EQ(spill_->Promote(2, &stored[2]), CUDA_SUCCESS);
-  EXPECT_EQ(owner_.deferred_copies.size(), 1u) << "a finished copy is not waited for again";
-  ASSERT_EQ(tracker_->WaitFor(copy_index_, table_[2].fill_seq), CUDA_SUCCESS);
-  for (uint32_t c = 0; c < 3; ++c) {
-    const ChunkEntry& e = table_[c];
-    ASSERT_NE(e.residence, Residence::kNvme) << c;
-    const CUdeviceptr bytes = e.residence == Residence::kHost ? pool_->mirror(e.phys) : Address(c);
-    EXPECT_EQ(BytesAt(bytes), Pattern(20 + c)) << c;
-    spill_->Discard(stored[c]);
-  }
-  EXPECT_EQ(fake_.faults(), 0u);
 }
 
 // An owner that waits here: the promotion waits for the oldest copy itself.
