@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -87,7 +88,8 @@ absl::StatusOr<Trace> ParseTrace(std::string_view text) {
       if (Member(obj, "iterations") != nullptr) {
         absl::StatusOr<uint64_t> it = GetUint(obj, "iterations", line_no);
         if (!it.ok()) return it.status();
-        if (*it == 0) return LineError(line_no, "\"iterations\" must be >= 1");
+        if (*it == 0 || *it > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+          return LineError(line_no, "\"iterations\" must be in [1, 2^63)");
         trace.iterations = static_cast<int64_t>(*it);
       }
       have_header = true;

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <sstream>
 
 namespace memvirt::trace {
@@ -81,6 +82,21 @@ TEST(MemtraceTest, RejectsBatchOutOfRange) {
   auto t = ParseTrace(WithLine(1, R"({"format":"memtrace-v1","batch":-9.2e18})"));
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ(t->batch, -9200000000000000000);
+}
+
+// Found by tests/fuzz/memtrace_fuzzer: iterations of 2^64-1 became -1 in int64_t, which
+// FormatTrace wrote and ParseTrace then refused.
+TEST(MemtraceTest, RejectsIterationsBeyondInt64AndRoundTripsTheLargest) {
+  ExpectError(WithLine(1, R"({"format":"memtrace-v1","iterations":18446744073709551615})"),
+              "line 1:", "iterations");
+  ExpectError(WithLine(1, R"({"format":"memtrace-v1","iterations":9223372036854775808})"),
+              "line 1:", "iterations");
+  auto t = ParseTrace(WithLine(1, R"({"format":"memtrace-v1","iterations":9223372036854775807})"));
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->iterations, std::numeric_limits<int64_t>::max());
+  auto again = ParseTrace(FormatTrace(*t));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->iterations, t->iterations);
 }
 
 std::string TempPath(const std::string& name) {
