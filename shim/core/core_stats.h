@@ -41,6 +41,11 @@ struct CoreStats {
   // Waits for another thread's enqueue window to close, made without the
   // core lock (Note [enqueue window] in stream_tracker.h).
   uint64_t window_waits = 0;
+  // Times the core asked the other cores of its process for host slots they
+  // held, and the bytes they gave back (Note [host slots of other cores] in
+  // host_peers.h).
+  uint64_t host_reclaims_asked = 0;
+  uint64_t host_bytes_reclaimed = 0;
   uint64_t events_recorded = 0;
   uint32_t device_chunks_in_use = 0;
   uint32_t device_chunk_limit = 0;

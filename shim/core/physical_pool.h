@@ -105,6 +105,11 @@ class PhysicalPool {
   uint32_t host_limit() const;
   // This pool's slots holding data.
   uint32_t host_in_use() const { return host_in_use_; }
+  // Slots of the (shared) host ledger that hold other cores' data.
+  uint32_t host_in_use_by_others() const {
+    const uint32_t all = ledger_->in_use();
+    return all > host_in_use_ ? all - host_in_use_ : 0;
+  }
   // Slots in use beyond the budget, over all pools sharing the ledger, but at
   // most this pool's own.
   uint32_t host_over_limit() const { return std::min(ledger_->over_limit(), host_in_use_); }

@@ -149,6 +149,7 @@ CUresult ShimCore::Create(const Driver* driver, const CoreOptions& options, Cont
     }
     core->pool_ = std::make_unique<PhysicalPool>(driver, core->device_, numa);
     if (options.host_ledger != nullptr) core->pool_->ShareHostLedger(options.host_ledger);
+    core->host_peers_ = options.host_peers;
     core->pool_->SetPeers(PeersOf(driver, core->device_));
     // A failure leaves the host tier off (logged): the capacity below is then
     // the device budget (Note [host tier preconditions] in physical_pool.h).
@@ -970,7 +971,13 @@ bool ShimCore::WaitForDeferred() {
   deferred_uses_.clear();
   std::vector<uint32_t> loads;
   loads.swap(deferred_loads_);
+  const uint64_t host_bytes = static_cast<uint64_t>(deferred_host_chunks_) << kChunkShift;
+  deferred_host_chunks_ = 0;
   mu_.Unlock();
+  // Note [host slots of other cores]: nothing given back fails the repeat.
+  const uint64_t reclaimed =
+      host_bytes != 0 ? host_peers_->ReclaimHostFromPeers(this, host_bytes) : 0;
+  if (host_bytes != 0 && reclaimed == 0) ok = false;
   for (const WindowWait& window : windows) window.Wait();
   {
     RelaxedCaptureMode relaxed(driver_);  // Note [relaxed driver sequences]
@@ -982,6 +989,10 @@ bool ShimCore::WaitForDeferred() {
   for (uint32_t slot : loads) spill_tier_->WaitLoad(slot);
   mu_.Lock();
   if (!held.empty()) tracker_->Unhold(static_cast<uint32_t>(held.size()));
+  if (host_bytes != 0) {
+    ++stats_.host_reclaims_asked;
+    stats_.host_bytes_reclaimed += reclaimed;
+  }
   return ok;
 }
 
@@ -991,6 +1002,12 @@ bool ShimCore::DeferPageOutWait() {
 
 bool ShimCore::DeferCopyWait(uint64_t copy_seq) {
   return defer_waits_ && DeferUse(copy_index_, copy_seq);
+}
+
+bool ShimCore::DeferHostReclaim(uint32_t chunks) {
+  if (!defer_waits_ || host_peers_ == nullptr || pool_->host_in_use_by_others() == 0) return false;
+  deferred_host_chunks_ = std::max(deferred_host_chunks_, chunks);
+  return true;
 }
 
 void ShimCore::PickVictims(uint32_t want, PickedVictims* picked) {
@@ -1071,6 +1088,7 @@ CUresult ShimCore::AcquireHost(uint32_t* slot) {
   if (DemoteHostChunks(kDemotionBatch) && pool_->AcquireHost(slot) == CUDA_SUCCESS) {
     return CUDA_SUCCESS;
   }
+  if (DeferHostReclaim(kDemotionBatch)) return CUDA_ERROR_NOT_READY;  // Note [host slots of ...]
   return CUDA_ERROR_OUT_OF_MEMORY;
 }
 

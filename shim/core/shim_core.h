@@ -191,6 +191,7 @@
 #include "shim/core/eviction_sizing.h"
 #include "shim/core/graph_walk.h"
 #include "shim/core/host_ledger.h"
+#include "shim/core/host_peers.h"
 #include "shim/core/mem_range.h"
 #include "shim/core/overflow_ledger.h"
 #include "shim/core/page_out_pipeline.h"
@@ -218,6 +219,10 @@ struct CoreOptions {
   // REQUIRES: bound to `host_ledger`; null exactly when it is (the core then
   // keeps one of its own).
   OverflowLedger* overflow_ledger = nullptr;
+  // The other cores sharing `host_ledger`, asked for host slots when they
+  // hold the budget (Note [host slots of other cores] in host_peers.h); not
+  // owned, outlives the core. Null: never asked.
+  HostPeers* host_peers = nullptr;
   uint64_t va_bytes = 0;  // 0: Note [reservation size] in shim_core.cc
   uint32_t event_batch = 32;
   uint32_t event_pace = 512;  // Note [event pacing] in stream_tracker.h; 0 = off
@@ -583,6 +588,10 @@ class ShimCore {
   bool DeferPageOutWait() MEMSHIM_REQUIRES(mu_);
   // The same for copy-stream sequence number `copy_seq`.
   bool DeferCopyWait(uint64_t copy_seq) MEMSHIM_REQUIRES(mu_);
+  // If the current operation defers its waits and other cores hold host
+  // slots of the shared budget, records that `chunks` slots are to be asked
+  // of them (Note [host slots of other cores]) and returns true.
+  bool DeferHostReclaim(uint32_t chunks) MEMSHIM_REQUIRES(mu_);
   // Runs `op` (an operation of a public call, REQUIRES mu_) under mu_ with
   // waits deferred, waiting outside the lock and repeating it as Note
   // [waits outside the lock] says; returns its result.
@@ -595,7 +604,7 @@ class ShimCore {
   bool WaitForDeferred() MEMSHIM_REQUIRES(mu_);
   // Whether the operation being run deferred a wait.
   bool WaitsDeferred() const MEMSHIM_REQUIRES(mu_) {
-    return !deferred_uses_.empty() || !deferred_loads_.empty();
+    return !deferred_uses_.empty() || !deferred_loads_.empty() || deferred_host_chunks_ != 0;
   }
   // Forgets the deferred waits: the operation found a way that needs none
   // (a load left running stays in its staging buffer, taken later as one
@@ -603,6 +612,7 @@ class ShimCore {
   void DropDeferredWaits() MEMSHIM_REQUIRES(mu_) {
     deferred_uses_.clear();
     deferred_loads_.clear();
+    deferred_host_chunks_ = 0;
   }
   static constexpr uint32_t kMaxOutsideWaits = 16;
   void AddUse(uint32_t chunk, uint32_t stream, uint64_t seq) MEMSHIM_REQUIRES(mu_);
@@ -703,6 +713,8 @@ class ShimCore {
   // The spill tier spill_ uses (null without one); set at creation. Its
   // WaitLoad() is called without mu_ (Note [waits outside the lock]).
   SpillTier* spill_tier_ = nullptr;
+  // CoreOptions::host_peers; asked only without mu_ (WaitForDeferred).
+  HostPeers* host_peers_ = nullptr;
 
   mutable Mutex mu_;
   // The overflow ledger when none is shared (before allocator_, which
@@ -814,6 +826,9 @@ class ShimCore {
   std::vector<StreamUse> deferred_uses_ MEMSHIM_GUARDED_BY(mu_);
   // Staging slots of spill-tier loads it deferred waiting for.
   std::vector<uint32_t> deferred_loads_ MEMSHIM_GUARDED_BY(mu_);
+  // Host slots it deferred asking host_peers_ for (Note [host slots of other
+  // cores] in host_peers.h).
+  uint32_t deferred_host_chunks_ MEMSHIM_GUARDED_BY(mu_) = 0;
   std::vector<Fill> fills_ MEMSHIM_GUARDED_BY(mu_);         // fills of the operation being prepared
   uint32_t unmapped_host_ MEMSHIM_GUARDED_BY(mu_) = 0;      // kHost chunks marked `unmapped`
   std::vector<uint32_t> prefetch_ MEMSHIM_GUARDED_BY(mu_);  // MakeResident's candidates

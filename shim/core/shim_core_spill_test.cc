@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -45,23 +46,24 @@ class ShimCoreSpillTest : public ShimCoreTest {
   // destroyed before the base class's core_.
   void TearDown() override { core_.reset(); }
 
-  // Writes `count` 2 MiB blocks with distinct patterns.
-  std::vector<CUdeviceptr> WriteBlocks(CUstream s, int count) {
+  // Writes `count` 2 MiB blocks with distinct patterns (seeds from `seed`).
+  std::vector<CUdeviceptr> WriteBlocks(CUstream s, int count, uint64_t seed = 500) {
     std::vector<CUdeviceptr> blocks(count);
     for (int i = 0; i < count; ++i) {
       EXPECT_EQ(core_->Alloc(&blocks[i], 2 * kMiB), CUDA_SUCCESS);
-      EXPECT_EQ(Write(s, blocks[i], 2 * kMiB, 500 + i), CUDA_SUCCESS);
+      EXPECT_EQ(Write(s, blocks[i], 2 * kMiB, seed + i), CUDA_SUCCESS) << "block " << i;
     }
     return blocks;
   }
 
   // Reads blocks [0, count) one by one and checks each against its pattern.
-  void ExpectBlocks(CUstream s, const std::vector<CUdeviceptr>& blocks, int count) {
+  void ExpectBlocks(CUstream s, const std::vector<CUdeviceptr>& blocks, int count,
+                    uint64_t seed = 500) {
     for (int i = 0; i < count; ++i) {
       uint64_t sum = 0;
       ASSERT_EQ(Read(s, blocks[i], 2 * kMiB, &sum), CUDA_SUCCESS) << "block " << i;
       ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
-      EXPECT_EQ(sum, PatternChecksum(2 * kMiB, 500 + i)) << "block " << i;
+      EXPECT_EQ(sum, PatternChecksum(2 * kMiB, seed + i)) << "block " << i;
     }
   }
 
@@ -129,6 +131,78 @@ TEST_F(ShimCoreSpillTest, SpillLoadWaitLetsOtherThreadsUseTheCore) {
   ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
   EXPECT_EQ(sum, PatternChecksum(2 * kMiB, 500));
   ExpectBlocks(s, blocks, 24);
+  EXPECT_EQ(fake_.faults(), 0u);
+}
+
+// Note [host slots of other cores] (host_peers.h): two cores, as of two
+// devices of one process, share one 8 MiB host budget (4 slots); each has a
+// spill tier of its own.
+class SharedHostBudgetSpillTest : public ShimCoreSpillTest {
+ protected:
+  // The peers of each core: the other one.
+  class OtherCore final : public HostPeers {
+   public:
+    explicit OtherCore(SharedHostBudgetSpillTest* test) : test_(test) {}
+    uint64_t ReclaimHostFromPeers(const ShimCore* asker, uint64_t bytes) override {
+      ++asked;
+      ShimCore* other = asker == test_->core_.get() ? test_->other_.get() : test_->core_.get();
+      return other->DemoteHostBytes(bytes);
+    }
+    std::atomic<int> asked{0};
+
+   private:
+    SharedHostBudgetSpillTest* const test_;
+  };
+
+  void SetUp() override {
+    host_ledger_ = &host_;
+    overflow_ledger_ = &overflow_;
+    host_peers_ = &peers_;
+    Make(&fake_.driver(), 8 * kMiB, 8 * kMiB, "lru", &other_plane_);
+    other_ = std::move(core_);
+    Make(&fake_.driver(), 8 * kMiB, 8 * kMiB, "lru", &plane_);
+  }
+  void TearDown() override {
+    other_.reset();
+    ShimCoreSpillTest::TearDown();
+  }
+  // Runs `fn` with the other core as core_.
+  template <typename Fn>
+  void OnOtherCore(Fn fn) {
+    std::swap(core_, other_);
+    fn();
+    std::swap(core_, other_);
+  }
+
+  HostLedger host_;
+  OverflowLedger overflow_{&host_};
+  MemorySpillTier other_tier_{4, 64 * kMiB};
+  SpillControlPlane other_plane_{&other_tier_};
+  OtherCore peers_{this};
+  std::unique_ptr<ShimCore> other_;
+};
+
+// The other core holds every host slot; this core's page-out then needs one
+// and has no host chunk of its own to demote. The other core demotes some of
+// its chunks instead (with nothing asked of it, the write fails with
+// CUDA_ERROR_OUT_OF_MEMORY), and every block of both cores reads back.
+TEST_F(SharedHostBudgetSpillTest, ACoreGetsHostSlotsTheOtherCoreHolds) {
+  CUstream s = fake_.CreateStream();
+  std::vector<CUdeviceptr> theirs;
+  OnOtherCore([&] {
+    theirs = WriteBlocks(s, 8, /*seed=*/900);  // 4 on its device, 4 in host slots
+    EXPECT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
+  });
+  ASSERT_EQ(host_.limit(), 4u);
+  ASSERT_EQ(host_.in_use(), 4u) << "the other core holds every host slot";
+  const std::vector<CUdeviceptr> ours = WriteBlocks(s, 6);
+  ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
+  EXPECT_GT(peers_.asked.load(), 0);
+  EXPECT_GT(other_->stats().demotions, 0u);
+  EXPECT_GT(other_tier_.stored(), 0u);
+  EXPECT_LE(host_.in_use(), host_.limit());
+  ExpectBlocks(s, ours, 6);
+  OnOtherCore([&] { ExpectBlocks(s, theirs, 8, /*seed=*/900); });
   EXPECT_EQ(fake_.faults(), 0u);
 }
 

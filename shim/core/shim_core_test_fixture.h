@@ -52,6 +52,9 @@ class ShimCoreTest : public ::testing::Test {
     options.event_batch = 4;
     options.event_pace = 0;  // a batched event every 4 operations, independent of timing
     options.lookahead_min_chunks = lookahead_min_chunks_;
+    options.host_ledger = host_ledger_;
+    options.overflow_ledger = overflow_ledger_;
+    options.host_peers = host_peers_;
     ASSERT_EQ(ShimCore::Create(driver, options, control != nullptr ? control : &control_, &core_),
               CUDA_SUCCESS);
   }
@@ -135,6 +138,11 @@ class ShimCoreTest : public ::testing::Test {
   // CoreOptions::lookahead_min_chunks of the next Make(): tests of the
   // look-ahead page-out lower it to their small budgets.
   uint32_t lookahead_min_chunks_ = kLookaheadMinChunks;
+  // CoreOptions::host_ledger, overflow_ledger and host_peers of the next
+  // Make(): tests of cores sharing one host budget set them.
+  HostLedger* host_ledger_ = nullptr;
+  OverflowLedger* overflow_ledger_ = nullptr;
+  HostPeers* host_peers_ = nullptr;
 };
 
 }  // namespace memvirt::shim

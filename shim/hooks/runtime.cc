@@ -117,13 +117,16 @@ namespace {
 void LogExitSummary() {
   Runtime::Get().ForEachCore([](ShimCore* core) {
     const CoreStats s = core->stats();
-    MEMSHIM_LOG(kInfo,
-                "device %d: device chunks peak %u of budget %u, %llu page-ins, %llu evictions, "
-                "%llu launches",
-                static_cast<int>(core->device()), s.device_chunks_peak, s.device_chunk_limit,
-                static_cast<unsigned long long>(s.page_ins),
-                static_cast<unsigned long long>(s.evictions),
-                static_cast<unsigned long long>(s.launches));
+    MEMSHIM_LOG(
+        kInfo,
+        "device %d: device chunks peak %u of budget %u, %llu page-ins, %llu evictions, "
+        "%llu launches, %llu demotions, host slots asked of other cores %llu times "
+        "(%llu MiB given back)",
+        static_cast<int>(core->device()), s.device_chunks_peak, s.device_chunk_limit,
+        static_cast<unsigned long long>(s.page_ins), static_cast<unsigned long long>(s.evictions),
+        static_cast<unsigned long long>(s.launches), static_cast<unsigned long long>(s.demotions),
+        static_cast<unsigned long long>(s.host_reclaims_asked),
+        static_cast<unsigned long long>(s.host_bytes_reclaimed >> 20));
   });
 }
 
@@ -175,6 +178,7 @@ ShimCore* Runtime::CoreForAlloc() {
   options.host_budget = config_.host_budget;
   options.host_ledger = &host_ledger_;
   options.overflow_ledger = &overflow_ledger_;
+  options.host_peers = &peer_cores_;
   options.va_bytes = config_.va_bytes;
   options.event_batch = config_.event_batch;
   options.event_pace = config_.event_pace;
@@ -204,6 +208,14 @@ ShimCore* Runtime::CoreForAlloc() {
   if (n == 0 && LogEnabled(LogLevel::kInfo)) std::atexit(&LogExitSummary);
   if (n > 0) MEMSHIM_LOG(kInfo, "device %d: virtual device memory of its own (core %d)", device, n);
   return core;
+}
+
+uint64_t Runtime::PeerCores::ReclaimHostFromPeers(const ShimCore* asker, uint64_t bytes) {
+  uint64_t freed = 0;
+  runtime_->ForEachCore([&](ShimCore* core) {
+    if (core != asker && freed < bytes) freed += core->DemoteHostBytes(bytes - freed);
+  });
+  return freed;
 }
 
 void* Runtime::Substitute(void* real) const {

@@ -131,6 +131,17 @@ class Runtime {
   // budget and the spill capacity (Note [shared admission] in
   // shim/core/overflow_ledger.h).
   OverflowLedger overflow_ledger_{&host_ledger_};
+  // Every core, for a core that finds the host ledger held by the others
+  // (Note [host slots of other cores] in shim/core/host_peers.h).
+  class PeerCores final : public HostPeers {
+   public:
+    explicit PeerCores(const Runtime* runtime) : runtime_(runtime) {}
+    uint64_t ReclaimHostFromPeers(const ShimCore* asker, uint64_t bytes) override;
+
+   private:
+    const Runtime* const runtime_;
+  };
+  PeerCores peer_cores_{this};
   std::string daemon_socket_;
   Mutex create_mu_;  // held while a core is created
   // standalone_ or the daemon link.

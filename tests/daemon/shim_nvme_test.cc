@@ -154,6 +154,47 @@ TEST_F(ShimNvmeTest, TwoDevicesShareOneHostBudgetAndBothSpillToNvme) {
             << " MiB\n";
 }
 
+// Note [host slots of other cores] (shim/core/host_peers.h): the same process, but device 1
+// allocates and initializes all of its 4x first, so its data holds the whole 1x host budget
+// when device 0 starts, and device 0 has no host chunk of its own to demote for its first
+// page-out. Device 0's core asks device 1's core to demote some of its host chunks to NVMe
+// (its exit summary counts the requests) and the run ends with the unconstrained checksum;
+// without the request the first page-out on device 0 fails with CUDA_ERROR_OUT_OF_MEMORY.
+TEST_F(ShimNvmeTest, ADeviceGetsHostSlotsThatTheOtherDeviceHolds) {
+  const std::vector<std::string> argv = {MEMSHIM_MULTI_DEVICE_WORKLOAD, MEMSHIM_TEST_KERNELS,
+                                         std::to_string(kFootprint), "1", "device_by_device"};
+  auto reference = Subprocess::Spawn(argv, dir_.path() + "/ordered.reference",
+                                     {"MEMSIM_DEVICE_MEMORY=2G", "MEMSIM_DEVICE_COUNT=2"});
+  ASSERT_EQ(reference->Wait(seconds(120)), std::optional<int>(0)) << reference->Stderr();
+  const std::string expected = WorkloadChecksum(reference->Stdout());
+  ASSERT_FALSE(expected.empty()) << reference->Stdout();
+
+  Daemon d(dir_.path(), DaemonFlags("2G"));
+  ASSERT_TRUE(d.Start()) << d.process().Stderr();
+  auto p = Subprocess::Spawn(
+      argv, dir_.path() + "/ordered.shim",
+      {"LD_PRELOAD=" MEMSHIM_LIBRARY, "MEMSIM_DEVICE_COUNT=2",
+       "MEMSIM_DEVICE_MEMORY=" + std::to_string(kDeviceBytes),
+       "MEMSHIM_DAEMON_SOCKET=" + d.socket(), "MEMSHIM_LOG=info", "MEMSHIM_MIN_DEVICE_BUDGET=8M",
+       "ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0"});
+  ASSERT_EQ(p->Wait(seconds(300)), std::optional<int>(0)) << p->Stdout() << p->Stderr();
+  EXPECT_EQ(WorkloadChecksum(p->Stdout()), expected) << p->Stderr();
+  // "device 0: ... host slots asked of other cores N times (M MiB given back)"
+  const std::string err = p->Stderr();
+  const size_t line = err.find("device 0: device chunks peak");
+  ASSERT_NE(line, std::string::npos) << err;
+  const std::string key = "host slots asked of other cores ";
+  const size_t at = err.find(key, line);
+  ASSERT_NE(at, std::string::npos) << err;
+  unsigned long long asked = 0, given_mib = 0;
+  ASSERT_EQ(std::sscanf(err.c_str() + at + key.size(), "%llu times (%llu MiB given back)", &asked,
+                        &given_mib),
+            2)
+      << err;
+  EXPECT_GT(asked, 0u) << err;
+  EXPECT_GT(given_mib, 0u) << err;
+}
+
 // The number after `key` in `out` ("key value"), or -1.
 long long NumberAfter(const std::string& out, const std::string& key) {
   const size_t at = out.find(key + " ");

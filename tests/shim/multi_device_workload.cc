@@ -5,13 +5,21 @@
 // two devices' memory. Prints one checksum over every device's final weights
 // and momentum.
 //
-// Usage: multi_device_workload KERNELS.so FOOTPRINT_BYTES_PER_DEVICE [ITERATIONS]
+// ORDER says how the devices allocate and initialize their layers before the
+// first iteration: "interleaved" (the default: layer by layer, each device in
+// turn, so each device's blocks are allocated while the other device's memory
+// is already oversubscribed) or "device_by_device" (the last device all its
+// layers first, then the one before it, ...: the last device's data fills the
+// host tier before the first device allocates). The result is the same.
+//
+// Usage: multi_device_workload KERNELS.so FOOTPRINT_BYTES_PER_DEVICE [ITERATIONS [ORDER]]
 // Exit: 0 ok, 3 out of memory, 1 other error.
 #include <cuda.h>
 
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "tests/shim/cuda_check.h"
@@ -35,11 +43,19 @@ uint64_t Fold(uint64_t total, uint64_t h) { return (total ^ h) * 1099511628211ul
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: %s KERNELS.so FOOTPRINT_BYTES_PER_DEVICE [ITERATIONS]\n", argv[0]);
+    std::fprintf(stderr,
+                 "usage: %s KERNELS.so FOOTPRINT_BYTES_PER_DEVICE [ITERATIONS "
+                 "[interleaved|device_by_device]]\n",
+                 argv[0]);
     return 2;
   }
   const uint64_t footprint = std::strtoull(argv[2], nullptr, 10);
   const int iterations = argc > 3 ? std::atoi(argv[3]) : 3;
+  const std::string order = argc > 4 ? argv[4] : "interleaved";
+  if (order != "interleaved" && order != "device_by_device") {
+    std::fprintf(stderr, "unknown order '%s'\n", order.c_str());
+    return 2;
+  }
   constexpr int kLayers = kTrainLayers;
   uint64_t layer_bytes = TrainLayerBytes(footprint);
   uint64_t n = layer_bytes / sizeof(float);
@@ -61,8 +77,6 @@ int main(int argc, char** argv) {
     CHECK_CU(cuStreamCreate(&devs[d].stream, CU_STREAM_NON_BLOCKING));
   }
 
-  // Allocations interleave between the devices, so each device's blocks are
-  // allocated while the other device's memory is already oversubscribed.
   for (int d = 0; d < count; ++d) {
     MakeCurrent(devs[d]);
     CHECK_CU(cuMemAlloc(&devs[d].input, layer_bytes));
@@ -73,16 +87,25 @@ int main(int argc, char** argv) {
     devs[d].m.resize(kLayers);
     devs[d].a.resize(kLayers);
   }
-  for (int l = 0; l < kLayers; ++l) {
-    for (int d = 0; d < count; ++d) {
-      DeviceState& s = devs[d];
-      MakeCurrent(s);
-      CHECK_CU(cuMemAlloc(&s.w[l], layer_bytes));
-      CHECK_CU(cuMemAlloc(&s.g[l], layer_bytes));
-      CHECK_CU(cuMemAlloc(&s.m[l], layer_bytes));
-      uint64_t layer_seed = 100 * (d + 1) + l;
-      Launch(s.k.init, s.stream, {&s.w[l], &n, &layer_seed});
-      CHECK_CU(cuMemsetD32Async(s.m[l], 0, n, s.stream));
+  auto allocate_layer = [&](int d, int l) {
+    DeviceState& s = devs[d];
+    MakeCurrent(s);
+    CHECK_CU(cuMemAlloc(&s.w[l], layer_bytes));
+    CHECK_CU(cuMemAlloc(&s.g[l], layer_bytes));
+    CHECK_CU(cuMemAlloc(&s.m[l], layer_bytes));
+    uint64_t layer_seed = 100 * (d + 1) + l;
+    Launch(s.k.init, s.stream, {&s.w[l], &n, &layer_seed});
+    CHECK_CU(cuMemsetD32Async(s.m[l], 0, n, s.stream));
+  };
+  if (order == "interleaved") {
+    for (int l = 0; l < kLayers; ++l) {
+      for (int d = 0; d < count; ++d) allocate_layer(d, l);
+    }
+  } else {
+    for (int d = count - 1; d >= 0; --d) {
+      for (int l = 0; l < kLayers; ++l) allocate_layer(d, l);
+      MakeCurrent(devs[d]);
+      CHECK_CU(cuStreamSynchronize(devs[d].stream));
     }
   }
 
