@@ -50,6 +50,30 @@ class ShimNvmeTest : public ::testing::Test {
          "MEMSHIM_DAEMON_SOCKET=" + d.socket(), "MEMSHIM_LOG=info", "MEMSHIM_REPORT_INTERVAL_MS=50",
          "MEMSHIM_MIN_DEVICE_BUDGET=8M", "ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0"});
   }
+  // multi_device_workload `argv` on two unconstrained simulated devices: its checksum, or empty
+  // (a failure recorded) if it did not finish.
+  std::string TwoDeviceReferenceChecksum(const std::vector<std::string>& argv,
+                                         const std::string& name) {
+    auto reference = Subprocess::Spawn(argv, dir_.path() + "/" + name,
+                                       {"MEMSIM_DEVICE_MEMORY=2G", "MEMSIM_DEVICE_COUNT=2"});
+    if (reference->Wait(seconds(120)) != std::optional<int>(0)) {
+      ADD_FAILURE() << reference->Stderr();
+      return "";
+    }
+    const std::string checksum = WorkloadChecksum(reference->Stdout());
+    if (checksum.empty()) ADD_FAILURE() << reference->Stdout();
+    return checksum;
+  }
+  // `argv` under the shim on two simulated devices of kDeviceBytes each, with daemon `d`.
+  std::unique_ptr<Subprocess> StartTwoDeviceShimProcess(const std::vector<std::string>& argv,
+                                                        const std::string& name, const Daemon& d) {
+    return Subprocess::Spawn(
+        argv, dir_.path() + "/" + name,
+        {"LD_PRELOAD=" MEMSHIM_LIBRARY, "MEMSIM_DEVICE_COUNT=2",
+         "MEMSIM_DEVICE_MEMORY=" + std::to_string(kDeviceBytes),
+         "MEMSHIM_DAEMON_SOCKET=" + d.socket(), "MEMSHIM_LOG=info", "MEMSHIM_REPORT_INTERVAL_MS=50",
+         "MEMSHIM_MIN_DEVICE_BUDGET=8M", "ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0"});
+  }
   TempDir dir_;
 };
 
@@ -102,20 +126,12 @@ TEST_F(ShimNvmeTest, FourTimesTheDeviceWithAOneTimesHostTierRunsThroughNvme) {
 TEST_F(ShimNvmeTest, TwoDevicesShareOneHostBudgetAndBothSpillToNvme) {
   const std::vector<std::string> argv = {MEMSHIM_MULTI_DEVICE_WORKLOAD, MEMSHIM_TEST_KERNELS,
                                          std::to_string(kFootprint), "4"};
-  auto reference = Subprocess::Spawn(argv, dir_.path() + "/multi.reference",
-                                     {"MEMSIM_DEVICE_MEMORY=2G", "MEMSIM_DEVICE_COUNT=2"});
-  ASSERT_EQ(reference->Wait(seconds(120)), std::optional<int>(0)) << reference->Stderr();
-  const std::string expected = WorkloadChecksum(reference->Stdout());
-  ASSERT_FALSE(expected.empty()) << reference->Stdout();
+  const std::string expected = TwoDeviceReferenceChecksum(argv, "multi.reference");
+  ASSERT_FALSE(expected.empty());
 
   Daemon d(dir_.path(), DaemonFlags("2G"));
   ASSERT_TRUE(d.Start()) << d.process().Stderr();
-  auto p = Subprocess::Spawn(
-      argv, dir_.path() + "/multi.shim",
-      {"LD_PRELOAD=" MEMSHIM_LIBRARY, "MEMSIM_DEVICE_COUNT=2",
-       "MEMSIM_DEVICE_MEMORY=" + std::to_string(kDeviceBytes),
-       "MEMSHIM_DAEMON_SOCKET=" + d.socket(), "MEMSHIM_LOG=info", "MEMSHIM_REPORT_INTERVAL_MS=50",
-       "MEMSHIM_MIN_DEVICE_BUDGET=8M", "ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0"});
+  auto p = StartTwoDeviceShimProcess(argv, "multi.shim", d);
   double max_host_sum = 0, host_budget = 0;
   std::map<std::string, double> max_nvme;
   while (p->Running()) {
@@ -163,20 +179,12 @@ TEST_F(ShimNvmeTest, TwoDevicesShareOneHostBudgetAndBothSpillToNvme) {
 TEST_F(ShimNvmeTest, ADeviceGetsHostSlotsThatTheOtherDeviceHolds) {
   const std::vector<std::string> argv = {MEMSHIM_MULTI_DEVICE_WORKLOAD, MEMSHIM_TEST_KERNELS,
                                          std::to_string(kFootprint), "1", "device_by_device"};
-  auto reference = Subprocess::Spawn(argv, dir_.path() + "/ordered.reference",
-                                     {"MEMSIM_DEVICE_MEMORY=2G", "MEMSIM_DEVICE_COUNT=2"});
-  ASSERT_EQ(reference->Wait(seconds(120)), std::optional<int>(0)) << reference->Stderr();
-  const std::string expected = WorkloadChecksum(reference->Stdout());
-  ASSERT_FALSE(expected.empty()) << reference->Stdout();
+  const std::string expected = TwoDeviceReferenceChecksum(argv, "ordered.reference");
+  ASSERT_FALSE(expected.empty());
 
   Daemon d(dir_.path(), DaemonFlags("2G"));
   ASSERT_TRUE(d.Start()) << d.process().Stderr();
-  auto p = Subprocess::Spawn(
-      argv, dir_.path() + "/ordered.shim",
-      {"LD_PRELOAD=" MEMSHIM_LIBRARY, "MEMSIM_DEVICE_COUNT=2",
-       "MEMSIM_DEVICE_MEMORY=" + std::to_string(kDeviceBytes),
-       "MEMSHIM_DAEMON_SOCKET=" + d.socket(), "MEMSHIM_LOG=info", "MEMSHIM_MIN_DEVICE_BUDGET=8M",
-       "ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0"});
+  auto p = StartTwoDeviceShimProcess(argv, "ordered.shim", d);
   ASSERT_EQ(p->Wait(seconds(300)), std::optional<int>(0)) << p->Stdout() << p->Stderr();
   EXPECT_EQ(WorkloadChecksum(p->Stdout()), expected) << p->Stderr();
   // "device 0: ... host slots asked of other cores N times (M MiB given back)"
@@ -213,12 +221,8 @@ TEST_F(ShimNvmeTest, TwoDevicesAreRefusedAtAllocationBeyondDevicesHostAndNvme) {
   constexpr uint64_t kBlock = 2 * kMiB, kChunk = 2 * kMiB;
   Daemon d(dir_.path(), DaemonFlags("128M"));
   ASSERT_TRUE(d.Start()) << d.process().Stderr();
-  auto p = Subprocess::Spawn(
-      {MEMSHIM_ADMISSION_LIMIT, std::to_string(kBlock), "1000"}, dir_.path() + "/admission",
-      {"LD_PRELOAD=" MEMSHIM_LIBRARY, "MEMSIM_DEVICE_COUNT=2",
-       "MEMSIM_DEVICE_MEMORY=" + std::to_string(kDeviceBytes),
-       "MEMSHIM_DAEMON_SOCKET=" + d.socket(), "MEMSHIM_LOG=info", "MEMSHIM_REPORT_INTERVAL_MS=50",
-       "MEMSHIM_MIN_DEVICE_BUDGET=8M", "ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0"});
+  auto p = StartTwoDeviceShimProcess({MEMSHIM_ADMISSION_LIMIT, std::to_string(kBlock), "1000"},
+                                     "admission", d);
   ASSERT_EQ(p->Wait(seconds(120)), std::optional<int>(0)) << p->Stdout() << p->Stderr();
   const std::string out = p->Stdout(), err = p->Stderr();
   // "virtual device memory: D MiB device budget, H MiB host tier, S MiB spill tier, ..."
