@@ -8,19 +8,20 @@
 //   data (charged by AcquireHost, returned by ReleaseHost), summed over the
 //   cores; a core that finds the ledger full demotes its own host chunks to
 //   the spill tier, as with a full host tier of its own; if it has none to
-//   demote while other cores hold slots, it asks them to demote theirs (Note
-//   [host slots of other cores] in host_peers.h), and fails the operation only
-//   if that frees nothing. Freed slots are kept cached by their core for reuse
-//   only while the slots the process holds (holding data or cached) stay
-//   within the limit; beyond it a freed slot's memory is given back at once.
-//   So the host memory the process holds exceeds the limit only by slots other
-//   cores keep cached when one core creates a slot, and each later release
-//   gives memory back until it is within again. The first core's budget sets
-//   the limit (InitLimit); the daemon's HOST_BUDGET directive changes it for
-//   all cores (SetLimit), and each core then demotes its own chunks while the
-//   total is over the limit. What the cores may allocate beyond their device
-//   budgets is admitted against this limit (plus the spill capacity) by the
-//   OverflowLedger (Note [shared admission] in overflow_ledger.h).
+//   demote while other cores hold slots, it asks them to give some back (Note
+//   [host slots of other cores] in host_peers.h), and goes on without a slot,
+//   as with a full host tier, only if that frees nothing. Freed slots are kept
+//   cached by their core for reuse only while the slots the process holds
+//   (holding data or cached) stay within the limit; beyond it a freed slot's
+//   memory is given back at once. So the host memory the process holds exceeds
+//   the limit only by slots other cores keep cached when one core creates a
+//   slot, and each later release gives memory back until it is within again.
+//   The first core's budget sets the limit (InitLimit); the daemon's
+//   HOST_BUDGET directive changes it for all cores (SetLimit), and each core
+//   then demotes its own chunks while the total is over the limit. What the
+//   cores may allocate beyond their device budgets is admitted against this
+//   limit (plus the spill capacity) by the OverflowLedger (Note [shared
+//   admission] in overflow_ledger.h).
 //
 // Thread safety: thread-safe (atomics); cores call it under their own locks.
 #ifndef MEMVIRT_SHIM_CORE_HOST_LEDGER_H_

@@ -974,10 +974,10 @@ bool ShimCore::WaitForDeferred() {
   const uint64_t host_bytes = static_cast<uint64_t>(deferred_host_chunks_) << kChunkShift;
   deferred_host_chunks_ = 0;
   mu_.Unlock();
-  // Note [host slots of other cores]: nothing given back fails the repeat.
+  // Note [host slots of other cores]: if nothing is given back, the repeats
+  // of this call do not ask again (host_peers_dry_).
   const uint64_t reclaimed =
       host_bytes != 0 ? host_peers_->ReclaimHostFromPeers(this, host_bytes) : 0;
-  if (host_bytes != 0 && reclaimed == 0) ok = false;
   for (const WindowWait& window : windows) window.Wait();
   {
     RelaxedCaptureMode relaxed(driver_);  // Note [relaxed driver sequences]
@@ -992,6 +992,7 @@ bool ShimCore::WaitForDeferred() {
   if (host_bytes != 0) {
     ++stats_.host_reclaims_asked;
     stats_.host_bytes_reclaimed += reclaimed;
+    host_peers_dry_ = reclaimed == 0;
   }
   return ok;
 }
@@ -1005,7 +1006,10 @@ bool ShimCore::DeferCopyWait(uint64_t copy_seq) {
 }
 
 bool ShimCore::DeferHostReclaim(uint32_t chunks) {
-  if (!defer_waits_ || host_peers_ == nullptr || pool_->host_in_use_by_others() == 0) return false;
+  if (!defer_waits_ || host_peers_ == nullptr || host_peers_dry_ ||
+      pool_->host_in_use_by_others() == 0) {
+    return false;
+  }
   deferred_host_chunks_ = std::max(deferred_host_chunks_, chunks);
   return true;
 }
@@ -1549,6 +1553,52 @@ uint64_t ShimCore::DemoteHostBytes(uint64_t bytes) {
                                 (bytes - moved() + kChunkBytes - 1) >> kChunkShift))) {
   }
   return moved();
+}
+
+uint64_t ShimCore::GiveBackHostBytes(uint64_t bytes) {
+  ScopedContext scoped(driver_, context_);  // Note [foreign threads]
+  MutexLock lock(&mu_);
+  ++stamp_;  // no operation is being prepared: every host chunk is a candidate
+  const uint32_t want = static_cast<uint32_t>((bytes + kChunkBytes - 1) >> kChunkShift);
+  const uint32_t before = pool_->host_in_use();
+  auto given = [&]() MEMSHIM_REQUIRES(mu_) {
+    const uint32_t now = pool_->host_in_use();
+    return now < before ? before - now : 0;
+  };
+  ProcessDeferred();  // releases the slots of completed page-in copies
+  while (given() < want && ReclaimDead(/*device=*/false, /*host=*/true)) {  // freed chunks' slots
+  }
+  while (given() < want && DemoteHostChunks(want - given())) {
+  }
+  // Freed chunks still on the device make room for the host chunks to move.
+  while (given() < want && pool_->device_in_use() + (want - given()) > pool_->device_limit() &&
+         ReclaimDead(/*device=*/true, /*host=*/false)) {
+  }
+  if (given() < want) (void)MoveHostChunksToFreeDevice(want - given());
+  return static_cast<uint64_t>(given()) << kChunkShift;
+}
+
+uint32_t ShimCore::MoveHostChunksToFreeDevice(uint32_t max) {
+  fills_.clear();
+  for (uint32_t c = 0;
+       c < table_.size() && fills_.size() < max && pool_->device_in_use() < pool_->device_limit();
+       ++c) {
+    const ChunkEntry& e = table_[c];
+    if (!OwnedKind(e.kind) || e.residence != Residence::kHost || e.evicting || e.pinned ||
+        !ChunkIdle(c)) {
+      continue;
+    }
+    if (PageIn(c, /*may_evict=*/false) != CUDA_SUCCESS) break;
+  }
+  if (fills_.empty()) return 0;
+  const uint64_t copy_seq = tracker_->Issue(copy_index_);
+  for (const Fill& f : fills_) table_[f.chunk].fill_seq = copy_seq;
+  const uint32_t before = pool_->host_in_use();
+  // Note [failed transitions]: a failed wait puts every chunk back in its slot.
+  if (OrderFills(copy_seq, copy_index_, /*host_wait=*/true) != CUDA_SUCCESS) return 0;
+  ProcessDeferred();  // the copies are complete: their host slots go back
+  const uint32_t now = pool_->host_in_use();
+  return now < before ? before - now : 0;
 }
 
 void ShimCore::OnAppPhysicalCreate(CUmemGenericAllocationHandle handle, uint64_t bytes) {

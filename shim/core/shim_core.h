@@ -456,6 +456,13 @@ class ShimCore {
   // Moves at least `bytes` of host-tier data to the spill tier if it can;
   // returns the bytes moved.
   uint64_t DemoteHostBytes(uint64_t bytes) MEMSHIM_EXCLUDES(mu_);
+  // Gives back at least `bytes` of the (shared) host budget if it can: slots
+  // whose page-in copies completed, host chunks demoted to the spill tier,
+  // then idle host chunks moved into free device chunks (no eviction); returns
+  // the bytes given back. For another core of the process (Note [host slots
+  // of other cores] in host_peers.h); waits only for this core's copy stream
+  // and spill tier.
+  uint64_t GiveBackHostBytes(uint64_t bytes) MEMSHIM_EXCLUDES(mu_);
   // Tests and memvirt-bench only: waits for all tracked work and finishes the
   // page-out batch, with mu_ held (no interposed call makes this wait).
   CUresult TEST_Synchronize() MEMSHIM_EXCLUDES(mu_);
@@ -683,6 +690,10 @@ class ShimCore {
   // the core (unmapped_host_, fills_).
   // Demotes up to `max` (at most one batch) host chunks; false if none moved.
   bool DemoteHostChunks(uint32_t max) MEMSHIM_REQUIRES(mu_);
+  // Moves up to `max` idle host chunks into free device chunks (never
+  // evicting), waits for their copies and releases their host slots; returns
+  // the slots released (GiveBackHostBytes).
+  uint32_t MoveHostChunksToFreeDevice(uint32_t max) MEMSHIM_REQUIRES(mu_);
   // Promotes kNvme `chunk`; a success is a fill of the operation (fills_).
   [[nodiscard]] CUresult Promote(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
   // Demotion and promotion to and from the spill tier (spill_manager.h);
@@ -829,6 +840,9 @@ class ShimCore {
   // Host slots it deferred asking host_peers_ for (Note [host slots of other
   // cores] in host_peers.h).
   uint32_t deferred_host_chunks_ MEMSHIM_GUARDED_BY(mu_) = 0;
+  // The other cores gave nothing back when this public call asked them: its
+  // repeats do not ask again (reset when the call ends).
+  bool host_peers_dry_ MEMSHIM_GUARDED_BY(mu_) = false;
   std::vector<Fill> fills_ MEMSHIM_GUARDED_BY(mu_);         // fills of the operation being prepared
   uint32_t unmapped_host_ MEMSHIM_GUARDED_BY(mu_) = 0;      // kHost chunks marked `unmapped`
   std::vector<uint32_t> prefetch_ MEMSHIM_GUARDED_BY(mu_);  // MakeResident's candidates
@@ -921,6 +935,7 @@ CUresult ShimCore::RunWithWaitsOutsideLock(Op op) {
     defer_waits_ = false;
     repeating_ = false;
   }
+  host_peers_dry_ = false;
   mu_.Unlock();
   return r;
 }

@@ -136,7 +136,7 @@ TEST_F(ShimCoreSpillTest, SpillLoadWaitLetsOtherThreadsUseTheCore) {
 
 // Note [host slots of other cores] (host_peers.h): two cores, as of two
 // devices of one process, share one 8 MiB host budget (4 slots); each has a
-// spill tier of its own.
+// spill tier of its own (SharedHostBudgetNoSpillTest: neither has one).
 class SharedHostBudgetSpillTest : public ShimCoreSpillTest {
  protected:
   // The peers of each core: the other one.
@@ -146,7 +146,7 @@ class SharedHostBudgetSpillTest : public ShimCoreSpillTest {
     uint64_t ReclaimHostFromPeers(const ShimCore* asker, uint64_t bytes) override {
       ++asked;
       ShimCore* other = asker == test_->core_.get() ? test_->other_.get() : test_->core_.get();
-      return other->DemoteHostBytes(bytes);
+      return other->GiveBackHostBytes(bytes);
     }
     std::atomic<int> asked{0};
 
@@ -154,13 +154,14 @@ class SharedHostBudgetSpillTest : public ShimCoreSpillTest {
     SharedHostBudgetSpillTest* const test_;
   };
 
-  void SetUp() override {
+  void SetUp() override { MakeBoth(&plane_, &other_plane_); }
+  void MakeBoth(ControlPlane* ours, ControlPlane* theirs) {
     host_ledger_ = &host_;
     overflow_ledger_ = &overflow_;
     host_peers_ = &peers_;
-    Make(&fake_.driver(), 8 * kMiB, 8 * kMiB, "lru", &other_plane_);
+    Make(&fake_.driver(), 8 * kMiB, 8 * kMiB, "lru", theirs);
     other_ = std::move(core_);
-    Make(&fake_.driver(), 8 * kMiB, 8 * kMiB, "lru", &plane_);
+    Make(&fake_.driver(), 8 * kMiB, 8 * kMiB, "lru", ours);
   }
   void TearDown() override {
     other_.reset();
@@ -203,6 +204,43 @@ TEST_F(SharedHostBudgetSpillTest, ACoreGetsHostSlotsTheOtherCoreHolds) {
   EXPECT_LE(host_.in_use(), host_.limit());
   ExpectBlocks(s, ours, 6);
   OnOtherCore([&] { ExpectBlocks(s, theirs, 8, /*seed=*/900); });
+  EXPECT_EQ(fake_.faults(), 0u);
+}
+
+class SharedHostBudgetNoSpillTest : public SharedHostBudgetSpillTest {
+ protected:
+  void SetUp() override { MakeBoth(&no_tier_, &other_no_tier_); }
+  SpillControlPlane no_tier_{nullptr};
+  SpillControlPlane other_no_tier_{nullptr};
+};
+
+// Without a spill tier: the other core freed the blocks on its device, so
+// what the process committed beyond its device budgets fits the host budget
+// (this core's allocation is admitted), but the other core's host chunks
+// still hold every slot. It moves them into its free device chunks and gives
+// their slots back (without the request this core's write fails with
+// CUDA_ERROR_OUT_OF_MEMORY although it was admitted).
+TEST_F(SharedHostBudgetNoSpillTest, TheOtherCoreMovesHostChunksIntoItsFreeDeviceMemory) {
+  CUstream s = fake_.CreateStream();
+  std::vector<CUdeviceptr> theirs;
+  OnOtherCore([&] {
+    theirs = WriteBlocks(s, 8, /*seed=*/900);  // 0-3 in host slots, 4-7 on its device
+    EXPECT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
+    for (int i = 4; i < 8; ++i) {
+      ASSERT_EQ(core_->TEST_ResidenceOf(theirs[i]), Residence::kDevice) << "block " << i;
+      EXPECT_EQ(core_->Free(theirs[i]), CUDA_SUCCESS);
+    }
+  });
+  ASSERT_EQ(host_.in_use(), 4u) << "the other core holds every host slot";
+  const std::vector<CUdeviceptr> ours = WriteBlocks(s, 6);
+  ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
+  EXPECT_GT(peers_.asked.load(), 0);
+  EXPECT_LE(host_.in_use(), host_.limit());
+  ExpectBlocks(s, ours, 6);
+  OnOtherCore([&] {
+    EXPECT_EQ(core_->TEST_ResidenceOf(theirs[0]), Residence::kDevice);
+    ExpectBlocks(s, theirs, 4, /*seed=*/900);
+  });
   EXPECT_EQ(fake_.faults(), 0u);
 }
 

@@ -213,7 +213,7 @@ ShimCore* Runtime::CoreForAlloc() {
 uint64_t Runtime::PeerCores::ReclaimHostFromPeers(const ShimCore* asker, uint64_t bytes) {
   uint64_t freed = 0;
   runtime_->ForEachCore([&](ShimCore* core) {
-    if (core != asker && freed < bytes) freed += core->DemoteHostBytes(bytes - freed);
+    if (core != asker && freed < bytes) freed += core->GiveBackHostBytes(bytes - freed);
   });
   return freed;
 }
