@@ -22,6 +22,18 @@
 //   copies] in shim/hooks/cross_device.h) may ask too. No thread holds two
 //   cores' locks.
 //
+// Note [frees of other cores]
+//   What the cores commit beyond their device budgets is admitted against one
+//   OverflowLedger (Note [shared admission] in overflow_ledger.h). A core
+//   releases a freed block's share only once no work uses the block; until
+//   then the free is pending and is settled at that core's next call. So an
+//   allocation on one device could be refused for memory another device
+//   freed long ago, if that device made no call since. A refused allocation
+//   therefore asks the other cores, without its own lock, to settle the
+//   frees whose work is known complete by now (ReleasePeerFrees,
+//   ShimCore::ReleaseCompletedFrees: a poll of their events, no wait) and
+//   tries once more.
+//
 // Thread safety: implementations are thread-safe.
 #ifndef MEMVIRT_SHIM_CORE_HOST_PEERS_H_
 #define MEMVIRT_SHIM_CORE_HOST_PEERS_H_
@@ -40,6 +52,11 @@ class HostPeers {
   // they gave back.
   // REQUIRES: the calling thread holds no core's lock.
   virtual uint64_t ReclaimHostFromPeers(const ShimCore* asker, uint64_t bytes) = 0;
+  // Asks every core but `asker` to settle its pending frees whose work is
+  // complete (ShimCore::ReleaseCompletedFrees, Note [frees of other cores]);
+  // true if any core released a block.
+  // REQUIRES: the calling thread holds no core's lock.
+  virtual bool ReleasePeerFrees(const ShimCore* asker) = 0;
 };
 
 }  // namespace memvirt::shim

@@ -314,6 +314,7 @@ CUresult ShimCore::Alloc(CUdeviceptr* ptr, uint64_t bytes) {
     ProcessDeferred();
     ok = allocator_->Allocate(bytes, &a);
   }
+  if (!ok && may_defer && DeferPeerFrees()) return CUDA_ERROR_OUT_OF_MEMORY;  // repeated after
   if (!ok) {
     MEMSHIM_LOG(kInfo, "allocation of %llu bytes exceeds the virtual capacity",
                 static_cast<unsigned long long>(bytes));
@@ -973,7 +974,10 @@ bool ShimCore::WaitForDeferred() {
   loads.swap(deferred_loads_);
   const uint64_t host_bytes = static_cast<uint64_t>(deferred_host_chunks_) << kChunkShift;
   deferred_host_chunks_ = 0;
+  const bool peer_frees = std::exchange(deferred_peer_frees_, false);
   mu_.Unlock();
+  // Note [frees of other cores]: the repeat tries once more either way.
+  if (peer_frees) (void)host_peers_->ReleasePeerFrees(this);
   // Note [host slots of other cores]: if nothing is given back, the repeats
   // of this call do not ask again (host_peers_dry_).
   const uint64_t reclaimed =
@@ -994,6 +998,7 @@ bool ShimCore::WaitForDeferred() {
     stats_.host_bytes_reclaimed += reclaimed;
     host_peers_dry_ = reclaimed == 0;
   }
+  if (peer_frees) peer_frees_asked_ = true;
   return ok;
 }
 
@@ -1003,6 +1008,12 @@ bool ShimCore::DeferPageOutWait() {
 
 bool ShimCore::DeferCopyWait(uint64_t copy_seq) {
   return defer_waits_ && DeferUse(copy_index_, copy_seq);
+}
+
+bool ShimCore::DeferPeerFrees() {
+  if (host_peers_ == nullptr || peer_frees_asked_) return false;
+  deferred_peer_frees_ = true;
+  return true;
 }
 
 bool ShimCore::DeferHostReclaim(uint32_t chunks) {
@@ -1576,6 +1587,14 @@ uint64_t ShimCore::GiveBackHostBytes(uint64_t bytes) {
   }
   if (given() < want) (void)MoveHostChunksToFreeDevice(want - given());
   return static_cast<uint64_t>(given()) << kChunkShift;
+}
+
+bool ShimCore::ReleaseCompletedFrees() {
+  ScopedContext scoped(driver_, context_);  // Note [foreign threads]
+  MutexLock lock(&mu_);
+  const size_t before = pending_frees_.size();
+  ProcessDeferred();
+  return pending_frees_.size() < before;
 }
 
 uint32_t ShimCore::MoveHostChunksToFreeDevice(uint32_t max) {

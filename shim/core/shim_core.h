@@ -463,6 +463,10 @@ class ShimCore {
   // of other cores] in host_peers.h); waits only for this core's copy stream
   // and spill tier.
   uint64_t GiveBackHostBytes(uint64_t bytes) MEMSHIM_EXCLUDES(mu_);
+  // Releases the blocks freed with work pending whose work is known complete
+  // now (a poll, no wait); true if it released any. For another core of the
+  // process (Note [frees of other cores] in host_peers.h).
+  bool ReleaseCompletedFrees() MEMSHIM_EXCLUDES(mu_);
   // Tests and memvirt-bench only: waits for all tracked work and finishes the
   // page-out batch, with mu_ held (no interposed call makes this wait).
   CUresult TEST_Synchronize() MEMSHIM_EXCLUDES(mu_);
@@ -599,6 +603,10 @@ class ShimCore {
   // slots of the shared budget, records that `chunks` slots are to be asked
   // of them (Note [host slots of other cores]) and returns true.
   bool DeferHostReclaim(uint32_t chunks) MEMSHIM_REQUIRES(mu_);
+  // If the other cores were not asked yet in this public call, records that
+  // their completed frees are to be settled (Note [frees of other cores]) and
+  // returns true. REQUIRES: the call runs with waits deferred.
+  bool DeferPeerFrees() MEMSHIM_REQUIRES(mu_);
   // Runs `op` (an operation of a public call, REQUIRES mu_) under mu_ with
   // waits deferred, waiting outside the lock and repeating it as Note
   // [waits outside the lock] says; returns its result.
@@ -611,7 +619,8 @@ class ShimCore {
   bool WaitForDeferred() MEMSHIM_REQUIRES(mu_);
   // Whether the operation being run deferred a wait.
   bool WaitsDeferred() const MEMSHIM_REQUIRES(mu_) {
-    return !deferred_uses_.empty() || !deferred_loads_.empty() || deferred_host_chunks_ != 0;
+    return !deferred_uses_.empty() || !deferred_loads_.empty() || deferred_host_chunks_ != 0 ||
+           deferred_peer_frees_;
   }
   // Forgets the deferred waits: the operation found a way that needs none
   // (a load left running stays in its staging buffer, taken later as one
@@ -620,6 +629,7 @@ class ShimCore {
     deferred_uses_.clear();
     deferred_loads_.clear();
     deferred_host_chunks_ = 0;
+    deferred_peer_frees_ = false;
   }
   static constexpr uint32_t kMaxOutsideWaits = 16;
   void AddUse(uint32_t chunk, uint32_t stream, uint64_t seq) MEMSHIM_REQUIRES(mu_);
@@ -843,6 +853,10 @@ class ShimCore {
   // The other cores gave nothing back when this public call asked them: its
   // repeats do not ask again (reset when the call ends).
   bool host_peers_dry_ MEMSHIM_GUARDED_BY(mu_) = false;
+  // The other cores' completed frees are to be settled (DeferPeerFrees), and
+  // whether this public call asked for that already (reset when it ends).
+  bool deferred_peer_frees_ MEMSHIM_GUARDED_BY(mu_) = false;
+  bool peer_frees_asked_ MEMSHIM_GUARDED_BY(mu_) = false;
   std::vector<Fill> fills_ MEMSHIM_GUARDED_BY(mu_);         // fills of the operation being prepared
   uint32_t unmapped_host_ MEMSHIM_GUARDED_BY(mu_) = 0;      // kHost chunks marked `unmapped`
   std::vector<uint32_t> prefetch_ MEMSHIM_GUARDED_BY(mu_);  // MakeResident's candidates
@@ -936,6 +950,7 @@ CUresult ShimCore::RunWithWaitsOutsideLock(Op op) {
     repeating_ = false;
   }
   host_peers_dry_ = false;
+  peer_frees_asked_ = false;
   mu_.Unlock();
   return r;
 }

@@ -148,6 +148,10 @@ class SharedHostBudgetSpillTest : public ShimCoreSpillTest {
       ShimCore* other = asker == test_->core_.get() ? test_->other_.get() : test_->core_.get();
       return other->GiveBackHostBytes(bytes);
     }
+    bool ReleasePeerFrees(const ShimCore* asker) override {
+      ShimCore* other = asker == test_->core_.get() ? test_->other_.get() : test_->core_.get();
+      return other->ReleaseCompletedFrees();
+    }
     std::atomic<int> asked{0};
 
    private:

@@ -218,6 +218,14 @@ uint64_t Runtime::PeerCores::ReclaimHostFromPeers(const ShimCore* asker, uint64_
   return freed;
 }
 
+bool Runtime::PeerCores::ReleasePeerFrees(const ShimCore* asker) {
+  bool released = false;
+  runtime_->ForEachCore([&](ShimCore* core) {
+    if (core != asker) released |= core->ReleaseCompletedFrees();
+  });
+  return released;
+}
+
 void* Runtime::Substitute(void* real) const {
   if (config_.disabled || real == nullptr) return real;
   auto it = hook_of_real_.find(real);

@@ -137,6 +137,7 @@ class Runtime {
    public:
     explicit PeerCores(const Runtime* runtime) : runtime_(runtime) {}
     uint64_t ReclaimHostFromPeers(const ShimCore* asker, uint64_t bytes) override;
+    bool ReleasePeerFrees(const ShimCore* asker) override;
 
    private:
     const Runtime* const runtime_;

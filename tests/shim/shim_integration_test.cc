@@ -236,6 +236,46 @@ TEST(AdmissionTest, TwoDevicesSharingAHostBudgetAreRefusedAtAllocationBeyondIt) 
   EXPECT_EQ(Field(r.out, "reported_total"), std::to_string(kDeviceBudget + kHostBudget)) << r.out;
 }
 
+// Note [frees of other cores] and Note [host slots of other cores] (shim/core/host_peers.h),
+// without a spill tier: two devices with 16 MiB device budgets share a 32 MiB host budget.
+// Device 1 writes 24 blocks of 2 MiB (8 on its device, 16 filling the host budget) and frees the
+// last 4 it wrote; device 0 then writes 12 (4 beyond its device budget). What both commit beyond
+// their device budgets is then exactly the host budget: device 0's allocations are admitted once
+// device 1's frees are settled (they may still wait for their copies when freed, and device 1
+// makes no further call), and device 0's first page-out finds device 1's data in every host slot:
+// device 1's core moves host chunks into its freed device memory and gives their slots back.
+// Every block reads back what was written.
+TEST(AdmissionTest, ADeviceGetsWhatTheOtherDeviceFreedAndTheHostSlotsItHolds) {
+  constexpr uint64_t kBlock = 2ull << 20;
+  std::vector<std::string> env = ShimEnv(kDevice);
+  env.push_back("MEMSIM_DEVICE_COUNT=2");
+  env.push_back("MEMSHIM_DEVICE_BUDGET=" + std::to_string(16ull << 20));
+  for (std::string& e : env) {  // instead of ShimEnv's 1 GiB
+    if (e.rfind("MEMSHIM_HOST_BUDGET=", 0) == 0) {
+      e = "MEMSHIM_HOST_BUDGET=" + std::to_string(32ull << 20);
+    }
+  }
+  env.push_back("MEMSHIM_LOG=info");
+  const ProgramResult r =
+      RunProgram({MEMSHIM_HOST_HANDOFF, std::to_string(kBlock), "24", "4", "12"}, env, true);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(Field(r.out, "blocks"), "32") << r.out;
+  EXPECT_EQ(Field(r.out, "mismatches"), "0") << r.out;
+  // "device 0: ... host slots asked of other cores N times (M MiB given back)"
+  const size_t line = r.out.find("device 0: device chunks peak");
+  ASSERT_NE(line, std::string::npos) << r.out;
+  const std::string key = "host slots asked of other cores ";
+  const size_t at = r.out.find(key, line);
+  ASSERT_NE(at, std::string::npos) << r.out;
+  unsigned long long asked = 0, given_mib = 0;
+  ASSERT_EQ(std::sscanf(r.out.c_str() + at + key.size(), "%llu times (%llu MiB given back)", &asked,
+                        &given_mib),
+            2)
+      << r.out;
+  EXPECT_GT(asked, 0u) << r.out;
+  EXPECT_GT(given_mib, 0u) << r.out;
+}
+
 // The shim's "graph exec ... retired:" log lines (MEMSHIM_LOG=info), one per
 // destroyed executable graph.
 std::vector<std::string> RetiredGraphLines(const std::string& out) {
