@@ -47,19 +47,7 @@ int main(int argc, char** argv) {
   }
   const uint64_t block_bytes = std::strtoull(argv[1], nullptr, 10);
   const int max_blocks = std::atoi(argv[2]);
-  CHECK_CU(cuInit(0));
-  int count = 0;
-  CHECK_CU(cuDeviceGetCount(&count));
-  if (count < 2) {
-    std::fprintf(stderr, "needs at least 2 devices, found %d\n", count);
-    return 1;
-  }
-  CUcontext ctx[2];
-  for (int d = 0; d < 2; ++d) {
-    CUdevice dev;
-    CHECK_CU(cuDeviceGet(&dev, d));
-    CHECK_CU(cuDevicePrimaryCtxRetain(&ctx[d], dev));
-  }
+  const std::vector<CUcontext> ctx = RetainPrimaryContexts(2);
 
   std::vector<uint64_t> words(block_bytes / sizeof(uint64_t));
   std::vector<Block> blocks;

@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <vector>
 
 inline constexpr int kExitOutOfMemory = 3;
 
@@ -33,6 +34,25 @@ inline CUcontext SetUpPrimaryContext() {
   CHECK_CU(cuDevicePrimaryCtxRetain(&ctx, dev));
   CHECK_CU(cuCtxSetCurrent(ctx));
   return ctx;
+}
+
+// cuInit, then retains every device's primary context (none made current);
+// exits with 1 if there are fewer than `at_least` devices.
+inline std::vector<CUcontext> RetainPrimaryContexts(int at_least) {
+  CHECK_CU(cuInit(0));
+  int count = 0;
+  CHECK_CU(cuDeviceGetCount(&count));
+  if (count < at_least) {
+    std::fprintf(stderr, "needs at least %d devices, found %d\n", at_least, count);
+    std::exit(1);
+  }
+  std::vector<CUcontext> contexts(count);
+  for (int d = 0; d < count; ++d) {
+    CUdevice dev;
+    CHECK_CU(cuDeviceGet(&dev, d));
+    CHECK_CU(cuDevicePrimaryCtxRetain(&contexts[d], dev));
+  }
+  return contexts;
 }
 
 #endif  // MEMVIRT_TESTS_SHIM_CUDA_CHECK_H_

@@ -60,18 +60,11 @@ int main(int argc, char** argv) {
   uint64_t layer_bytes = TrainLayerBytes(footprint);
   uint64_t n = layer_bytes / sizeof(float);
 
-  CHECK_CU(cuInit(0));
-  int count = 0;
-  CHECK_CU(cuDeviceGetCount(&count));
-  if (count < 2) {
-    std::fprintf(stderr, "needs at least 2 devices, found %d\n", count);
-    return 1;
-  }
+  const std::vector<CUcontext> contexts = RetainPrimaryContexts(2);
+  const int count = static_cast<int>(contexts.size());
   std::vector<DeviceState> devs(count);
   for (int d = 0; d < count; ++d) {
-    CUdevice dev;
-    CHECK_CU(cuDeviceGet(&dev, d));
-    CHECK_CU(cuDevicePrimaryCtxRetain(&devs[d].ctx, dev));
+    devs[d].ctx = contexts[d];
     MakeCurrent(devs[d]);
     devs[d].k = LoadTrainKernels(argv[1]);
     CHECK_CU(cuStreamCreate(&devs[d].stream, CU_STREAM_NON_BLOCKING));
