@@ -1212,6 +1212,17 @@ CUresult ShimCore::PageIn(uint32_t chunk, bool may_evict) {
   return CUDA_SUCCESS;
 }
 
+uint64_t ShimCore::MarkHostFills() {
+  bool host_fills = false;
+  for (const Fill& f : fills_) host_fills |= f.host_slot != kNoIndex;
+  if (!host_fills) return 0;
+  const uint64_t copy_seq = tracker_->Issue(copy_index_);
+  for (const Fill& f : fills_) {
+    if (f.host_slot != kNoIndex) table_[f.chunk].fill_seq = copy_seq;
+  }
+  return copy_seq;
+}
+
 void ShimCore::CommitFills(uint64_t copy_seq) {
   for (const Fill& f : fills_) {
     if (f.host_slot != kNoIndex) {
@@ -1313,14 +1324,7 @@ CUresult ShimCore::MakeResident(uint32_t stream, bool host_wait, bool capturing,
     }
   }
   if (result == CUDA_SUCCESS && spill_ != nullptr) spill_->Prefetch();
-  bool host_fills = false;
-  for (const Fill& f : fills_) host_fills |= f.host_slot != kNoIndex;
-  if (host_fills) {
-    const uint64_t copy_seq = tracker_->Issue(copy_index_);
-    for (const Fill& f : fills_) {
-      if (f.host_slot != kNoIndex) table_[f.chunk].fill_seq = copy_seq;
-    }
-  }
+  (void)MarkHostFills();
   if (result != CUDA_SUCCESS) {
     // Nothing will be enqueued; the chunks filled so far keep their fill_seq,
     // which whatever uses them next waits for.
@@ -1585,7 +1589,7 @@ uint64_t ShimCore::GiveBackHostBytes(uint64_t bytes) {
   while (given() < want && pool_->device_in_use() + (want - given()) > pool_->device_limit() &&
          ReclaimDead(/*device=*/true, /*host=*/false)) {
   }
-  if (given() < want) (void)MoveHostChunksToFreeDevice(want - given());
+  if (given() < want) MoveHostChunksToFreeDevice(want - given());
   return static_cast<uint64_t>(given()) << kChunkShift;
 }
 
@@ -1597,7 +1601,7 @@ bool ShimCore::ReleaseCompletedFrees() {
   return pending_frees_.size() < before;
 }
 
-uint32_t ShimCore::MoveHostChunksToFreeDevice(uint32_t max) {
+void ShimCore::MoveHostChunksToFreeDevice(uint32_t max) {
   fills_.clear();
   for (uint32_t c = 0;
        c < table_.size() && fills_.size() < max && pool_->device_in_use() < pool_->device_limit();
@@ -1609,15 +1613,11 @@ uint32_t ShimCore::MoveHostChunksToFreeDevice(uint32_t max) {
     }
     if (PageIn(c, /*may_evict=*/false) != CUDA_SUCCESS) break;
   }
-  if (fills_.empty()) return 0;
-  const uint64_t copy_seq = tracker_->Issue(copy_index_);
-  for (const Fill& f : fills_) table_[f.chunk].fill_seq = copy_seq;
-  const uint32_t before = pool_->host_in_use();
+  const uint64_t copy_seq = MarkHostFills();
+  if (copy_seq == 0) return;
   // Note [failed transitions]: a failed wait puts every chunk back in its slot.
-  if (OrderFills(copy_seq, copy_index_, /*host_wait=*/true) != CUDA_SUCCESS) return 0;
+  if (OrderFills(copy_seq, copy_index_, /*host_wait=*/true) != CUDA_SUCCESS) return;
   ProcessDeferred();  // the copies are complete: their host slots go back
-  const uint32_t now = pool_->host_in_use();
-  return now < before ? before - now : 0;
 }
 
 void ShimCore::OnAppPhysicalCreate(CUmemGenericAllocationHandle handle, uint64_t bytes) {

@@ -545,6 +545,10 @@ class ShimCore {
   // The fills of the operation are ordered before its work: host slots are
   // released once `copy_seq` completed, stored copies discarded.
   void CommitFills(uint64_t copy_seq) MEMSHIM_REQUIRES(mu_);
+  // Issues one copy-stream sequence number covering the page-in copies among
+  // fills_ and sets it as their chunks' fill_seq; returns it, or 0 if fills_
+  // holds no page-in from a host slot.
+  uint64_t MarkHostFills() MEMSHIM_REQUIRES(mu_);
   // The fills could not be ordered: every chunk goes back to its previous home.
   void UndoFills() MEMSHIM_REQUIRES(mu_);
   // Waits (stream-ordered on `stream`, or on the host) for copy-stream
@@ -701,9 +705,9 @@ class ShimCore {
   // Demotes up to `max` (at most one batch) host chunks; false if none moved.
   bool DemoteHostChunks(uint32_t max) MEMSHIM_REQUIRES(mu_);
   // Moves up to `max` idle host chunks into free device chunks (never
-  // evicting), waits for their copies and releases their host slots; returns
-  // the slots released (GiveBackHostBytes).
-  uint32_t MoveHostChunksToFreeDevice(uint32_t max) MEMSHIM_REQUIRES(mu_);
+  // evicting), waits for their copies and releases their host slots
+  // (GiveBackHostBytes).
+  void MoveHostChunksToFreeDevice(uint32_t max) MEMSHIM_REQUIRES(mu_);
   // Promotes kNvme `chunk`; a success is a fill of the operation (fills_).
   [[nodiscard]] CUresult Promote(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
   // Demotion and promotion to and from the spill tier (spill_manager.h);
