@@ -1,6 +1,7 @@
 #include "memvirt/policy/shim_layout.h"
 
 #include <algorithm>
+#include <functional>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -17,7 +18,8 @@ class SlabPacker {
   // Returns the slab (a dense index) that holds the new object.
   uint32_t Allocate(uint64_t class_bytes, uint32_t* object) {
     Class& c = classes_[class_bytes];
-    if (!c.free.empty()) {
+    if (!c.free.empty()) {  // the lowest free object, as the shim takes it
+      std::pop_heap(c.free.begin(), c.free.end(), std::greater<>());
       const auto [slab, obj] = c.free.back();
       c.free.pop_back();
       *object = obj;
@@ -31,7 +33,9 @@ class SlabPacker {
     return c.current;
   }
   void Free(uint64_t class_bytes, uint32_t slab, uint32_t object) {
-    classes_[class_bytes].free.emplace_back(slab, object);
+    auto& free = classes_[class_bytes].free;
+    free.emplace_back(slab, object);
+    std::push_heap(free.begin(), free.end(), std::greater<>());
   }
   uint32_t slabs() const { return slabs_; }
 
@@ -40,7 +44,10 @@ class SlabPacker {
   struct Class {
     uint32_t current = kNone;
     uint64_t bump = 0;
-    std::vector<std::pair<uint32_t, uint32_t>> free;  // LIFO
+    // Min-heap of (slab, object): slabs are numbered in creation order, which
+    // stands for address order (Note [repeatable placement] in
+    // shim/core/block_allocator.h).
+    std::vector<std::pair<uint32_t, uint32_t>> free;
   };
   std::unordered_map<uint64_t, Class> classes_;
   uint32_t slabs_ = 0;

@@ -75,6 +75,23 @@ TEST(ShimLayoutTest, FreedObjectsAreReusedBeforeANewSlab) {
   EXPECT_EQ(out.kernels[0].reads, out.kernels[1].reads);
 }
 
+TEST(ShimLayoutTest, TheLowestFreeObjectIsTakenAsTheAllocatorTakesIt) {
+  // Two 1 MiB objects per slab: tensors 1-4 fill slabs 6 and 7; 2 (slab 6),
+  // 3 and 4 (slab 7) die after kernel 0, in that order. Tensor 5 takes the
+  // lowest free object, 2's (Note [repeatable placement] in
+  // shim/core/block_allocator.h), not the last freed, 4's; so kernel 1,
+  // which reads tensor 1, touches slab 6 alone.
+  const uint64_t mib = uint64_t{1} << 20;
+  trace::Trace t;
+  for (uint64_t id = 1; id <= 5; ++id) t.tensors.push_back({id, mib, "activation", false});
+  t.kernels = {{10, "a", 1, {}, {1, 2, 3, 4}}, {11, "b", 1, {1}, {5}}};
+  ShimLayoutStats stats;
+  trace::Trace out = ShimLayout(t, &stats);
+  EXPECT_EQ(stats.slabs, 2u);
+  EXPECT_EQ(out.kernels[0].reads, (std::vector<uint64_t>{6, 7}));
+  EXPECT_EQ(out.kernels[1].reads, (std::vector<uint64_t>{6}));
+}
+
 TEST(ShimLayoutTest, AFullSlabStartsAnother) {
   trace::Trace t;
   trace::TraceKernel k{10, "all", 1, {}, {}};

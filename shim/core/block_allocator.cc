@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <functional>
 
 namespace memvirt::shim {
 namespace {
@@ -90,8 +91,11 @@ bool BlockAllocator::AllocateRange(uint32_t count, uint32_t* first) {
   if (count == 0 || committed_ + static_cast<uint64_t>(count) > max_committed_) return false;
   if (count <= kCacheMaxChunks && !range_cache_[count].empty()) {
     if (!TryCommit(count)) return false;
-    *first = range_cache_[count].back();  // Note [range cache]
-    range_cache_[count].pop_back();
+    std::vector<uint32_t>& cached = range_cache_[count];  // Note [repeatable placement]
+    auto lowest = std::min_element(cached.begin(), cached.end());
+    *first = *lowest;  // Note [range cache]
+    *lowest = cached.back();
+    cached.pop_back();
     --cached_ranges_;
     return true;
   }
@@ -112,10 +116,17 @@ bool BlockAllocator::AllocateRange(uint32_t count, uint32_t* first) {
 
 void BlockAllocator::FreeRange(uint32_t first, uint32_t count) {
   Uncommitted(count);
-  if (count <= kCacheMaxChunks && range_cache_[count].size() < kCachePerCount) {
-    range_cache_[count].push_back(first);
-    ++cached_ranges_;
-    return;
+  if (count <= kCacheMaxChunks) {
+    std::vector<uint32_t>& cached = range_cache_[count];
+    if (cached.size() < kCachePerCount) {
+      cached.push_back(first);
+      ++cached_ranges_;
+      return;
+    }
+    // Full: it keeps the lowest ranges, whatever the order of the frees
+    // (Note [repeatable placement]).
+    auto highest = std::max_element(cached.begin(), cached.end());
+    if (*highest > first) std::swap(*highest, first);
   }
   InsertFreeRange(first, count);
 }
@@ -170,6 +181,8 @@ bool BlockAllocator::AllocateSmall(int size_class, uint64_t* offset, Allocation*
     free_list.push_back((static_cast<uint64_t>(slab.chunk) << kChunkShift) + slab.bump * size);
     ++slab.bump;
   }
+  // A min-heap of offsets: the lowest free object (Note [repeatable placement]).
+  std::pop_heap(free_list.begin(), free_list.end(), std::greater<uint64_t>());
   *offset = free_list.back();
   free_list.pop_back();
   const ChunkEntry& e = (*table_)[static_cast<uint32_t>(*offset >> kChunkShift)];
@@ -232,7 +245,9 @@ bool BlockAllocator::Free(uint64_t offset, Release* out) {
   word &= ~bit;
   --slab.live;
   live_bytes_ -= size;
-  class_free_[slab.size_class].push_back(offset);
+  std::vector<uint64_t>& free_list = class_free_[slab.size_class];
+  free_list.push_back(offset);
+  std::push_heap(free_list.begin(), free_list.end(), std::greater<uint64_t>());
   out->bytes = size;
   return true;
 }

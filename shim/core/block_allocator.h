@@ -7,7 +7,7 @@
 // Note [size classes]
 //   Blocks up to kSmallMax bytes come from 2 MiB slab chunks of one class
 //   each (256 B steps up to 1 KiB, then four classes per power of two), so a
-//   warm alloc/free pair is a vector pop/push plus a bitmap update. A slab
+//   warm alloc/free pair is a heap pop/push plus a bitmap update. A slab
 //   chunk never straddles two blocks, so residency of a small block is the
 //   residency of its one chunk. Slabs are kept once created (their chunks
 //   stay committed) which bounds fragmentation work at the cost of holding
@@ -23,9 +23,24 @@
 //   iteration. A freed range of up to kCacheMaxChunks chunks is therefore
 //   kept in a per-count cache (up to kCachePerCount ranges each) instead of
 //   being merged into the free-range map; an allocation of that count pops
-//   it, which costs no map operation and no heap allocation. On a miss the
-//   cache is flushed into the map first, so best fit and coalescing see every
-//   free range exactly as without the cache.
+//   the lowest of them, which costs no map operation and no heap allocation.
+//   On a miss the cache is flushed into the map first, so best fit and
+//   coalescing see every free range exactly as without the cache.
+//
+// Note [repeatable placement]
+//   A free small object and a cached range are taken lowest address first
+//   (a min-heap per class, a scan of at most kCachePerCount ranges), never
+//   last freed first, and a full range cache keeps the lowest ranges freed
+//   into it. A training iteration allocates the same sizes in the
+//   same order each time but frees them in another order; with every choice
+//   a function of the free set, not of the order of the frees, the iteration
+//   finds the free set it started from and places every block where the
+//   previous iteration did. The chunk sets of its launches then repeat, which
+//   is what lets a policy that learns the iteration (lifetime) recognize it:
+//   with last-freed-first lists the shim handed out each iteration's
+//   activations permuted, and lifetime paged like lru (docs/policy.md,
+//   calibration). Cost: O(log n) per small alloc and free for n free objects
+//   of the class, instead of O(1).
 #ifndef MEMVIRT_SHIM_CORE_BLOCK_ALLOCATOR_H_
 #define MEMVIRT_SHIM_CORE_BLOCK_ALLOCATOR_H_
 
@@ -157,7 +172,7 @@ class BlockAllocator {
   std::vector<std::vector<uint32_t>> range_cache_;        // per chunk count: free range starts
   uint32_t cached_ranges_ = 0;
   std::vector<Slab> slabs_;
-  std::vector<std::vector<uint64_t>> class_free_;  // per class: free object offsets
+  std::vector<std::vector<uint64_t>> class_free_;  // per class: min-heap of free offsets
   std::vector<uint32_t> class_current_slab_;       // per class: slab being carved
 };
 

@@ -4,6 +4,7 @@
 
 #include <random>
 #include <set>
+#include <vector>
 
 namespace memvirt::shim {
 namespace {
@@ -126,6 +127,39 @@ TEST_F(BlockAllocatorTest, FreedLargeRangeIsReusedForTheSameSize) {
   EXPECT_EQ(bytes, 3u << 20);
   EXPECT_FALSE(alloc_.Lookup(c.offset + (3 << 20), &base, &bytes));
   ASSERT_FALSE(alloc_.Free(a.offset + kChunkBytes, &rel));  // interior chunk
+}
+
+// Note [repeatable placement]: a training iteration allocates the same
+// sizes in the same order every time but frees them in another order (here:
+// every other block first, then the rest backwards). The free objects and
+// cached ranges are taken lowest address first, so every iteration places
+// each block where the previous one did; a last-freed-first list would hand
+// the addresses out permuted.
+TEST_F(BlockAllocatorTest, AnIterationFreedInAnotherOrderIsPlacedAsThePreviousOne) {
+  // Six ranges of two chunks: more than the range cache keeps of one count.
+  const std::vector<uint64_t> sizes = {4096,    4096, 6000, 4096,    4 << 20, 4 << 20, 300,
+                                       4 << 20, 4096, 6000, 4 << 20, 300,     4 << 20, 4 << 20};
+  BlockAllocator::Allocation persistent;
+  ASSERT_TRUE(alloc_.Allocate(4 << 20, &persistent));
+  std::vector<std::vector<uint64_t>> placements;
+  for (int iteration = 0; iteration < 3; ++iteration) {
+    std::vector<uint64_t> offsets;
+    for (uint64_t bytes : sizes) {
+      BlockAllocator::Allocation a;
+      ASSERT_TRUE(alloc_.Allocate(bytes, &a));
+      offsets.push_back(a.offset);
+    }
+    std::vector<size_t> order;
+    for (size_t i = 0; i < offsets.size(); i += 2) order.push_back(i);
+    for (size_t i = offsets.size() - 1; i < offsets.size(); i -= 2) order.push_back(i);
+    for (size_t i : order) {
+      BlockAllocator::Release rel;
+      ASSERT_TRUE(alloc_.Free(offsets[i], &rel));
+    }
+    placements.push_back(offsets);
+  }
+  EXPECT_EQ(placements[1], placements[0]);
+  EXPECT_EQ(placements[2], placements[1]);
 }
 
 TEST_F(BlockAllocatorTest, RandomizedAllocFreeKeepsBlocksDisjoint) {

@@ -21,8 +21,9 @@
 //   one chunk per slab, and every access a read and a write. Small tensors
 //   go to slabs by replaying the trace's allocation order (persistent
 //   tensors first, then, per kernel, births before it and deaths after it)
-//   through the allocator's rules for two iterations: the slabs' LIFO free
-//   lists settle in the second, whose placement is used for every
+//   through the allocator's rules for two iterations (the lowest free object
+//   of a class first, Note [repeatable placement] in
+//   shim/core/block_allocator.h); the second's placement is used for every
 //   iteration (a tensor keeps one slab).
 //
 // Thread safety: a pure function.
