@@ -33,9 +33,9 @@ class SlabPacker {
     return c.current;
   }
   void Free(uint64_t class_bytes, uint32_t slab, uint32_t object) {
-    auto& free = classes_[class_bytes].free;
-    free.emplace_back(slab, object);
-    std::push_heap(free.begin(), free.end(), std::greater<>());
+    auto& free_objects = classes_[class_bytes].free;
+    free_objects.emplace_back(slab, object);
+    std::push_heap(free_objects.begin(), free_objects.end(), std::greater<>());
   }
   uint32_t slabs() const { return slabs_; }
 

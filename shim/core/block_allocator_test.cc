@@ -149,9 +149,10 @@ TEST_F(BlockAllocatorTest, AnIterationFreedInAnotherOrderIsPlacedAsThePreviousOn
       ASSERT_TRUE(alloc_.Allocate(bytes, &a));
       offsets.push_back(a.offset);
     }
+    const size_t n = offsets.size();  // even
     std::vector<size_t> order;
-    for (size_t i = 0; i < offsets.size(); i += 2) order.push_back(i);
-    for (size_t i = offsets.size() - 1; i < offsets.size(); i -= 2) order.push_back(i);
+    for (size_t i = 0; i < n; i += 2) order.push_back(i);      // 0, 2, ..., n - 2
+    for (size_t i = 1; i < n; i += 2) order.push_back(n - i);  // n - 1, n - 3, ..., 1
     for (size_t i : order) {
       BlockAllocator::Release rel;
       ASSERT_TRUE(alloc_.Free(offsets[i], &rel));
