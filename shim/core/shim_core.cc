@@ -287,14 +287,21 @@ void ShimCore::OnChunksFreed(uint32_t first, uint32_t count) {
 CUresult ShimCore::Alloc(CUdeviceptr* ptr, uint64_t bytes) {
   if (ptr == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
-  return RunWithWaitsOutsideLock([&]() MEMSHIM_REQUIRES(mu_) { return AllocLocked(ptr, bytes); });
+  AllocBacking backing;
+  return RunWithWaitsOutsideLock(
+      [&]() MEMSHIM_REQUIRES(mu_) { return AllocLocked(ptr, bytes, &backing); });
 }
 
 // Inlined into Alloc, as LaunchLocked into BeforeLaunch: a call costs some 30
-// instructions an allocation. Backing the new chunks waits under the lock as
-// before; only the wait for pending frees below is deferred.
-[[gnu::always_inline]] inline CUresult ShimCore::AllocLocked(CUdeviceptr* ptr, uint64_t bytes) {
+// instructions an allocation. The waits for pending frees and for backing
+// the new chunks are deferred (Note [waits outside the lock]); a repeat after
+// the latter backs the rest of the block the first attempt allocated.
+[[gnu::always_inline]] inline CUresult ShimCore::AllocLocked(CUdeviceptr* ptr, uint64_t bytes,
+                                                             AllocBacking* backing) {
   const bool may_defer = std::exchange(defer_waits_, false);
+  if (backing->count != 0) [[unlikely]] {  // a repeat: the block is allocated
+    return BackNewBlock(ptr, bytes, may_defer, backing);
+  }
   ProcessDeferred();
   BlockAllocator::Allocation a;
   bool ok = allocator_->Allocate(bytes, &a);
@@ -322,10 +329,23 @@ CUresult ShimCore::Alloc(CUdeviceptr* ptr, uint64_t bytes) {
   }
   if (a.new_count != 0) {
     OnChunksCommitted(a.new_first, a.new_count);
-    BackAtAllocation(a.new_first, a.new_count);
+    *backing = {a.offset, a.new_first, a.new_count};
+    return BackNewBlock(ptr, bytes, may_defer, backing);
   }
   alloc_events_.Record(a.offset, bytes, /*freed=*/false);
   *ptr = base_ + a.offset;
+  return CUDA_SUCCESS;
+}
+
+CUresult ShimCore::BackNewBlock(CUdeviceptr* ptr, uint64_t bytes, bool may_defer,
+                                AllocBacking* backing) {
+  defer_waits_ = may_defer;
+  BackAtAllocation(backing->first, backing->count);
+  defer_waits_ = false;
+  if (WaitsDeferred()) return CUDA_ERROR_NOT_READY;  // repeated after the wait
+  backing->count = 0;
+  alloc_events_.Record(backing->offset, bytes, /*freed=*/false);
+  *ptr = base_ + backing->offset;
   return CUDA_SUCCESS;
 }
 
@@ -928,11 +948,59 @@ bool ShimCore::SpillOwner::DeferLoadWait(uint32_t slot) {
   return true;
 }
 
+uint64_t ShimCore::SpillOwner::Fences() {
+  core_->mu_.AssertHeld();  // spill_ calls it from StartDemotion() and FinishDemotion()
+  return core_->fences_;
+}
+
 bool ShimCore::DemoteHostChunks(uint32_t max) {
   if (spill_ == nullptr) return false;
   const SpillManager::Demoted demoted = spill_->Demote(max, stamp_);
   unmapped_host_ -= demoted.unmapped;
   return demoted.moved > 0;
+}
+
+bool ShimCore::DemoteHostChunksOutsideLock(uint32_t max) {
+  if (spill_ == nullptr) return false;
+  SpillManager::DemotionBatch batch;
+  spill_->StartDemotion(max, stamp_, &batch);
+  if (batch.empty()) return false;
+  ++stats_.host_waits;
+  CUevent event = nullptr;
+  const bool held = HoldDemotionCopies(batch, &event);
+  mu_.Unlock();
+  (void)StoreWithoutLock(held, event, &batch);  // if not stored, nothing moves
+  mu_.Lock();
+  if (event != nullptr) tracker_->Unhold(1);
+  return FinishDemotion(&batch) > 0;
+}
+
+bool ShimCore::HoldDemotionCopies(const SpillManager::DemotionBatch& batch, CUevent* event) {
+  WindowWait window;  // the copy stream is used only under mu_: no window is open on it
+  return tracker_->Hold(copy_index_, batch.copy_seq, event, &window) == CUDA_SUCCESS;
+}
+
+bool ShimCore::StoreWithoutLock(bool held, CUevent event, SpillManager::DemotionBatch* batch) {
+  if (!held) return false;  // not stored: the chunks stay in host memory
+  if (event != nullptr) {
+    RelaxedCaptureMode relaxed(driver_);  // Note [relaxed driver sequences]
+    if (driver_->cuEventSynchronize(event) != CUDA_SUCCESS) return false;
+  }
+  SpillManager::StoreDemotion(spill_tier_, batch);
+  return true;
+}
+
+bool ShimCore::DeferDemotion(uint32_t max) {
+  if (spill_ == nullptr || !defer_waits_) return false;
+  spill_->StartDemotion(max, stamp_, &deferred_demotion_);
+  return !deferred_demotion_.empty();
+}
+
+uint32_t ShimCore::FinishDemotion(SpillManager::DemotionBatch* batch) {
+  const SpillManager::Demoted demoted = spill_->FinishDemotion(*batch);
+  *batch = SpillManager::DemotionBatch{};
+  unmapped_host_ -= demoted.unmapped;
+  return demoted.moved;
 }
 
 CUresult ShimCore::Promote(uint32_t chunk) {
@@ -975,6 +1043,9 @@ bool ShimCore::WaitForDeferred() {
   const uint64_t host_bytes = static_cast<uint64_t>(deferred_host_chunks_) << kChunkShift;
   deferred_host_chunks_ = 0;
   const bool peer_frees = std::exchange(deferred_peer_frees_, false);
+  SpillManager::DemotionBatch demotion = std::exchange(deferred_demotion_, {});
+  CUevent demotion_event = nullptr;
+  const bool demotion_held = !demotion.empty() && HoldDemotionCopies(demotion, &demotion_event);
   mu_.Unlock();
   // Note [frees of other cores]: the repeat tries once more either way.
   if (peer_frees) (void)host_peers_->ReleasePeerFrees(this);
@@ -991,8 +1062,13 @@ bool ShimCore::WaitForDeferred() {
   }
   // The repeat collects each load's outcome (a failed one fails it then).
   for (uint32_t slot : loads) spill_tier_->WaitLoad(slot);
+  if (!demotion.empty() && !StoreWithoutLock(demotion_held, demotion_event, &demotion)) {
+    ok = false;  // the next run demotes under the lock and reports the error
+  }
   mu_.Lock();
   if (!held.empty()) tracker_->Unhold(static_cast<uint32_t>(held.size()));
+  if (demotion_event != nullptr) tracker_->Unhold(1);
+  if (!demotion.empty()) FinishDemotion(&demotion);
   if (host_bytes != 0) {
     ++stats_.host_reclaims_asked;
     stats_.host_bytes_reclaimed += reclaimed;
@@ -1099,6 +1175,11 @@ CUresult ShimCore::AcquireHost(uint32_t* slot) {
     (void)tracker_->WaitFor(copy_index_, copy_seq);            // sticky on error
     ProcessDeferred();
     if (pool_->AcquireHost(slot) == CUDA_SUCCESS) return CUDA_SUCCESS;
+  }
+  // Note [waits outside the lock]: one demotion per attempt, finished by the
+  // public call without mu_.
+  if (defer_waits_ && (!deferred_demotion_.empty() || DeferDemotion(kDemotionBatch))) {
+    return CUDA_ERROR_NOT_READY;
   }
   if (DemoteHostChunks(kDemotionBatch) && pool_->AcquireHost(slot) == CUDA_SUCCESS) {
     return CUDA_SUCCESS;
@@ -1354,6 +1435,11 @@ CUresult ShimCore::BackAllOwned() {
   if (unbacked_owned_ == 0 && stats_.spilled_chunks == 0 && unmapped_host_ == 0) {
     return CUDA_SUCCESS;
   }
+  // The launch may reach every chunk: none already in host memory is demoted
+  // to make room for the others (device chunks may still move to the host).
+  for (uint32_t c = 0; c < table_.size(); ++c) {
+    if (OwnedKind(table_[c].kind) && table_[c].residence == Residence::kHost) TouchChunk(c);
+  }
   for (uint32_t c = 0; c < table_.size() &&
                        (unbacked_owned_ > 0 || stats_.spilled_chunks > 0 || unmapped_host_ > 0);
        ++c) {
@@ -1446,6 +1532,7 @@ CUresult ShimCore::OpaqueLocked(uint32_t index, bool capturing, Ticket* ticket) 
 }
 
 void ShimCore::AddFence(uint32_t stream, uint64_t seq) {
+  ++fences_;
   for (StreamUse& u : opaque_uses_) {
     if (u.stream == stream) {
       u.seq = seq;
@@ -1553,7 +1640,7 @@ void ShimCore::SetHostBudget(uint64_t bytes) {
   ++stamp_;  // no operation is being prepared: every host chunk is a candidate
   // Note [shared host budget]: while the process is over the budget, this
   // core demotes its own host chunks.
-  while (pool_->host_over_limit() > 0 && DemoteHostChunks(pool_->host_over_limit())) {
+  while (pool_->host_over_limit() > 0 && DemoteHostChunksOutsideLock(pool_->host_over_limit())) {
   }
   pool_->SetHostLimit(static_cast<uint32_t>(bytes >> kChunkShift));  // release freed slots
 }
@@ -1564,7 +1651,7 @@ uint64_t ShimCore::DemoteHostBytes(uint64_t bytes) {
   ++stamp_;
   const uint64_t before = stats_.demotions;
   auto moved = [&]() MEMSHIM_REQUIRES(mu_) { return (stats_.demotions - before) << kChunkShift; };
-  while (moved() < bytes && DemoteHostChunks(static_cast<uint32_t>(
+  while (moved() < bytes && DemoteHostChunksOutsideLock(static_cast<uint32_t>(
                                 (bytes - moved() + kChunkBytes - 1) >> kChunkShift))) {
   }
   return moved();
@@ -1583,7 +1670,7 @@ uint64_t ShimCore::GiveBackHostBytes(uint64_t bytes) {
   ProcessDeferred();  // releases the slots of completed page-in copies
   while (given() < want && ReclaimDead(/*device=*/false, /*host=*/true)) {  // freed chunks' slots
   }
-  while (given() < want && DemoteHostChunks(want - given())) {
+  while (given() < want && DemoteHostChunksOutsideLock(want - given())) {
   }
   // Freed chunks still on the device make room for the host chunks to move.
   while (given() < want && pool_->device_in_use() + (want - given()) > pool_->device_limit() &&

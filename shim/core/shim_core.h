@@ -127,8 +127,9 @@
 //   copy, not an NVMe read, when it is used. A failed load fails the
 //   operation with CUDA_ERROR_ECC_UNCORRECTABLE (the data is unreadable);
 //   nothing is ever silently replaced. Demotions run only while a caller
-//   needs a host slot (they block on the store), never on the launch fast
-//   path. The demotions, promotions and loads ahead are a SpillManager's
+//   needs a host slot (they wait for the store, without mu_ where Note
+//   [demotion outside the lock] in spill_manager.h allows), never on the
+//   launch fast path. The demotions, promotions and loads ahead are a SpillManager's
 //   (spill_manager.h, with Note [demotion queue]); the core decides when
 //   they run.
 //
@@ -157,15 +158,18 @@
 //   free (AcquireHost), a lower device budget (SetDeviceBudget) or physical
 //   memory the application creates itself (OnAppPhysicalCreate) waits for
 //   its victims so, and Alloc defers its wait for pending frees when the
-//   address space is full (AllocLocked). A promotion from the spill tier
-//   whose load is still running (the NVMe read) leaves it running in its
-//   staging buffer and fails (SpillOwner::DeferLoadWait, deferred_loads_);
-//   the public call waits for it with SpillTier::WaitLoad() without mu_, and
-//   the repeat takes the loaded buffer as one loaded ahead. A use on a
-//   stream whose enqueue window another thread holds open cannot be covered
-//   by an event yet: StreamTracker::Hold() hands back a WindowWait, made
-//   without mu_ like the event waits (Note [enqueue window] in
-//   stream_tracker.h). cuMemUnmap and cuMemExportToShareableHandle of the
+//   address space is full (AllocLocked) and the waits of backing the new
+//   block (BackNewBlock: the repeat backs the rest of the block the first
+//   attempt allocated). A host slot that only a demotion to the spill tier
+//   can free starts one (DeferDemotion, deferred_demotion_): the public
+//   call waits for its staging copies and stores it without mu_, then
+//   finishes it (Note [demotion outside the lock] in spill_manager.h). A promotion from the spill
+//   tier whose load is still running (the NVMe read) leaves it running in its staging buffer and
+//   fails (SpillOwner::DeferLoadWait, deferred_loads_); the public call waits for it with
+//   SpillTier::WaitLoad() without mu_, and the repeat takes the loaded buffer as one loaded ahead.
+//   A use on a stream whose enqueue window another thread holds open cannot be covered by an event
+//   yet: StreamTracker::Hold() hands back a WindowWait, made without mu_ like the event waits (Note
+//   [enqueue window] in stream_tracker.h). cuMemUnmap and cuMemExportToShareableHandle of the
 //   application's handles (AppUnmap, AppExport) wait for the chunks' work
 //   so too (SettleChunks). Other waits still happen under mu_
 //   (docs/architecture.md, "Inside one core").
@@ -493,7 +497,20 @@ class ShimCore {
 
   // Alloc() under mu_, run by RunWithWaitsOutsideLock: only its wait for
   // pending frees is deferred (Note [waits outside the lock]).
-  [[nodiscard]] CUresult AllocLocked(CUdeviceptr* ptr, uint64_t bytes) MEMSHIM_REQUIRES(mu_);
+  // The block an attempt of one Alloc() call allocated, whose backing a
+  // repeat goes on with (count 0: none yet). Local to the call.
+  struct AllocBacking {
+    uint64_t offset = 0;
+    uint32_t first = 0;
+    uint32_t count = 0;
+  };
+  [[nodiscard]] CUresult AllocLocked(CUdeviceptr* ptr, uint64_t bytes, AllocBacking* backing)
+      MEMSHIM_REQUIRES(mu_);
+  // Note [backed from allocation]: backs *backing's chunks; with `may_defer`,
+  // an eviction that must wait defers it (CUDA_ERROR_NOT_READY; the repeat
+  // backs the rest). On success the block is the allocation.
+  [[nodiscard]] CUresult BackNewBlock(CUdeviceptr* ptr, uint64_t bytes, bool may_defer,
+                                      AllocBacking* backing) MEMSHIM_REQUIRES(mu_);
   // BeforeLaunch() under mu_, run by RunWithWaitsOutsideLock.
   [[nodiscard]] CUresult LaunchLocked(CUfunction function, void** params, void** extra,
                                       CUstream stream, bool per_thread, Ticket* ticket)
@@ -624,16 +641,17 @@ class ShimCore {
   // Whether the operation being run deferred a wait.
   bool WaitsDeferred() const MEMSHIM_REQUIRES(mu_) {
     return !deferred_uses_.empty() || !deferred_loads_.empty() || deferred_host_chunks_ != 0 ||
-           deferred_peer_frees_;
+           deferred_peer_frees_ || !deferred_demotion_.empty();
   }
   // Forgets the deferred waits: the operation found a way that needs none
   // (a load left running stays in its staging buffer, taken later as one
-  // started ahead).
+  // started ahead; a demotion started is given up, its chunks stay).
   void DropDeferredWaits() MEMSHIM_REQUIRES(mu_) {
     deferred_uses_.clear();
     deferred_loads_.clear();
     deferred_host_chunks_ = 0;
     deferred_peer_frees_ = false;
+    if (!deferred_demotion_.empty()) FinishDemotion(&deferred_demotion_);
   }
   static constexpr uint32_t kMaxOutsideWaits = 16;
   void AddUse(uint32_t chunk, uint32_t stream, uint64_t seq) MEMSHIM_REQUIRES(mu_);
@@ -704,6 +722,27 @@ class ShimCore {
   // the core (unmapped_host_, fills_).
   // Demotes up to `max` (at most one batch) host chunks; false if none moved.
   bool DemoteHostChunks(uint32_t max) MEMSHIM_REQUIRES(mu_);
+  // The same, with the wait for the staging copies and the stores made
+  // without mu_ (Note [demotion outside the lock] in spill_manager.h): the
+  // core's other users go on meanwhile. REQUIRES: no operation is being
+  // prepared (the control-plane calls), as others change the core's
+  // per-operation state while mu_ is released.
+  bool DemoteHostChunksOutsideLock(uint32_t max) MEMSHIM_REQUIRES(mu_);
+  // Note [waits outside the lock]: starts a demotion that the public call
+  // finishes without mu_ (deferred_demotion_); false if none could start.
+  bool DeferDemotion(uint32_t max) MEMSHIM_REQUIRES(mu_);
+  // Holds an event for `batch`'s staging copies (null if they completed);
+  // false if none could be recorded.
+  bool HoldDemotionCopies(const SpillManager::DemotionBatch& batch, CUevent* event)
+      MEMSHIM_REQUIRES(mu_);
+  // Without mu_: waits for `event` and stores *batch; stores nothing and
+  // returns false if the hold (`held` false) or the wait failed (its chunks
+  // then stay in host memory).
+  [[nodiscard]] bool StoreWithoutLock(bool held, CUevent event, SpillManager::DemotionBatch* batch)
+      MEMSHIM_EXCLUDES(mu_);
+  // spill_->FinishDemotion() with its result applied (unmapped_host_);
+  // clears *batch. Returns the chunks moved.
+  uint32_t FinishDemotion(SpillManager::DemotionBatch* batch) MEMSHIM_REQUIRES(mu_);
   // Moves up to `max` idle host chunks into free device chunks (never
   // evicting), waits for their copies and releases their host slots
   // (GiveBackHostBytes).
@@ -722,6 +761,7 @@ class ShimCore {
     CUresult AcquireDevice(uint32_t* index) override;
     CUresult AcquireHost(uint32_t* slot) override;
     bool DeferLoadWait(uint32_t slot) override;
+    uint64_t Fences() override;
 
    private:
     ShimCore* const core_;
@@ -851,6 +891,9 @@ class ShimCore {
   std::vector<StreamUse> deferred_uses_ MEMSHIM_GUARDED_BY(mu_);
   // Staging slots of spill-tier loads it deferred waiting for.
   std::vector<uint32_t> deferred_loads_ MEMSHIM_GUARDED_BY(mu_);
+  // A demotion whose copy wait and stores WaitForDeferred() makes (Note
+  // [demotion outside the lock] in spill_manager.h).
+  SpillManager::DemotionBatch deferred_demotion_ MEMSHIM_GUARDED_BY(mu_);
   // Host slots it deferred asking host_peers_ for (Note [host slots of other
   // cores] in host_peers.h).
   uint32_t deferred_host_chunks_ MEMSHIM_GUARDED_BY(mu_) = 0;
@@ -884,6 +927,7 @@ class ShimCore {
   std::vector<PendingFree> pending_frees_ MEMSHIM_GUARDED_BY(mu_);
   std::vector<uint32_t> dead_ MEMSHIM_GUARDED_BY(mu_);          // freed chunks still backed
   std::vector<StreamUse> opaque_uses_ MEMSHIM_GUARDED_BY(mu_);  // per stream index
+  uint64_t fences_ MEMSHIM_GUARDED_BY(mu_) = 0;                 // AddFence() calls
   uint32_t unbacked_owned_ MEMSHIM_GUARDED_BY(mu_) = 0;
   uint32_t address_chunks_ MEMSHIM_GUARDED_BY(mu_) = 0;  // chunks with holds_addresses
   // Hidden targets that were in the spill tier when they became targets: the

@@ -92,12 +92,21 @@ void ShimCore::BackAtAllocation(uint32_t first, uint32_t count) {
   if (unbacked_owned_ == 0) return;  // warm chunks, as a re-allocated block's: nothing to back
   ++stamp_;
   ClearTouched();
+  // A repeat after a deferred wait (Note [waits outside the lock]): the
+  // chunks backed before it are not victims for the rest either.
+  if (repeating_) {
+    for (uint32_t c = first; c < first + count; ++c) TouchChunk(c);
+  }
   for (uint32_t c = first; c < first + count; ++c) {
     if (table_[c].residence != Residence::kUnbacked) continue;
     TouchChunk(c);  // not a victim for the chunks backed after it
     // A failure leaves it unbacked: backed at its first decoded use, or
-    // before a launch with hidden reach (BackAllOwned).
-    if (PageIn(c, /*may_evict=*/true) != CUDA_SUCCESS) continue;
+    // before a launch with hidden reach (BackAllOwned). A deferred wait
+    // ends the attempt; the repeat backs the rest.
+    if (PageIn(c, /*may_evict=*/true) != CUDA_SUCCESS) {
+      if (WaitsDeferred()) break;
+      continue;
+    }
     if (table_[c].residence == Residence::kHost) ++stats_.backed_on_host_at_allocation;
   }
   ClearTouched();

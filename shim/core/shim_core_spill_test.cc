@@ -99,6 +99,37 @@ TEST_F(ShimCoreSpillTest, DataSurvivesDemotionAndPromotion) {
   EXPECT_GT(usage.nvme_read_bytes, 0u);
 }
 
+// Calls the core from another thread while the test's thread is inside a
+// tier call (a hook of the tier): Served() is true if the call returned
+// within 20 s, which it cannot while the test's thread holds the core's lock.
+class CallFromAnotherThread {
+ public:
+  explicit CallFromAnotherThread(ShimCore* core) : core_(core) {}
+  ~CallFromAnotherThread() {
+    if (thread_.joinable()) thread_.join();
+  }
+  std::function<void()> Hook() {
+    return [this] {
+      thread_ = std::thread([this] { done_.set_value(core_->GetInfo(&free_, &total_)); });
+      served_ = result_.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
+    };
+  }
+  bool Ran() const { return thread_.joinable(); }
+  // The call was served while the hook waited, and succeeded.
+  bool Served() {
+    if (thread_.joinable()) thread_.join();
+    return served_ && result_.get() == CUDA_SUCCESS && total_ == 80 * kMiB;
+  }
+
+ private:
+  ShimCore* const core_;
+  std::promise<CUresult> done_;
+  std::future<CUresult> result_ = done_.get_future();
+  std::thread thread_;
+  bool served_ = false;
+  size_t free_ = 0, total_ = 0;
+};
+
 // Note [waits outside the lock]: a promotion waits for its load from the
 // spill tier without the core lock, so another thread can use the core
 // meanwhile (with the wait under the lock, it waits 20 s for the lock).
@@ -108,28 +139,51 @@ TEST_F(ShimCoreSpillTest, SpillLoadWaitLetsOtherThreadsUseTheCore) {
   ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
   ASSERT_EQ(core_->TEST_ResidenceOf(blocks[0]), Residence::kNvme);
   tier_.slow_loads = true;
-  std::promise<CUresult> done;
-  std::future<CUresult> other = done.get_future();
-  std::thread thread;  // joined after the read
-  bool served_during_wait = false;
-  size_t free_bytes = 0, total_bytes = 0;
-  tier_.during_wait = [&] {
-    thread = std::thread([&] { done.set_value(core_->GetInfo(&free_bytes, &total_bytes)); });
-    served_during_wait = other.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
-  };
+  CallFromAnotherThread other(core_.get());
+  tier_.during_wait = other.Hook();
   const uint64_t host_waits = core_->stats().host_waits;
   uint64_t sum = 0;
   const CUresult r = Read(s, blocks[0], 2 * kMiB, &sum);
   tier_.during_wait = nullptr;
-  ASSERT_TRUE(thread.joinable()) << "the read did not wait for a load";
-  thread.join();
+  ASSERT_TRUE(other.Ran()) << "the read did not wait for a load";
   ASSERT_EQ(r, CUDA_SUCCESS);
-  EXPECT_TRUE(served_during_wait);
-  EXPECT_EQ(other.get(), CUDA_SUCCESS);
-  EXPECT_EQ(total_bytes, 80 * kMiB);
+  EXPECT_TRUE(other.Served());
   EXPECT_GT(core_->stats().host_waits, host_waits) << "the wait was made outside the lock";
   ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
   EXPECT_EQ(sum, PatternChecksum(2 * kMiB, 500));
+  ExpectBlocks(s, blocks, 24);
+  EXPECT_EQ(fake_.faults(), 0u);
+}
+
+// Note [demotion outside the lock] (spill_manager.h): a write that needs a
+// host slot demotes host chunks, and stores them without the core lock.
+TEST_F(ShimCoreSpillTest, DemotionStoresLetOtherThreadsUseTheCore) {
+  CUstream s = fake_.CreateStream();
+  CallFromAnotherThread other(core_.get());
+  tier_.during_store = other.Hook();
+  std::vector<CUdeviceptr> blocks = WriteBlocks(s, 24);
+  tier_.during_store = nullptr;
+  ASSERT_TRUE(other.Ran()) << "no write demoted";
+  EXPECT_TRUE(other.Served());
+  ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
+  EXPECT_GE(core_->stats().demotions, 15u);
+  ExpectBlocks(s, blocks, 24);
+  EXPECT_EQ(fake_.faults(), 0u);
+}
+
+// The same for a demotion the control plane asks for.
+TEST_F(ShimCoreSpillTest, DemotionAskedByTheControlPlaneStoresWithoutTheCoreLock) {
+  CUstream s = fake_.CreateStream();
+  std::vector<CUdeviceptr> blocks = WriteBlocks(s, 24);
+  ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
+  const uint64_t before = core_->stats().demotions;
+  CallFromAnotherThread other(core_.get());
+  tier_.during_store = other.Hook();
+  EXPECT_EQ(core_->DemoteHostBytes(4 * kMiB), 4 * kMiB);
+  tier_.during_store = nullptr;
+  ASSERT_TRUE(other.Ran()) << "nothing was demoted";
+  EXPECT_TRUE(other.Served());
+  EXPECT_EQ(core_->stats().demotions, before + 2);
   ExpectBlocks(s, blocks, 24);
   EXPECT_EQ(fake_.faults(), 0u);
 }

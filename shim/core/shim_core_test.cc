@@ -589,6 +589,37 @@ TEST_F(ShimCoreWaitTest, EvictionWaitLetsOtherThreadsUseTheCore) {
   EXPECT_EQ(fake_.faults(), 0u);
 }
 
+// The same for an allocation whose new chunk can be backed (Note [backed
+// from allocation]) only by evicting a chunk still in use: the repeat backs
+// the block the first attempt allocated, which is allocated once.
+TEST_F(ShimCoreWaitTest, AllocationBackingWaitLetsOtherThreadsUseTheCore) {
+  MakeHooked(4 * kMiB, 64 * kMiB);  // two device chunks
+  CUstream held = fake_.CreateStream();
+  CUdeviceptr a, b;
+  ASSERT_EQ(core_->Alloc(&a, 2 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(core_->Alloc(&b, 2 * kMiB), CUDA_SUCCESS);
+  fake_.Hold(held);
+  ASSERT_EQ(Write(held, a, 2 * kMiB, 35), CUDA_SUCCESS);
+  ASSERT_EQ(Write(held, b, 2 * kMiB, 36), CUDA_SUCCESS);
+  const uint64_t host_waits = core_->stats().host_waits;
+  size_t free_bytes = 0, total_bytes = 0;
+  CUdeviceptr c = 0;
+  const WaitOutcome w =
+      RunWithOtherDuringWait([&] { return core_->Alloc(&c, 2 * kMiB); },
+                             [&] { return core_->GetInfo(&free_bytes, &total_bytes); });
+  fake_.Release(held);
+  ASSERT_EQ(w.result, CUDA_SUCCESS);
+  ASSERT_NO_FATAL_FAILURE(
+      ExpectServedDuringWait(w, "the allocation did not wait for the chunks in use"));
+  EXPECT_GT(core_->stats().host_waits, host_waits) << "the wait was made outside the lock";
+  EXPECT_EQ(core_->TEST_ResidenceOf(c), Residence::kDevice) << "backed after the wait";
+  EXPECT_EQ(core_->stats().committed_chunks, 3u) << "the repeat allocated nothing more";
+  EXPECT_EQ(core_->stats().backed_on_host_at_allocation, 0u);
+  ASSERT_EQ(Write(held, c, 2 * kMiB, 37), CUDA_SUCCESS);
+  ExpectPatterns(held, 2 * kMiB, {{a, 35}, {b, 36}, {c, 37}});
+  EXPECT_EQ(fake_.faults(), 0u);
+}
+
 // The same for the wait for page-out copies (Note [pipelined page-out]).
 TEST_F(ShimCoreWaitTest, PageOutWaitLetsOtherThreadsUseTheCore) {
   MakeHooked(2 * kMiB, 64 * kMiB);

@@ -144,14 +144,29 @@ void SpillManager::RebuildDemotionQueue(uint64_t stamp) {
 }
 
 SpillManager::Demoted SpillManager::Demote(uint32_t max, uint64_t stamp) {
-  Demoted demoted;
-  struct Move {
-    uint32_t chunk, slot;
-  };
-  std::vector<Move> moves;
+  DemotionBatch batch;
+  StartDemotion(max, stamp, &batch);
+  if (batch.empty()) return Demoted{};
+  ++stats().host_waits;
+  if (tracker().WaitFor(parts_.copy_index, batch.copy_seq) == CUDA_SUCCESS) {
+    StoreDemotion(&tier(), &batch);
+  }
+  return FinishDemotion(batch);
+}
+
+bool SpillManager::Demoting(uint32_t chunk) const {
+  for (const StagingSlot& st : staging_) {
+    if (st.state == StagingSlot::State::kStoring && st.chunk == chunk) return true;
+  }
+  return false;
+}
+
+void SpillManager::StartDemotion(uint32_t max, uint64_t stamp, DemotionBatch* batch) {
+  if (batch->empty()) batch->fences = parts_.owner->Fences();
   const size_t want = std::min<size_t>(max, kDemoteBatch);
+  size_t started = 0;
   bool scanned = false;
-  while (moves.size() < want) {
+  while (started < want) {
     if (!scanned && (demotion_queue_.empty() || demotion_queue_.back().rank > 0)) {
       RebuildDemotionQueue(stamp);
       scanned = true;
@@ -161,64 +176,86 @@ SpillManager::Demoted SpillManager::Demote(uint32_t max, uint64_t stamp) {
     demotion_queue_.pop_back();
     if (table()[d.chunk].stamp != d.stamp || !DemotionEligible(d.chunk, stamp)) continue;
     if (!parts_.owner->ChunkIdle(d.chunk)) continue;
-    // A chunk moved already may be queued again by the rebuild above.
-    auto moving = [&d](const Move& m) { return m.chunk == d.chunk; };
-    if (std::any_of(moves.begin(), moves.end(), moving)) continue;
+    // A chunk staged already (by this batch or another one still storing)
+    // may be queued again by the rebuild above.
+    if (Demoting(d.chunk)) continue;
     uint32_t slot;
     if (AcquireStaging(kNoIndex, &slot) != CUDA_SUCCESS) {
       demotion_queue_.push_back(d);
       break;
     }
-    const uint32_t c = d.chunk;
-    CUresult r = parts_.driver->cuMemcpyDtoHAsync_v2(
-        tier().staging(slot), pool().mirror(table()[c].phys), kChunkBytes, parts_.copy_stream);
+    const ChunkEntry& e = table()[d.chunk];
+    CUresult r = parts_.driver->cuMemcpyDtoHAsync_v2(tier().staging(slot), pool().mirror(e.phys),
+                                                     kChunkBytes, parts_.copy_stream);
     if (r != CUDA_SUCCESS) {
       MEMSHIM_LOG(kError, "copy to the staging buffer failed (%d)", r);
       demotion_queue_.push_back(d);
       break;
     }
     staging_[slot].state = StagingSlot::State::kStoring;
-    moves.push_back({c, slot});
+    staging_[slot].chunk = d.chunk;
+    batch->moves.push_back({d.chunk, slot, e.phys, e.stamp});
+    ++started;
   }
-  if (moves.empty()) return demoted;
-  ++stats().host_waits;
-  const uint64_t seq = tracker().Issue(parts_.copy_index);
-  const bool copied = tracker().WaitFor(parts_.copy_index, seq) == CUDA_SUCCESS;
-  for (const Move& m : moves) {
+  if (started > 0) batch->copy_seq = tracker().Issue(parts_.copy_index);
+}
+
+void SpillManager::StoreDemotion(SpillTier* tier, DemotionBatch* batch) {
+  for (DemotionBatch::Move& m : batch->moves) m.stored = tier->Store(m.slot, &m.id);
+}
+
+SpillManager::Demoted SpillManager::FinishDemotion(const DemotionBatch& batch) {
+  Demoted demoted;
+  const bool unchanged_fences = parts_.owner->Fences() == batch.fences;
+  for (const DemotionBatch::Move& m : batch.moves) {
     staging_[m.slot] = StagingSlot{};
-    if (!copied) continue;
-    uint64_t id = 0;
-    const SpillResult res = tier().Store(m.slot, &id);
-    if (res != SpillResult::kOk) {
+    if (m.stored == SpillResult::kPending) {  // not stored: its staging copy may still run
+      staging_[m.slot].state = StagingSlot::State::kCopying;
+      staging_[m.slot].copy_seq = batch.copy_seq;
+      continue;
+    }
+    if (m.stored != SpillResult::kOk) {
       ++stats().spill_failures;
       if (!spill_full_logged_) {
         MEMSHIM_LOG(kWarn, "spill tier refused a chunk (%s); it stays in host memory",
-                    res == SpillResult::kNoSpace ? "no space" : "store failed");
+                    m.stored == SpillResult::kNoSpace ? "no space" : "store failed");
         spill_full_logged_ = true;
       }
       continue;
     }
-    ChunkEntry& e = table()[m.chunk];
-    const CUdeviceptr va = table().AddressOf(m.chunk);
-    if (!e.unmapped && pool().UnmapAt(va) != CUDA_SUCCESS) {
-      MEMSHIM_LOG(kError, "unmapping a demoted chunk failed; it stays in host memory");
-      tier().Discard(id);
-      continue;
-    }
-    if (e.unmapped) {
-      e.unmapped = false;
-      ++demoted.unmapped;
-    }
-    pool().ReleaseHost(e.phys);
-    e.residence = Residence::kNvme;
-    e.phys = kNoIndex;
-    e.fill_seq = 0;
-    SetSpillId(m.chunk, id);
-    ++stats().spilled_chunks;
-    ++stats().demotions;
-    ++demoted.moved;
+    if (!CommitDemotion(m, unchanged_fences, &demoted)) tier().Discard(m.id);
   }
   return demoted;
+}
+
+bool SpillManager::CommitDemotion(const DemotionBatch::Move& m, bool unchanged_fences,
+                                  Demoted* demoted) {
+  ChunkEntry& e = table()[m.chunk];
+  // Note [demotion outside the lock]: the stored copy is the chunk's bytes
+  // only if nothing used the chunk since its staging copy was enqueued.
+  if (!unchanged_fences || e.residence != Residence::kHost || e.phys != m.phys ||
+      e.stamp != m.stamp || !e.live_data || e.hidden_target) {
+    ++stats().demotions_superseded;
+    return false;
+  }
+  const CUdeviceptr va = table().AddressOf(m.chunk);
+  if (!e.unmapped && pool().UnmapAt(va) != CUDA_SUCCESS) {
+    MEMSHIM_LOG(kError, "unmapping a demoted chunk failed; it stays in host memory");
+    return false;
+  }
+  if (e.unmapped) {
+    e.unmapped = false;
+    ++demoted->unmapped;
+  }
+  pool().ReleaseHost(e.phys);
+  e.residence = Residence::kNvme;
+  e.phys = kNoIndex;
+  e.fill_seq = 0;
+  SetSpillId(m.chunk, m.id);
+  ++stats().spilled_chunks;
+  ++stats().demotions;
+  ++demoted->moved;
+  return true;
 }
 
 CUresult SpillManager::Promote(uint32_t chunk, uint64_t* stored) {

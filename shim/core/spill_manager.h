@@ -6,12 +6,12 @@
 // each chunk's 2 MiB are copied into a staging buffer on the core's copy
 // stream, the host waits once for the batch, each buffer is stored, and the
 // chunk's host slot is unmapped and freed (residence kNvme, nothing mapped at
-// its address). Promote() brings a kNvme chunk back: it gets a device chunk
-// (else a host slot) from the owner, its stored copy is loaded into a staging
-// buffer (or taken from a load started ahead) and copied to that target on
-// the copy stream. Prefetch() starts loads of the chunks the policy expects
-// soon and installs finished ones into free host slots; Drop() forgets the
-// stored copy of a freed chunk.
+// its address). The same steps split in three let the owner wait and store
+// without its lock (Note [demotion outside the lock]). Promote() brings a kNvme chunk back: it gets
+// a device chunk (else a host slot) from the owner, its stored copy is loaded into a staging buffer
+// (or taken from a load started ahead) and copied to that target on the copy stream. Prefetch()
+// starts loads of the chunks the policy expects soon and installs finished ones into free host
+// slots; Drop() forgets the stored copy of a freed chunk.
 //
 // Owns: the staging slots' states (free, loading or loaded for a chunk,
 // copying, storing), the id of the stored copy of each kNvme chunk, the
@@ -36,7 +36,8 @@
 //     the wait for the copies fails, every chunk of the batch stays. A store
 //     the tier refuses (no space, failed) keeps the chunk (stats:
 //     spill_failures); a failed unmap of its host slot keeps it too, and the
-//     stored copy is discarded.
+//     stored copy is discarded; so is the stored copy of a chunk used while
+//     it was stored (stats: demotions_superseded).
 //   * Promotion: without a target, or without a staging buffer, it fails
 //     with CUDA_ERROR_OUT_OF_MEMORY; a failed load with
 //     CUDA_ERROR_ECC_UNCORRECTABLE (stats: spill_failures); a failed map or
@@ -69,9 +70,25 @@
 //   chunks the policy expects soon: the queue is scanned again before one of
 //   those is taken, and whenever it runs out. At most one scan per call.
 //
+// Note [demotion outside the lock]
+//   The wait for a batch's staging copies and the stores (NVMe writes over
+//   the tier socket, milliseconds each) need none of the owner's state:
+//   StartDemotion() picks the victims and enqueues their copies, the owner
+//   releases its lock, waits for the copies (an event on the copy stream) and
+//   calls StoreDemotion(), and FinishDemotion(), under the lock again, frees
+//   the host slots. Meanwhile the chunks stay host-resident and mapped, and
+//   other threads may use them: a chunk touched since the start (its stamp
+//   changed), moved (residence or slot changed), freed, or possibly written
+//   by a launch that names no chunks (the owner's fence count changed) keeps
+//   its host slot, and its stored copy is discarded. Its staging slot is
+//   kStoring until the finish, so no other demotion or load takes it, and
+//   the chunk is not picked by another demotion meanwhile. Demote() runs the
+//   three steps under the lock.
+//
 // Thread safety: not thread-safe; the owner (ShimCore) serializes every call
-// with its mutex (its member is guarded by it), as it does for the
-// collaborators above. Promote() calls Owner::AcquireDevice() and
+// but StoreDemotion() with its mutex (its member is guarded by it), as it
+// does for the collaborators above. StoreDemotion() touches only the tier
+// (thread-safe) and the batch it is given. Promote() calls Owner::AcquireDevice() and
 // Owner::AcquireHost() before it changes any state of its own; they may call
 // Demote() (re-entrantly, on the same thread).
 #ifndef MEMVIRT_SHIM_CORE_SPILL_MANAGER_H_
@@ -111,6 +128,9 @@ class SpillManager {
     // releasing the owner's lock (SpillTier::WaitLoad) and then runs again;
     // false if Promote() is to wait for it here.
     virtual bool DeferLoadWait(uint32_t slot) = 0;
+    // Launches so far that may write memory they do not name (opaque and
+    // fenced launches): Note [demotion outside the lock].
+    virtual uint64_t Fences() = 0;
 
    protected:
     ~Owner() = default;
@@ -149,6 +169,33 @@ class SpillManager {
   // demoted. Blocks on the copies and the stores.
   [[nodiscard]] Demoted Demote(uint32_t max, uint64_t stamp);
 
+  // Note [demotion outside the lock]: a demotion in three steps.
+  struct DemotionBatch {
+    struct Move {
+      uint32_t chunk;
+      uint32_t slot;   // staging slot, kStoring until FinishDemotion()
+      uint32_t phys;   // the host slot the chunk had at the start
+      uint64_t stamp;  // the chunk's stamp at the start
+      // kPending: not stored (the copies were not waited for).
+      SpillResult stored = SpillResult::kPending;
+      uint64_t id = 0;  // the stored copy when stored == kOk
+    };
+    std::vector<Move> moves;
+    uint64_t copy_seq = 0;  // copy-stream sequence covering the staging copies
+    uint64_t fences = 0;    // Owner::Fences() at the start
+    bool empty() const { return moves.empty(); }
+  };
+  // Picks up to `max` victims as Demote() does and enqueues their copies into
+  // staging buffers; appends them to *batch (the chunks and slots are then
+  // reserved for it). REQUIRES: FinishDemotion() is called for *batch.
+  void StartDemotion(uint32_t max, uint64_t stamp, DemotionBatch* batch);
+  // Stores each staged chunk of *batch. REQUIRES: batch->copy_seq is
+  // complete; the owner's lock is not needed.
+  static void StoreDemotion(SpillTier* tier, DemotionBatch* batch);
+  // Frees the host slots of the chunks stored and not used meanwhile, which
+  // become kNvme; the others keep their slots. Frees the staging slots.
+  [[nodiscard]] Demoted FinishDemotion(const DemotionBatch& batch);
+
   // Brings kNvme `chunk` back to a device chunk, else a host slot, filled on
   // the copy stream (the chunk's fill_seq). On CUDA_SUCCESS *stored is its
   // stored copy, which the tier keeps until the owner, once the fill is
@@ -174,7 +221,7 @@ class SpillManager {
     // kStoring: held by a demotion until its store returned.
     enum class State : uint8_t { kFree, kLoading, kLoaded, kCopying, kStoring };
     State state = State::kFree;
-    uint32_t chunk = kNoIndex;  // kLoading/kLoaded: the chunk being promoted
+    uint32_t chunk = kNoIndex;  // kLoading/kLoaded: the chunk being promoted; kStoring: demoted
     uint64_t id = 0;            // kLoading/kLoaded: its stored copy
     uint64_t copy_seq = 0;      // kCopying: copy-stream sequence reading the slot
   };
@@ -194,6 +241,10 @@ class SpillManager {
   // when none can be had.
   [[nodiscard]] CUresult AcquireStaging(uint32_t keep_chunk, uint32_t* slot);
   bool DemotionEligible(uint32_t chunk, uint64_t stamp);
+  // True if a demotion holds `chunk` (its staging slot is kStoring).
+  bool Demoting(uint32_t chunk) const;
+  // FinishDemotion()'s step for one stored move: true if the chunk is kNvme now.
+  bool CommitDemotion(const DemotionBatch::Move& m, bool unchanged_fences, Demoted* demoted);
   void RebuildDemotionQueue(uint64_t stamp);
   // Installs finished prefetch loads into free host slots (never waits).
   void InstallLoaded();

@@ -59,7 +59,10 @@ class TestOwner final : public SpillManager::Owner {
     return true;
   }
 
+  uint64_t Fences() override { return fences; }
+
   PhysicalPool* pool = nullptr;
+  uint64_t fences = 0;
   bool defer_loads = false;
   std::vector<uint32_t> deferred_loads;
   std::set<uint32_t> busy;
@@ -309,6 +312,78 @@ TEST_F(SpillManagerTest, DemotingAnUnmappedChunkIsReported) {
   EXPECT_FALSE(table_[0].unmapped);
   ExpectStored(0, 1);
   EXPECT_EQ(pool_->host_in_use(), 0u);
+}
+
+// Note [demotion outside the lock]: the owner waits for the staging copies
+// and stores without its lock; a chunk used meanwhile keeps its host slot
+// (its bytes may have changed since the copy), and its stored copy goes.
+TEST_F(SpillManagerTest, AChunkUsedWhileItsDemotionStoresKeepsItsHostSlot) {
+  MakeHostChunk(0, 1, /*stamp=*/1);
+  MakeHostChunk(1, 2, /*stamp=*/2);
+  SpillManager::DemotionBatch batch;
+  spill_->StartDemotion(2, kNow, &batch);
+  ASSERT_EQ(batch.moves.size(), 2u);
+  ASSERT_EQ(tracker_->WaitFor(copy_index_, batch.copy_seq), CUDA_SUCCESS);
+  // Another operation writes chunk 1 before the stores.
+  table_[1].stamp = kNow + 1;
+  FillPattern(reinterpret_cast<void*>(Address(1)), kChunkBytes, 22);
+  SpillManager::StoreDemotion(&tier_, &batch);
+  EXPECT_EQ(tier_.stored(), 2u);
+  const SpillManager::Demoted demoted = spill_->FinishDemotion(batch);
+  EXPECT_EQ(demoted.moved, 1u);
+  ExpectStored(0, 1);
+  ExpectInHostMemory(1, 22);
+  EXPECT_EQ(pool_->host_in_use(), 1u);
+  EXPECT_EQ(stats_.demotions_superseded, 1u);
+  EXPECT_EQ(stats_.spilled_chunks, 1u);
+  EXPECT_EQ(stats_.spill_failures, 0u);
+}
+
+// A launch that may write memory it does not name (a fence) ran while the
+// batch was stored: no chunk of it is known unchanged.
+TEST_F(SpillManagerTest, AFenceDuringTheStoresKeepsTheWholeBatch) {
+  MakeHostChunk(0, 1);
+  MakeHostChunk(1, 2);
+  SpillManager::DemotionBatch batch;
+  spill_->StartDemotion(2, kNow, &batch);
+  ASSERT_EQ(batch.moves.size(), 2u);
+  ASSERT_EQ(tracker_->WaitFor(copy_index_, batch.copy_seq), CUDA_SUCCESS);
+  ++owner_.fences;
+  SpillManager::StoreDemotion(&tier_, &batch);
+  EXPECT_EQ(spill_->FinishDemotion(batch).moved, 0u);
+  ExpectInHostMemory(0, 1);
+  ExpectInHostMemory(1, 2);
+  EXPECT_EQ(tier_.stored(), 0u) << "the stored copies are discarded";
+  EXPECT_EQ(stats_.demotions_superseded, 2u);
+  // Still candidates: the next demotion moves them.
+  EXPECT_EQ(spill_->Demote(2, kNow).moved, 2u);
+}
+
+// While one batch is stored, its chunks and staging buffers are not taken by
+// another demotion; a batch given up before its stores keeps every chunk.
+TEST_F(SpillManagerTest, ABatchBeingStoredHoldsItsChunksAndStagingBuffers) {
+  static_assert(kStagingSlots == 2);
+  MakeHostChunk(0, 1, /*stamp=*/1);
+  MakeHostChunk(1, 2, /*stamp=*/2);
+  MakeHostChunk(2, 3, /*stamp=*/3);
+  SpillManager::DemotionBatch first;
+  spill_->StartDemotion(1, kNow, &first);
+  ASSERT_EQ(first.moves.size(), 1u);
+  EXPECT_EQ(first.moves[0].chunk, 0u);
+  SpillManager::DemotionBatch second;
+  spill_->StartDemotion(4, kNow, &second);
+  ASSERT_EQ(second.moves.size(), 1u) << "one staging buffer is left";
+  EXPECT_EQ(second.moves[0].chunk, 1u);
+  EXPECT_NE(second.moves[0].slot, first.moves[0].slot);
+  EXPECT_EQ(spill_->FinishDemotion(second).moved, 0u);  // given up: nothing stored
+  ExpectInHostMemory(1, 2);
+  ASSERT_EQ(tracker_->WaitFor(copy_index_, first.copy_seq), CUDA_SUCCESS);
+  SpillManager::StoreDemotion(&tier_, &first);
+  EXPECT_EQ(spill_->FinishDemotion(first).moved, 1u);
+  ExpectStored(0, 1);
+  EXPECT_EQ(spill_->Demote(4, kNow).moved, 2u) << "both staging buffers are free again";
+  EXPECT_EQ(stats_.demotions_superseded, 0u);
+  EXPECT_EQ(fake_.faults(), 0u);
 }
 
 TEST_F(SpillManagerTest, PromotionBringsTheBytesBackByteExact) {

@@ -1,10 +1,13 @@
 // A SpillTier for unit tests (SpillManagerTest, ShimCoreSpillTest): stores
 // copies in memory; a load completes at FinishLoad, or, with slow_loads, only
 // once waited for (FinishLoad(wait = true) or WaitLoad()), and during_wait
-// runs at the first such wait. Failure switches and counters.
+// runs at the first such wait; during_store runs at the next Store().
+// Failure switches and counters.
 //
-// Thread safety: none; the core calls it under its own lock, as it calls the
-// daemon's tier channel.
+// Thread safety: the calls are thread-safe, as the core makes some without
+// its lock (Note [demotion outside the lock] in spill_manager.h); the hooks
+// run without the tier's mutex. The switches, hooks and counters are set and
+// read by the test while no core calls the tier.
 #ifndef MEMVIRT_SHIM_TESTING_MEMORY_SPILL_TIER_H_
 #define MEMVIRT_SHIM_TESTING_MEMORY_SPILL_TIER_H_
 
@@ -14,6 +17,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -43,6 +47,8 @@ class MemorySpillTier final : public SpillTier {
   void* staging(uint32_t slot) override { return staging_[slot]; }
   uint64_t capacity_bytes() const override { return capacity_; }
   SpillResult Store(uint32_t slot, uint64_t* id) override {
+    if (during_store) std::exchange(during_store, nullptr)();
+    std::lock_guard<std::mutex> lock(mu_);
     if (no_space || stored_.size() * kChunkBytes >= capacity_) return SpillResult::kNoSpace;
     if (fail_stores) return SpillResult::kFailed;
     *id = next_id_++;
@@ -51,16 +57,20 @@ class MemorySpillTier final : public SpillTier {
     return SpillResult::kOk;
   }
   SpillResult StartLoad(uint64_t id, uint32_t slot) override {
+    std::lock_guard<std::mutex> lock(mu_);
     if (pending_[slot] != 0) return SpillResult::kFailed;
     pending_[slot] = id;
     ++started_loads;
     return SpillResult::kOk;
   }
   SpillResult FinishLoad(uint32_t slot, bool wait) override {
+    std::unique_lock<std::mutex> lock(mu_);
     const uint64_t id = pending_[slot];
     if (slow_loads && id != 0 && !waited_[slot]) {
       if (!wait) return SpillResult::kPending;
+      lock.unlock();
       RunWaitHook();
+      lock.lock();
     }
     pending_[slot] = 0;
     waited_[slot] = false;
@@ -71,21 +81,32 @@ class MemorySpillTier final : public SpillTier {
     return SpillResult::kOk;
   }
   void WaitLoad(uint32_t slot) override {
+    std::unique_lock<std::mutex> lock(mu_);
     ++wait_loads;
     if (pending_[slot] == 0) return;
+    lock.unlock();
     RunWaitHook();
+    lock.lock();
     waited_[slot] = true;
   }
-  void Discard(uint64_t id) override { stored_.erase(id); }
+  void Discard(uint64_t id) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    stored_.erase(id);
+  }
 
-  size_t stored() const { return stored_.size(); }
+  size_t stored() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stored_.size();
+  }
   // The checksum of stored copy `id`, 0 if there is none.
   uint64_t StoredChecksum(uint64_t id) const {
+    std::lock_guard<std::mutex> lock(mu_);
     auto it = stored_.find(id);
     return it == stored_.end() ? 0 : Checksum(it->second.data(), kChunkBytes);
   }
   // The checksums of every stored copy, sorted.
   std::vector<uint64_t> StoredChecksums() const {
+    std::lock_guard<std::mutex> lock(mu_);
     std::vector<uint64_t> sums;
     for (const auto& [id, bytes] : stored_) sums.push_back(Checksum(bytes.data(), kChunkBytes));
     std::sort(sums.begin(), sums.end());
@@ -97,6 +118,7 @@ class MemorySpillTier final : public SpillTier {
   bool fail_loads = false;
   bool slow_loads = false;
   std::function<void()> during_wait;
+  std::function<void()> during_store;
   int stores = 0;         // successful Store() calls
   int started_loads = 0;  // StartLoad() calls accepted
   int loads = 0;          // loads that delivered their bytes
@@ -107,6 +129,7 @@ class MemorySpillTier final : public SpillTier {
     if (during_wait) std::exchange(during_wait, nullptr)();
   }
 
+  mutable std::mutex mu_;
   const uint64_t capacity_;
   std::vector<uint8_t*> staging_;
   std::vector<uint64_t> pending_;
