@@ -965,6 +965,7 @@ bool ShimCore::DemoteHostChunksOutsideLock(uint32_t max) {
   SpillManager::DemotionBatch batch;
   spill_->StartDemotion(max, stamp_, &batch);
   if (batch.empty()) return false;
+  ++demotions_outside_;
   ++stats_.host_waits;
   CUevent event = nullptr;
   const bool held = HoldDemotionCopies(batch, &event);
@@ -993,13 +994,23 @@ bool ShimCore::StoreWithoutLock(bool held, CUevent event, SpillManager::Demotion
 bool ShimCore::DeferDemotion(uint32_t max) {
   if (spill_ == nullptr || !defer_waits_) return false;
   spill_->StartDemotion(max, stamp_, &deferred_demotion_);
-  return !deferred_demotion_.empty();
+  if (!deferred_demotion_.empty()) {
+    ++demotions_outside_;
+    return true;
+  }
+  if (demotions_outside_ == 0) return false;
+  deferred_demotion_wait_ = true;
+  demotion_wait_from_ = demotions_finished_.load(std::memory_order_relaxed);
+  return true;
 }
 
 uint32_t ShimCore::FinishDemotion(SpillManager::DemotionBatch* batch) {
   const SpillManager::Demoted demoted = spill_->FinishDemotion(*batch);
   *batch = SpillManager::DemotionBatch{};
   unmapped_host_ -= demoted.unmapped;
+  --demotions_outside_;
+  demotions_finished_.fetch_add(1, std::memory_order_release);
+  demotions_finished_.notify_all();
   return demoted.moved;
 }
 
@@ -1044,6 +1055,8 @@ bool ShimCore::WaitForDeferred() {
   deferred_host_chunks_ = 0;
   const bool peer_frees = std::exchange(deferred_peer_frees_, false);
   SpillManager::DemotionBatch demotion = std::exchange(deferred_demotion_, {});
+  const bool demotion_wait = std::exchange(deferred_demotion_wait_, false);
+  const uint64_t demotion_wait_from = demotion_wait_from_;
   CUevent demotion_event = nullptr;
   const bool demotion_held = !demotion.empty() && HoldDemotionCopies(demotion, &demotion_event);
   mu_.Unlock();
@@ -1062,6 +1075,8 @@ bool ShimCore::WaitForDeferred() {
   }
   // The repeat collects each load's outcome (a failed one fails it then).
   for (uint32_t slot : loads) spill_tier_->WaitLoad(slot);
+  // Another thread's batch finishes under mu_, which this thread does not hold.
+  if (demotion_wait) demotions_finished_.wait(demotion_wait_from, std::memory_order_acquire);
   if (!demotion.empty() && !StoreWithoutLock(demotion_held, demotion_event, &demotion)) {
     ok = false;  // the next run demotes under the lock and reports the error
   }
@@ -1178,7 +1193,8 @@ CUresult ShimCore::AcquireHost(uint32_t* slot) {
   }
   // Note [waits outside the lock]: one demotion per attempt, finished by the
   // public call without mu_.
-  if (defer_waits_ && (!deferred_demotion_.empty() || DeferDemotion(kDemotionBatch))) {
+  if (defer_waits_ &&
+      (!deferred_demotion_.empty() || deferred_demotion_wait_ || DeferDemotion(kDemotionBatch))) {
     return CUDA_ERROR_NOT_READY;
   }
   if (DemoteHostChunks(kDemotionBatch) && pool_->AcquireHost(slot) == CUDA_SUCCESS) {

@@ -641,7 +641,7 @@ class ShimCore {
   // Whether the operation being run deferred a wait.
   bool WaitsDeferred() const MEMSHIM_REQUIRES(mu_) {
     return !deferred_uses_.empty() || !deferred_loads_.empty() || deferred_host_chunks_ != 0 ||
-           deferred_peer_frees_ || !deferred_demotion_.empty();
+           deferred_peer_frees_ || !deferred_demotion_.empty() || deferred_demotion_wait_;
   }
   // Forgets the deferred waits: the operation found a way that needs none
   // (a load left running stays in its staging buffer, taken later as one
@@ -651,6 +651,7 @@ class ShimCore {
     deferred_loads_.clear();
     deferred_host_chunks_ = 0;
     deferred_peer_frees_ = false;
+    deferred_demotion_wait_ = false;
     if (!deferred_demotion_.empty()) FinishDemotion(&deferred_demotion_);
   }
   static constexpr uint32_t kMaxOutsideWaits = 16;
@@ -729,7 +730,9 @@ class ShimCore {
   // per-operation state while mu_ is released.
   bool DemoteHostChunksOutsideLock(uint32_t max) MEMSHIM_REQUIRES(mu_);
   // Note [waits outside the lock]: starts a demotion that the public call
-  // finishes without mu_ (deferred_demotion_); false if none could start.
+  // finishes without mu_ (deferred_demotion_); if none can start while
+  // other threads' batches are outside the lock, waits for one of them to
+  // finish instead (deferred_demotion_wait_). False if neither.
   bool DeferDemotion(uint32_t max) MEMSHIM_REQUIRES(mu_);
   // Holds an event for `batch`'s staging copies (null if they completed);
   // false if none could be recorded.
@@ -903,6 +906,15 @@ class ShimCore {
   // The other cores' completed frees are to be settled (DeferPeerFrees), and
   // whether this public call asked for that already (reset when it ends).
   bool deferred_peer_frees_ MEMSHIM_GUARDED_BY(mu_) = false;
+  // Note [demotion outside the lock]: batches started and not yet finished
+  // (their threads wait for copies or store without mu_), and the number of
+  // such batches finished so far, which a thread that found none to start
+  // because those hold the staging buffers or the candidates waits to change
+  // (deferred_demotion_wait_: the value it saw) without mu_.
+  uint32_t demotions_outside_ MEMSHIM_GUARDED_BY(mu_) = 0;
+  std::atomic<uint64_t> demotions_finished_{0};
+  bool deferred_demotion_wait_ MEMSHIM_GUARDED_BY(mu_) = false;
+  uint64_t demotion_wait_from_ MEMSHIM_GUARDED_BY(mu_) = 0;
   bool peer_frees_asked_ MEMSHIM_GUARDED_BY(mu_) = false;
   std::vector<Fill> fills_ MEMSHIM_GUARDED_BY(mu_);         // fills of the operation being prepared
   uint32_t unmapped_host_ MEMSHIM_GUARDED_BY(mu_) = 0;      // kHost chunks marked `unmapped`

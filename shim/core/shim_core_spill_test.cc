@@ -188,6 +188,59 @@ TEST_F(ShimCoreSpillTest, DemotionAskedByTheControlPlaneStoresWithoutTheCoreLock
   EXPECT_EQ(fake_.faults(), 0u);
 }
 
+// Note [demotion outside the lock]: threads writing and reading their own
+// blocks, 2.5x device and host memory together, while each other's
+// demotions store (slowly) without the core lock; a chunk written during its
+// store must keep its new bytes. Every read is checked by checksum.
+TEST_F(ShimCoreSpillTest, ConcurrentUsersKeepEveryByteWhileChunksAreDemoted) {
+  constexpr int kThreads = 4, kBlocksEach = 5, kRounds = 6;
+  tier_.store_delay = std::chrono::microseconds(300);
+  (void)Function(1);  // Write's and Read's kernel, made before the threads launch it
+  std::vector<CUstream> streams;
+  std::vector<std::vector<CUdeviceptr>> blocks(kThreads);
+  for (int t = 0; t < kThreads; ++t) {
+    streams.push_back(fake_.CreateStream());
+    for (int i = 0; i < kBlocksEach; ++i) {
+      CUdeviceptr p = 0;
+      ASSERT_EQ(core_->Alloc(&p, 2 * kMiB), CUDA_SUCCESS);
+      blocks[t].push_back(p);
+    }
+  }
+  auto seed = [](int t, int round, int i) { return uint64_t(1000 * t + 100 * round + i); };
+  std::atomic<int> failed_calls{0}, mismatches{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < kRounds; ++round) {
+        for (int i = 0; i < kBlocksEach; ++i) {
+          if (Write(streams[t], blocks[t][i], 2 * kMiB, seed(t, round, i)) != CUDA_SUCCESS) {
+            ++failed_calls;
+          }
+        }
+        for (int i = 0; i < kBlocksEach; ++i) {
+          uint64_t sum = 0;  // the fake runs the read at once
+          if (Read(streams[t], blocks[t][i], 2 * kMiB, &sum) != CUDA_SUCCESS) {
+            ++failed_calls;
+          } else if (sum != PatternChecksum(2 * kMiB, seed(t, round, i))) {
+            ++mismatches;
+          }
+        }
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(failed_calls.load(), 0);
+  EXPECT_EQ(mismatches.load(), 0);
+  EXPECT_EQ(fake_.faults(), 0u);
+  EXPECT_GT(core_->stats().demotions, 0u);
+  for (int t = 0; t < kThreads; ++t) {
+    std::vector<std::pair<CUdeviceptr, uint64_t>> expected;
+    for (int i = 0; i < kBlocksEach; ++i)
+      expected.push_back({blocks[t][i], seed(t, kRounds - 1, i)});
+    ExpectPatterns(streams[t], 2 * kMiB, expected);
+  }
+}
+
 // Note [host slots of other cores] (host_peers.h): two cores, as of two
 // devices of one process, share one 8 MiB host budget (4 slots); each has a
 // spill tier of its own (SharedHostBudgetNoSpillTest: neither has one).

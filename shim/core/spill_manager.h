@@ -83,7 +83,12 @@
 //   its host slot, and its stored copy is discarded. Its staging slot is
 //   kStoring until the finish, so no other demotion or load takes it, and
 //   the chunk is not picked by another demotion meanwhile. Demote() runs the
-//   three steps under the lock.
+//   three steps under the lock. While batches of other threads hold every
+//   staging buffer (or every candidate), StartDemotion() starts none: the
+//   owner then waits, without its lock, for one of those batches to finish
+//   and runs again (ShimCore::DeferDemotion); a last attempt made under the
+//   lock that still finds them all held fails with
+//   CUDA_ERROR_OUT_OF_MEMORY, as it would with no candidate at all.
 //
 // Thread safety: not thread-safe; the owner (ShimCore) serializes every call
 // but StoreDemotion() with its mutex (its member is guarded by it), as it

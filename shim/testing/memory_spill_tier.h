@@ -12,12 +12,14 @@
 #define MEMVIRT_SHIM_TESTING_MEMORY_SPILL_TIER_H_
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
 #include <mutex>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -48,6 +50,7 @@ class MemorySpillTier final : public SpillTier {
   uint64_t capacity_bytes() const override { return capacity_; }
   SpillResult Store(uint32_t slot, uint64_t* id) override {
     if (during_store) std::exchange(during_store, nullptr)();
+    if (store_delay.count() > 0) std::this_thread::sleep_for(store_delay);
     std::lock_guard<std::mutex> lock(mu_);
     if (no_space || stored_.size() * kChunkBytes >= capacity_) return SpillResult::kNoSpace;
     if (fail_stores) return SpillResult::kFailed;
@@ -119,10 +122,11 @@ class MemorySpillTier final : public SpillTier {
   bool slow_loads = false;
   std::function<void()> during_wait;
   std::function<void()> during_store;
-  int stores = 0;         // successful Store() calls
-  int started_loads = 0;  // StartLoad() calls accepted
-  int loads = 0;          // loads that delivered their bytes
-  int wait_loads = 0;     // WaitLoad() calls
+  std::chrono::microseconds store_delay{0};  // each Store() takes at least this long
+  int stores = 0;                            // successful Store() calls
+  int started_loads = 0;                     // StartLoad() calls accepted
+  int loads = 0;                             // loads that delivered their bytes
+  int wait_loads = 0;                        // WaitLoad() calls
 
  private:
   void RunWaitHook() {
