@@ -58,6 +58,12 @@ void PageOutPipeline::Cancel(uint32_t chunk) {
   (*parts_.table)[chunk].evicting = false;
 }
 
+void PageOutPipeline::CancelAll() {
+  for (const Move& m : moves_) {
+    if (!m.cancelled) Cancel(m.chunk);
+  }
+}
+
 PageOutPipeline::Finished PageOutPipeline::Finish() {
   Finished finished;
   if (moves_.empty()) return finished;

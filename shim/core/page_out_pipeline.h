@@ -111,6 +111,10 @@ class PageOutPipeline {
   // stays authoritative (stats: cancelled_page_outs); its slot is released at
   // Finish(). Clears the chunk's `evicting`.
   void Cancel(uint32_t chunk);
+  // Cancel() for every move in flight (the owner's next operation may touch
+  // any chunk and cannot wait for the copies: Note [fenced page-outs] in
+  // shim_core.h).
+  void CancelAll();
 
   struct Finished {
     uint32_t moved = 0;     // chunks now kHost (stats: evictions)

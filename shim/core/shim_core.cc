@@ -1129,12 +1129,21 @@ void ShimCore::PickedVictims::Restore(ChunkTable* table) const {
 }
 
 void ShimCore::StartLookahead(uint32_t count) {
-  if (count == 0 || !page_out_->empty()) return;
+  if (count == 0 || !lookahead_allowed_ || !page_out_->empty()) return;
   PickedVictims picked;
   require_idle_ = true;
   PickVictims(count, &picked);
   picked.Restore(&table_);
   if (!picked.chunks.empty()) StartPageOut(picked.chunks, /*may_wait=*/false);
+}
+
+void ShimCore::SettlePageOutsBeforeFence() {
+  if (page_out_->empty()) return;
+  if (tracker_->IsComplete(copy_index_, page_out_->copy_seq())) {
+    FinishPageOut();  // no wait: the copies completed
+  } else {
+    page_out_->CancelAll();  // the chunks stay on the device, where the launch finds them
+  }
 }
 
 bool ShimCore::EvictSome(uint32_t want, uint32_t lookahead) {

@@ -584,6 +584,12 @@ class ShimCore {
   uint32_t StartPageOut(const std::vector<uint32_t>& victims, bool may_wait) MEMSHIM_REQUIRES(mu_);
   uint32_t FinishPageOut() MEMSHIM_REQUIRES(mu_);
   void StartLookahead(uint32_t count) MEMSHIM_REQUIRES(mu_);
+  // False while a fenced launch makes its chunks resident (Note [fenced
+  // page-outs]): no look-ahead page-out starts.
+  bool lookahead_allowed_ MEMSHIM_GUARDED_BY(mu_) = true;
+  // Note [fenced page-outs]: finishes the page-outs in flight whose copies
+  // completed, cancels the others; never waits.
+  void SettlePageOutsBeforeFence() MEMSHIM_REQUIRES(mu_);
   // Victims being chosen for one eviction: each is marked with the current
   // stamp while it is chosen (so PickVictim skips it); Restore() gives every
   // one its previous stamp back, which keeps the recency that demotion ranks

@@ -51,8 +51,8 @@
 //   has nothing mapped (unbacked, spilled, or a failed remap); so does any
 //   launch with hidden reach when a chunk is unbacked or unmapped.
 //   Such a launch is made resident as decoded, after every page-out in
-//   flight has finished (none of them copies a chunk the kernel may write),
-//   and is then a fence: its (stream, seq) counts as a use of every chunk
+//   flight has finished (none of them copies a chunk the kernel may write:
+//   Note [fenced page-outs]), and is then a fence: its (stream, seq) counts as a use of every chunk
 //   until it completes, as an opaque launch does, so no chunk is chosen for
 //   eviction, copied out or remapped while it runs (ChunkIdle). Graph
 //   launches are treated the same way (BeforeGraphLaunch).
@@ -65,6 +65,20 @@
 //   sim/src/api_vmm.cc): it can fault, and a write through such an address
 //   to a chunk whose page-out copy runs concurrently can be lost
 //   (docs/shim.md, "Known limits").
+//
+// Note [fenced page-outs]
+//   The page-outs in flight before a launch with hidden reach are finished
+//   first, their copies waited for without the core lock (Note [waits outside
+//   the lock] in shim_core.h). Making the launch's own chunks resident may
+//   evict again; those page-outs must not be mid-move when the kernel runs
+//   either, yet waiting for their copies then would be a wait under the lock
+//   (the launch's sequence number is issued). So: such a launch starts no
+//   look-ahead page-out (Note [pipelined page-out]: it would have to wait
+//   for the copies it just enqueued), and any page-out still in flight when
+//   it is made resident (an eviction whose wait was deferred while the
+//   launch found room another way) is finished if its copies completed and
+//   cancelled otherwise: its chunks stay on the device, their copies
+//   authoritative, and the slots are released when the copies are done.
 //
 // Note [hidden reach everywhere]
 //   With MEMSHIM_HIDDEN_REACH=all the shim assumes that any kernel may store
@@ -81,6 +95,7 @@
 //   programs that build pointer arrays on the device from plain arguments.
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "shim/core/log.h"
 #include "shim/core/shim_core.h"
@@ -288,7 +303,10 @@ CUresult ShimCore::FencedLocked(uint32_t stream, bool capturing, Reach reach, Ti
   }
   if (DeferPageOutWait()) return CUDA_ERROR_NOT_READY;  // Note [waits outside the lock]
   FinishPageOut();
+  // Note [fenced page-outs]
+  const bool lookahead = std::exchange(lookahead_allowed_, false);
   const CUresult r = MakeResident(stream, /*host_wait=*/false, capturing, ticket);
+  lookahead_allowed_ = lookahead;
   if (r != CUDA_SUCCESS) return r;  // spilled_targets_ kept: the next one tries again
   spilled_targets_.clear();
   if (reach == Reach::kAddresses) {
@@ -303,7 +321,7 @@ CUresult ShimCore::FencedLocked(uint32_t stream, bool capturing, Reach reach, Ti
     for (uint32_t c : reach_) mark(c);
   }
   if (capturing) return r;
-  FinishPageOut();  // page-outs MakeResident started for room
+  SettlePageOutsBeforeFence();  // page-outs MakeResident started for room
   AddFence(stream, tracker_->issued(stream));
   return CUDA_SUCCESS;
 }

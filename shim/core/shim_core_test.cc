@@ -904,6 +904,59 @@ TEST_F(ShimCoreLookaheadWaitTest, FencedLaunch) {
   EXPECT_EQ(core_->stats().opaque_launches, 0u);
 }
 
+// Note [fenced page-outs] (shim_core_hidden_reach.cc): a launch with hidden
+// reach that evicts for its own chunks starts no look-ahead page-out, which
+// it would have to wait for under the lock before its kernel may run; a
+// decoded launch in the same state starts one.
+TEST_F(ShimCoreTest, AFencedLaunchStartsNoLookAheadPageOut) {
+  lookahead_min_chunks_ = 16;  // one-chunk batches and look-ahead at 16 chunks
+  Make(&fake_.driver(), 32 * kMiB, 96 * kMiB, "lru");
+  CUstream s = fake_.CreateStream();
+  std::vector<std::pair<CUdeviceptr, uint64_t>> blocks;
+  for (int i = 0; i < 18; ++i) {
+    CUdeviceptr p;
+    ASSERT_EQ(core_->Alloc(&p, 2 * kMiB), CUDA_SUCCESS);
+    ASSERT_EQ(Write(s, p, 2 * kMiB, 800 + i), CUDA_SUCCESS);
+    blocks.push_back({p, 800 + i});
+  }
+  uint64_t sum = 0;
+  // Pages a host block in on a full device with `launch`: the evictions.
+  auto evictions_to_page_in = [&](const std::function<CUresult(CUdeviceptr)>& launch) {
+    EXPECT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);  // finishes the page-outs in flight
+    CUdeviceptr on_host = 0;
+    for (const auto& [p, seed] : blocks) {
+      if (core_->TEST_ResidenceOf(p) != Residence::kHost) continue;
+      const CoreStats now = core_->stats();
+      if (now.device_chunks_in_use < now.device_chunk_limit) {
+        EXPECT_EQ(Read(s, p, 2 * kMiB, &sum), CUDA_SUCCESS);  // fills the room left
+      } else {
+        on_host = p;
+      }
+    }
+    EXPECT_NE(on_host, 0u);
+    EXPECT_EQ(core_->stats().device_chunks_in_use, core_->stats().device_chunk_limit);
+    const uint64_t before = core_->stats().evictions;
+    EXPECT_EQ(launch(on_host), CUDA_SUCCESS);
+    EXPECT_EQ(core_->TEST_ResidenceOf(on_host), Residence::kDevice);
+    EXPECT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
+    return core_->stats().evictions - before;
+  };
+  EXPECT_EQ(evictions_to_page_in([&](CUdeviceptr p) { return Read(s, p, 2 * kMiB, &sum); }), 2u)
+      << "the decoded launch evicts one chunk and pages one more out ahead";
+  // Its address, and a 128-byte parameter without one (Note [hidden reach]).
+  CUfunction fenced = fake_.MakeFunction({8, 128});
+  unsigned char tensor_map[128] = {};
+  EXPECT_EQ(evictions_to_page_in([&](CUdeviceptr p) {
+              void* args[] = {&p, tensor_map};
+              ShimCore::Ticket ticket;
+              return core_->BeforeLaunch(fenced, args, nullptr, s, false, &ticket);
+            }),
+            1u);
+  EXPECT_EQ(core_->stats().fenced_launches, 1u);
+  ExpectPatterns(s, 2 * kMiB, blocks);
+  EXPECT_EQ(fake_.faults(), 0u);
+}
+
 TEST_F(ShimCoreTest, AllocationBeyondVirtualCapacityFailsCleanly) {
   std::vector<CUdeviceptr> blocks;
   CUdeviceptr p;

@@ -1,6 +1,5 @@
 #include "shim/core/stream_tracker.h"
 
-#include <sched.h>
 #include <time.h>
 
 #include <algorithm>
@@ -22,9 +21,14 @@ thread_local PerThreadSlot t_per_thread;
 
 }  // namespace
 
-void WindowWait::Wait() const {
-  if (left_ == nullptr) return;
-  while (left_->load(std::memory_order_acquire) < until_) sched_yield();
+void WindowExits::WaitUntil(uint64_t until) {
+  uint64_t seen = left.load(std::memory_order_seq_cst);
+  if (seen >= until) return;
+  waiters.fetch_add(1, std::memory_order_seq_cst);  // Note [window waits]
+  while ((seen = left.load(std::memory_order_seq_cst)) < until) {
+    left.wait(seen, std::memory_order_seq_cst);
+  }
+  waiters.fetch_sub(1, std::memory_order_release);
 }
 
 int64_t StreamTracker::MonotonicNs() {
@@ -171,7 +175,7 @@ bool StreamTracker::IsComplete(uint32_t index, uint64_t seq) {
 CUresult StreamTracker::Cover(uint32_t index, uint64_t seq, CUevent* event) {
   State* s = streams_[index].get();
   if (s->covered < seq) {
-    while (!s->WindowEmpty()) sched_yield();
+    s->WaitWindowEmpty();
     CUresult r = RecordNow(s);
     if (r != CUDA_SUCCESS) return r;
   }
@@ -189,8 +193,8 @@ CUresult StreamTracker::Hold(uint32_t index, uint64_t seq, CUevent* event, Windo
   *event = nullptr;
   if (IsComplete(index, seq)) return CUDA_SUCCESS;
   State* s = streams_[index].get();
-  if (s->covered < seq && !s->WindowEmpty()) {  // Cover() would yield for it
-    *window = WindowWait(&s->window_left, s->window_entered);
+  if (s->covered < seq && !s->WindowEmpty()) {  // Cover() would wait for it
+    *window = WindowWait(&s->window, s->window_entered);
     return CUDA_ERROR_NOT_READY;
   }
   const CUresult r = Cover(index, seq, event);
@@ -261,7 +265,7 @@ void StreamTracker::Retire(CUstream handle, bool per_thread) {
   if (it == by_handle_.end()) return;
   State* s = streams_[it->second].get();
   if (s->covered < s->issued) {
-    while (!s->WindowEmpty()) sched_yield();
+    s->WaitWindowEmpty();
     if (RecordNow(s) != CUDA_SUCCESS) s->completed = s->issued;
   }
   s->handle = nullptr;  // never used for new work again

@@ -21,7 +21,7 @@
 //   real call returned, from any thread: one atomic add); an event is only taken as
 //   covering everything issued when the two counts are equal: batched
 //   records and CoverAll() skip the stream while they differ, and on-demand
-//   records wait (yield) until they agree. Hold() does not wait: it hands
+//   records wait (blocked, Note [window waits]) until they agree. Hold() does not wait: it hands
 //   the caller a WindowWait to make without the owner's lock (Note [waits
 //   outside the lock] in shim_core.h), as the window may stay open for as
 //   long as the holder's driver call runs (a synchronous copy).
@@ -74,6 +74,34 @@
 
 namespace memvirt::shim {
 
+// Note [window waits]
+//   A thread that waits for a stream's enqueue window to close sleeps in the
+//   kernel (std::atomic::wait, a futex) rather than yielding in a loop: the
+//   holder's driver call may be a synchronous copy of many milliseconds, and
+//   the waiter may be one holding the core lock (a last attempt, Cover()).
+//   Closing a window must stay one atomic add on the launch path, so waiters
+//   announce themselves in `waiters` and a closer notifies only when it sees
+//   one. Both sides use sequentially consistent operations, in opposite
+//   order (closer: add to `left`, then read `waiters`; waiter: add to
+//   `waiters`, then read `left`): in their single total order either the
+//   closer sees the waiter, or the waiter sees the new count, so no wake-up
+//   is lost.
+//
+// The exits from one stream's enqueue window. Lives as long as its tracker;
+// Leave() and WaitUntil() may be called from any thread without its owner's
+// lock.
+struct WindowExits {
+  std::atomic<uint64_t> left{0};     // operations that left the window
+  std::atomic<uint32_t> waiters{0};  // threads in WaitUntil()
+
+  void Leave() {
+    left.fetch_add(1, std::memory_order_seq_cst);
+    if (waiters.load(std::memory_order_seq_cst) != 0) left.notify_all();
+  }
+  // Blocks until `until` operations have left the window.
+  void WaitUntil(uint64_t until);
+};
+
 // A stream's enqueue window held open (Note [enqueue window]): BeginEnqueue()
 // opens it under the owner's lock; it closes (one release increment) when
 // the holder destroys it or assigns another window to it, with or without
@@ -84,11 +112,11 @@ namespace memvirt::shim {
 class EnqueueWindow {
  public:
   EnqueueWindow() = default;
-  EnqueueWindow(EnqueueWindow&& other) noexcept : left_(std::exchange(other.left_, nullptr)) {}
+  EnqueueWindow(EnqueueWindow&& other) noexcept : exits_(std::exchange(other.exits_, nullptr)) {}
   EnqueueWindow& operator=(EnqueueWindow&& other) noexcept {
     if (this != &other) {
       Close();
-      left_ = std::exchange(other.left_, nullptr);
+      exits_ = std::exchange(other.exits_, nullptr);
     }
     return *this;
   }
@@ -96,19 +124,19 @@ class EnqueueWindow {
   EnqueueWindow& operator=(const EnqueueWindow&) = delete;
   ~EnqueueWindow() { Close(); }
 
-  bool open() const { return left_ != nullptr; }
+  bool open() const { return exits_ != nullptr; }
   // Closes the window now (the holder's driver call has returned); a no-op
   // if it is not open.
   void Close() {
-    if (left_ != nullptr) left_->fetch_add(1, std::memory_order_release);
-    left_ = nullptr;
+    if (exits_ != nullptr) exits_->Leave();
+    exits_ = nullptr;
   }
 
  private:
   friend class StreamTracker;
-  explicit EnqueueWindow(std::atomic<uint64_t>* left) : left_(left) {}
+  explicit EnqueueWindow(WindowExits* exits) : exits_(exits) {}
 
-  std::atomic<uint64_t>* left_ = nullptr;  // the stream's window_left counter
+  WindowExits* exits_ = nullptr;  // the stream's window exits
 };
 
 // A wait for the operations in a stream's enqueue window when it was taken
@@ -118,16 +146,18 @@ class EnqueueWindow {
 class WindowWait {
  public:
   WindowWait() = default;
-  bool pending() const { return left_ != nullptr; }
-  // Yields until those operations have left the window.
-  void Wait() const;
+  bool pending() const { return exits_ != nullptr; }
+  // Blocks until those operations have left the window (Note [window waits]).
+  void Wait() const {
+    if (exits_ != nullptr) exits_->WaitUntil(until_);
+  }
 
  private:
   friend class StreamTracker;
-  WindowWait(const std::atomic<uint64_t>* left, uint64_t until) : left_(left), until_(until) {}
+  WindowWait(WindowExits* exits, uint64_t until) : exits_(exits), until_(until) {}
 
-  const std::atomic<uint64_t>* left_ = nullptr;  // the stream's window_left counter
-  uint64_t until_ = 0;                           // window_entered when taken
+  WindowExits* exits_ = nullptr;  // the stream's window exits
+  uint64_t until_ = 0;            // window_entered when taken
 };
 
 class StreamTracker {
@@ -171,7 +201,7 @@ class StreamTracker {
   [[nodiscard]] EnqueueWindow BeginEnqueue(uint32_t index) {
     State* s = streams_[index].get();
     ++s->window_entered;
-    return EnqueueWindow(&s->window_left);
+    return EnqueueWindow(&s->window);
   }
 
   // True if operation `seq` of stream `index` is known complete (polls
@@ -221,10 +251,12 @@ class StreamTracker {
     int64_t last_batch_ns = 0;                         // clock at the last paced batched event
     std::deque<std::pair<uint64_t, CUevent>> pending;  // (covered seq, event)
     uint64_t window_entered = 0;                       // Note [enqueue window]
-    std::atomic<uint64_t> window_left{0};              // incremented outside the lock
+    WindowExits window;                                // left outside the lock
     bool WindowEmpty() const {
-      return window_left.load(std::memory_order_acquire) == window_entered;
+      return window.left.load(std::memory_order_acquire) == window_entered;
     }
+    // REQUIRES the owner's lock (window_entered does not change meanwhile).
+    void WaitWindowEmpty() { window.WaitUntil(window_entered); }
   };
 
   uint32_t NewState(CUstream handle);

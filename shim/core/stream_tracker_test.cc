@@ -1,7 +1,9 @@
 #include "shim/core/stream_tracker.h"
 
 #include <gtest/gtest.h>
+#include <time.h>
 
+#include <atomic>
 #include <chrono>
 #include <future>
 #include <thread>
@@ -189,6 +191,47 @@ TEST(StreamTrackerTest, HoldReturnsTheWaitForAnOpenEnqueueWindow) {
   fake.Release(s);
   ASSERT_EQ(tracker.WaitFor(idx, seq), CUDA_SUCCESS);
   tracker.Unhold(1);
+}
+
+// Note [window waits]: a thread waiting for another thread's enqueue window
+// sleeps until the window closes, without the owner's lock (WindowWait) or
+// with it (WaitFor records on demand), instead of yielding in a loop.
+TEST(StreamTrackerTest, WindowWaitsSleepUntilTheWindowCloses) {
+  testing::FakeDriver fake(64 << 20);
+  StreamTracker tracker(&fake.driver(), 1000);
+  CUstream s = fake.CreateStream();
+  const uint32_t idx = tracker.IndexOf(s, false);
+  auto thread_cpu_ns = [] {
+    timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+  };
+  for (const bool owner_waits : {false, true}) {
+    SCOPED_TRACE(owner_waits ? "WaitFor" : "WindowWait");
+    EnqueueWindow open = tracker.BeginEnqueue(idx);
+    const uint64_t seq = tracker.Issue(idx);
+    CUevent event = nullptr;
+    WindowWait window;
+    ASSERT_EQ(tracker.Hold(idx, seq, &event, &window), CUDA_ERROR_NOT_READY);
+    std::atomic<bool> closed{false};
+    int64_t waiter_cpu_ns = 0;
+    std::thread waiter([&] {
+      const int64_t start = thread_cpu_ns();
+      if (owner_waits) {
+        EXPECT_EQ(tracker.WaitFor(idx, seq), CUDA_SUCCESS);
+      } else {
+        window.Wait();
+      }
+      waiter_cpu_ns = thread_cpu_ns() - start;
+      EXPECT_TRUE(closed.load()) << "the wait ended while the window was open";
+    });
+    // The holder's driver call runs (a synchronous copy), then returns.
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    closed = true;
+    open.Close();
+    waiter.join();
+    EXPECT_LT(waiter_cpu_ns, 20'000'000) << "the waiter spun while the window was open";
+  }
 }
 
 TEST(StreamTrackerTest, HandlesMapToStableIndicesAndRetire) {
