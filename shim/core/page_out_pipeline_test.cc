@@ -219,6 +219,30 @@ TEST_F(PageOutPipelineTest, CancelledMoveKeepsTheDeviceCopyAndReleasesItsSlotAtF
   EXPECT_TRUE(policy_.evicted.empty());
 }
 
+// Note [fenced page-outs] (shim_core_hidden_reach.cc): every move in flight
+// is dropped at once; a move cancelled before is not counted again.
+TEST_F(PageOutPipelineTest, CancelAllKeepsEveryChunkOnTheDevice) {
+  MakeDeviceChunk(0, 1);
+  MakeDeviceChunk(1, 2);
+  MakeDeviceChunk(2, 3);
+  fake_.Hold(copy_stream_);
+  ASSERT_EQ(pipeline_->Start({0, 1, 2}, /*may_wait=*/false).dropped, 0u);
+  pipeline_->Cancel(1);
+  pipeline_->CancelAll();
+  EXPECT_EQ(stats_.cancelled_page_outs, 3u);
+  for (uint32_t c : {0u, 1u, 2u}) EXPECT_FALSE(table_[c].evicting) << c;
+  EXPECT_EQ(pool_->host_in_use(), 3u);  // the copies may still write the slots
+  FillPattern(reinterpret_cast<void*>(Address(2)), kChunkBytes, 9);  // a kernel writes it
+
+  EXPECT_EQ(pipeline_->Finish().moved, 0u);
+  EXPECT_TRUE(pipeline_->empty());
+  ExpectOnTheDevice(0, 1);
+  ExpectOnTheDevice(1, 2);
+  ExpectOnTheDevice(2, 9);
+  EXPECT_EQ(pool_->host_in_use(), 0u);
+  EXPECT_EQ(stats_.evictions, 0u);
+}
+
 TEST_F(PageOutPipelineTest, DeadVictimsAreDroppedWithoutACopy) {
   MakeDeviceChunk(0, 1, /*live=*/false);  // freed
   MakeDeviceChunk(1, 2, /*live=*/false);
