@@ -182,6 +182,8 @@ CUresult ShimCore::Create(const Driver* driver, const CoreOptions& options, Cont
     core->tracker_ =
         std::make_unique<StreamTracker>(driver, options.event_batch, options.event_pace);
     core->copy_index_ = core->tracker_->Adopt(core->copy_stream_);
+    core->uses_ =
+        std::make_unique<ChunkUses>(&core->table_, core->tracker_.get(), core->copy_index_);
     core->policy_ = MakeResidencyPolicy(options.policy, num_chunks);
     core->hidden_reach_all_ = options.hidden_reach_all;
     core->policy_->OnBudgetChange(device_budget);
@@ -241,6 +243,7 @@ ShimCore::~ShimCore() {
     }
     spill_.reset();     // unpins the staging buffers; before what it points to
     page_out_.reset();  // before what it points to
+    uses_.reset();
     tracker_.reset();
     allocator_.reset();  // gives its overflow charge back
     if (overflow_ != nullptr) overflow_->AddSpillReserve(-static_cast<int64_t>(spill_reserve_));
@@ -387,7 +390,7 @@ CUresult ShimCore::FreeLocked(uint64_t offset) {
 void ShimCore::ReleaseFreedHostSlots(uint32_t first, uint32_t count) {
   for (uint32_t c = first; c < first + count; ++c) {
     ChunkEntry& e = table_[c];
-    if (e.residence != Residence::kHost || e.evicting || e.pinned || !ChunkIdle(c)) continue;
+    if (e.residence != Residence::kHost || e.evicting || e.pinned || !uses_->Idle(c)) continue;
     if (!e.unmapped && pool_->UnmapAt(table_.AddressOf(c)) != CUDA_SUCCESS) continue;
     if (e.unmapped) {
       e.unmapped = false;
@@ -404,7 +407,7 @@ bool ShimCore::BlockIdle(uint64_t offset) {
   const ChunkEntry& e = table_[static_cast<uint32_t>(offset >> kChunkShift)];
   if (!OwnedKind(e.kind)) return true;
   for (uint32_t c = e.owner_first; c < e.owner_first + e.owner_count; ++c) {
-    if (!ChunkIdle(c)) return false;
+    if (!uses_->Idle(c)) return false;
   }
   return true;
 }
@@ -483,15 +486,7 @@ void ShimCore::ProcessDeferred() {
     }
     pending_host_.resize(k);
   }
-  if (!opaque_uses_.empty()) {
-    size_t k = 0;
-    for (size_t i = 0; i < opaque_uses_.size(); ++i) {
-      if (!tracker_->IsComplete(opaque_uses_[i].stream, opaque_uses_[i].seq)) {
-        opaque_uses_[k++] = opaque_uses_[i];
-      }
-    }
-    opaque_uses_.resize(k);
-  }
+  uses_->DropCompletedFences();
 }
 
 CUresult ShimCore::GetInfo(size_t* free, size_t* total) {
@@ -752,48 +747,14 @@ bool ShimCore::IsCapturing(CUstream handle) {
   return status != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
-bool ShimCore::ChunkIdle(uint32_t chunk) {
-  ChunkEntry& e = table_[chunk];
-  if (e.fill_seq != 0 && !tracker_->IsComplete(copy_index_, e.fill_seq)) return false;
-  if (e.use_overflow) {
-    for (uint32_t s = 0; s < tracker_->num_streams(); ++s) {
-      if (!tracker_->IsComplete(s, tracker_->issued(s))) return false;
-    }
-    e.use_overflow = false;
-    e.num_uses = 0;
-  }
-  for (int i = 0; i < e.num_uses; ++i) {
-    if (!tracker_->IsComplete(e.uses[i].stream, e.uses[i].seq)) return false;
-  }
-  e.num_uses = 0;
-  for (const StreamUse& u : opaque_uses_) {
-    if (!tracker_->IsComplete(u.stream, u.seq)) return false;
-  }
-  return true;
-}
-
 CUresult ShimCore::WaitChunkIdle(uint32_t chunk) {
   ++stats_.host_waits;
-  ChunkEntry& e = table_[chunk];
-  CUresult result = CUDA_SUCCESS;
-  auto note = [&result](CUresult r) {
-    if (r != CUDA_SUCCESS) result = r;
-  };
-  if (e.fill_seq != 0) note(tracker_->WaitFor(copy_index_, e.fill_seq));
-  if (e.use_overflow) note(tracker_->WaitForAll());
-  for (int i = 0; i < e.num_uses; ++i) note(tracker_->WaitFor(e.uses[i].stream, e.uses[i].seq));
-  for (const StreamUse& u : opaque_uses_) note(tracker_->WaitFor(u.stream, u.seq));
-  if (result != CUDA_SUCCESS) return result;
-  e.use_overflow = false;
-  e.num_uses = 0;
-  return CUDA_SUCCESS;
+  return uses_->WaitIdle(chunk);
 }
 
 bool ShimCore::DeferWaitChunkIdle(uint32_t chunk) {
-  if (!defer_waits_) return false;
-  const size_t before = deferred_uses_.size();
-  CollectChunkUses(chunk);
-  return deferred_uses_.size() > before;  // nothing left to wait for: no need to defer
+  // Nothing left to wait for: no need to defer.
+  return defer_waits_ && uses_->CollectPending(chunk, &deferred_uses_) > 0;
 }
 
 bool ShimCore::DeferUse(uint32_t stream, uint64_t seq) {
@@ -802,49 +763,19 @@ bool ShimCore::DeferUse(uint32_t stream, uint64_t seq) {
   return true;
 }
 
-void ShimCore::CollectChunkUses(uint32_t chunk) {
-  const ChunkEntry& e = table_[chunk];
-  if (e.fill_seq != 0) DeferUse(copy_index_, e.fill_seq);
-  if (e.use_overflow) {
-    for (uint32_t s = 0; s < tracker_->num_streams(); ++s) DeferUse(s, tracker_->issued(s));
-  }
-  for (int i = 0; i < e.num_uses; ++i) DeferUse(e.uses[i].stream, e.uses[i].seq);
-  for (const StreamUse& u : opaque_uses_) DeferUse(u.stream, u.seq);
-}
-
 bool ShimCore::DeferPendingFrees() {
   const size_t before = deferred_uses_.size();
   for (const PendingFree& f : pending_frees_) {
     if (f.stream == kNoIndex) {
       const ChunkEntry& e = table_[static_cast<uint32_t>(f.offset >> kChunkShift)];
-      for (uint32_t c = e.owner_first; c < e.owner_first + e.owner_count; ++c) CollectChunkUses(c);
+      for (uint32_t c = e.owner_first; c < e.owner_first + e.owner_count; ++c) {
+        uses_->CollectPending(c, &deferred_uses_);
+      }
     } else {
       DeferUse(f.stream, f.seq);
     }
   }
   return deferred_uses_.size() > before;
-}
-
-void ShimCore::AddUse(uint32_t chunk, uint32_t stream, uint64_t seq) {
-  ChunkEntry& e = table_[chunk];
-  for (int i = 0; i < e.num_uses; ++i) {
-    if (e.uses[i].stream == stream) {
-      e.uses[i].seq = seq;
-      return;
-    }
-  }
-  if (e.num_uses == kMaxUses) {
-    int k = 0;
-    for (int i = 0; i < e.num_uses; ++i) {
-      if (!tracker_->IsComplete(e.uses[i].stream, e.uses[i].seq)) e.uses[k++] = e.uses[i];
-    }
-    e.num_uses = static_cast<uint8_t>(k);
-  }
-  if (e.num_uses < kMaxUses) {
-    e.uses[e.num_uses++] = {stream, seq};
-  } else {
-    e.use_overflow = true;  // conservative: idle only once every stream drained
-  }
 }
 
 bool ShimCore::EligibleThunk(void* self, uint32_t chunk) {
@@ -854,7 +785,7 @@ bool ShimCore::EligibleThunk(void* self, uint32_t chunk) {
   if (e.residence != Residence::kDevice || e.stamp == core->stamp_ || e.evicting || e.pinned) {
     return false;
   }
-  return !core->require_idle_ || core->ChunkIdle(chunk);
+  return !core->require_idle_ || core->uses_->Idle(chunk);
 }
 
 bool ShimCore::ReclaimDead(bool device, bool host) {
@@ -873,7 +804,7 @@ bool ShimCore::ReclaimDead(bool device, bool host) {
     }
     const bool wanted =
         (device && e.residence == Residence::kDevice) || (host && e.residence == Residence::kHost);
-    if (reclaimed || !wanted || !ChunkIdle(c)) {
+    if (reclaimed || !wanted || !uses_->Idle(c)) {
       dead_[k++] = c;
       continue;
     }
@@ -925,7 +856,7 @@ void ShimCore::PageOutHostSlots::ReleaseAfter(uint32_t slot, uint64_t copy_seq) 
 
 bool ShimCore::SpillOwner::ChunkIdle(uint32_t chunk) {
   core_->mu_.AssertHeld();  // spill_ calls it from DemoteHostChunks()
-  return core_->ChunkIdle(chunk);
+  return core_->uses_->Idle(chunk);
 }
 
 CUresult ShimCore::SpillOwner::AcquireDevice(uint32_t* index) {
@@ -950,7 +881,7 @@ bool ShimCore::SpillOwner::DeferLoadWait(uint32_t slot) {
 
 uint64_t ShimCore::SpillOwner::Fences() {
   core_->mu_.AssertHeld();  // spill_ calls it from StartDemotion() and FinishDemotion()
-  return core_->fences_;
+  return core_->uses_->fences();
 }
 
 bool ShimCore::DemoteHostChunks(uint32_t max) {
@@ -1249,7 +1180,7 @@ CUresult ShimCore::PageIn(uint32_t chunk, bool may_evict) {
   ChunkEntry& e = table_[chunk];
   const CUdeviceptr va = table_.AddressOf(chunk);
   if (e.residence == Residence::kNvme) return may_evict ? Promote(chunk) : CUDA_ERROR_NOT_READY;
-  if (e.residence == Residence::kHost && !ChunkIdle(chunk)) {
+  if (e.residence == Residence::kHost && !uses_->Idle(chunk)) {
     if (!may_evict) return CUDA_ERROR_NOT_READY;
     // Its host mapping may still be in use.
     if (DeferWaitChunkIdle(chunk)) return CUDA_ERROR_NOT_READY;  // Note [waits outside the lock]
@@ -1402,8 +1333,8 @@ CUresult ShimCore::MakeResident(uint32_t stream, bool host_wait, bool capturing,
       (!policy_->MayPrefetch() || pool_->device_in_use() >= pool_->device_limit())) {
     // Fast path: nothing to page, fill or prefetch; only the use is recorded.
     const uint64_t seq = tracker_->Issue(stream);
-    for (uint32_t c : touched_) AddUse(c, stream, seq);
-    for (uint32_t c : reach_) AddUse(c, stream, seq);
+    for (uint32_t c : touched_) uses_->Add(c, stream, seq);
+    for (uint32_t c : reach_) uses_->Add(c, stream, seq);
     *ticket = tracker_->BeginEnqueue(stream);
     return CUDA_SUCCESS;
   }
@@ -1449,8 +1380,8 @@ CUresult ShimCore::MakeResident(uint32_t stream, bool host_wait, bool capturing,
   }
   if (!capturing) {
     const uint64_t seq = tracker_->Issue(stream);
-    for (uint32_t c : touched_) AddUse(c, stream, seq);
-    for (uint32_t c : reach_) AddUse(c, stream, seq);
+    for (uint32_t c : touched_) uses_->Add(c, stream, seq);
+    for (uint32_t c : reach_) uses_->Add(c, stream, seq);
     *ticket = tracker_->BeginEnqueue(stream);
   }
   return result;
@@ -1551,20 +1482,9 @@ CUresult ShimCore::OpaqueLocked(uint32_t index, bool capturing, Ticket* ticket) 
   const uint64_t need = all != 0 && !tracker_->IsComplete(copy_index_, all) ? all : 0;
   if ((r = OrderFills(need, index, capturing)) != CUDA_SUCCESS) return r;
   if (capturing) return CUDA_SUCCESS;
-  AddFence(index, tracker_->Issue(index));
+  uses_->AddFence(index, tracker_->Issue(index));
   *ticket = tracker_->BeginEnqueue(index);
   return CUDA_SUCCESS;
-}
-
-void ShimCore::AddFence(uint32_t stream, uint64_t seq) {
-  ++fences_;
-  for (StreamUse& u : opaque_uses_) {
-    if (u.stream == stream) {
-      u.seq = seq;
-      return;
-    }
-  }
-  opaque_uses_.push_back({stream, seq});
 }
 
 CUresult ShimCore::BeforeOpaque(CUstream stream, bool per_thread, Ticket* ticket) {
@@ -1720,7 +1640,7 @@ void ShimCore::MoveHostChunksToFreeDevice(uint32_t max) {
        ++c) {
     const ChunkEntry& e = table_[c];
     if (!OwnedKind(e.kind) || e.residence != Residence::kHost || e.evicting || e.pinned ||
-        !ChunkIdle(c)) {
+        !uses_->Idle(c)) {
       continue;
     }
     if (PageIn(c, /*may_evict=*/false) != CUDA_SUCCESS) break;

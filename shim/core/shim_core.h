@@ -190,6 +190,7 @@
 #include "shim/core/alloc_event_log.h"
 #include "shim/core/block_allocator.h"
 #include "shim/core/chunk_table.h"
+#include "shim/core/chunk_uses.h"
 #include "shim/core/control_plane.h"
 #include "shim/core/core_stats.h"
 #include "shim/core/eviction_sizing.h"
@@ -605,9 +606,7 @@ class ShimCore {
   };
   // Adds victims from the policy until `picked` holds `want` or none is left.
   void PickVictims(uint32_t want, PickedVictims* picked) MEMSHIM_REQUIRES(mu_);
-  bool ChunkIdle(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
-  // Blocks until `chunk`'s last uses completed; an error if a wait failed
-  // (the chunk may still be in use then).
+  // uses_->WaitIdle(), counted as a host wait.
   [[nodiscard]] CUresult WaitChunkIdle(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
   // Note [waits outside the lock]: if the current operation defers its
   // waits, records `chunk`'s uses in deferred_uses_ and returns true (the
@@ -616,8 +615,6 @@ class ShimCore {
   // Appends (stream, seq) to deferred_uses_ unless it is known complete;
   // true if it did.
   bool DeferUse(uint32_t stream, uint64_t seq) MEMSHIM_REQUIRES(mu_);
-  // Appends `chunk`'s uses not known complete to deferred_uses_.
-  void CollectChunkUses(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
   // Appends the uses that pending_frees_ wait for to deferred_uses_; true if
   // it appended any.
   bool DeferPendingFrees() MEMSHIM_REQUIRES(mu_);
@@ -661,13 +658,10 @@ class ShimCore {
     if (!deferred_demotion_.empty()) FinishDemotion(&deferred_demotion_);
   }
   static constexpr uint32_t kMaxOutsideWaits = 16;
-  void AddUse(uint32_t chunk, uint32_t stream, uint64_t seq) MEMSHIM_REQUIRES(mu_);
   void ProcessDeferred() MEMSHIM_REQUIRES(mu_);
   [[nodiscard]] CUresult BackAllOwned() MEMSHIM_REQUIRES(mu_);
   [[nodiscard]] CUresult OpaqueLocked(uint32_t stream, bool capturing, Ticket* ticket)
       MEMSHIM_REQUIRES(mu_);
-  // Counts (stream, seq) as a use of every chunk until it completes.
-  void AddFence(uint32_t stream, uint64_t seq) MEMSHIM_REQUIRES(mu_);
   // Note [hidden reach] (shim_core_hidden_reach.cc): whether a decoded launch,
   // whose touched_ chunks were gathered, may reach memory it does not name.
   // `layout` is null for a launch without parameters or with `extra_buffer`.
@@ -802,6 +796,8 @@ class ShimCore {
   std::unique_ptr<BlockAllocator> allocator_ MEMSHIM_GUARDED_BY(mu_);
   std::unique_ptr<PhysicalPool> pool_ MEMSHIM_GUARDED_BY(mu_);
   std::unique_ptr<StreamTracker> tracker_ MEMSHIM_GUARDED_BY(mu_);
+  // Which work may still use each chunk, and the fences (Note [chunk uses]).
+  std::unique_ptr<ChunkUses> uses_ MEMSHIM_GUARDED_BY(mu_);
   std::unique_ptr<ResidencyPolicy> policy_ MEMSHIM_GUARDED_BY(mu_);
   uint32_t copy_index_ MEMSHIM_GUARDED_BY(mu_) = 0;
   uint32_t device_budget_chunks_ MEMSHIM_GUARDED_BY(mu_) = 0;
@@ -943,9 +939,7 @@ class ShimCore {
   };
   PageOutHostSlots page_out_slots_{this};
   std::vector<PendingFree> pending_frees_ MEMSHIM_GUARDED_BY(mu_);
-  std::vector<uint32_t> dead_ MEMSHIM_GUARDED_BY(mu_);          // freed chunks still backed
-  std::vector<StreamUse> opaque_uses_ MEMSHIM_GUARDED_BY(mu_);  // per stream index
-  uint64_t fences_ MEMSHIM_GUARDED_BY(mu_) = 0;                 // AddFence() calls
+  std::vector<uint32_t> dead_ MEMSHIM_GUARDED_BY(mu_);  // freed chunks still backed
   uint32_t unbacked_owned_ MEMSHIM_GUARDED_BY(mu_) = 0;
   uint32_t address_chunks_ MEMSHIM_GUARDED_BY(mu_) = 0;  // chunks with holds_addresses
   // Hidden targets that were in the spill tier when they became targets: the

@@ -189,7 +189,7 @@ CUresult ShimCore::DropBacking(uint32_t chunk) {
     return CUDA_SUCCESS;
   }
   if (e.pinned) return CUDA_ERROR_NOT_SUPPORTED;  // exported to another process
-  if (!ChunkIdle(chunk)) tracker_->CoverAll();
+  if (!uses_->Idle(chunk)) tracker_->CoverAll();
   if (const CUresult r = WaitChunkIdle(chunk); r != CUDA_SUCCESS) return r;
   if (e.unmapped) {
     e.unmapped = false;

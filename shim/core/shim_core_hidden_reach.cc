@@ -54,7 +54,7 @@
 //   flight has finished (none of them copies a chunk the kernel may write:
 //   Note [fenced page-outs]), and is then a fence: its (stream, seq) counts as a use of every chunk
 //   until it completes, as an opaque launch does, so no chunk is chosen for
-//   eviction, copied out or remapped while it runs (ChunkIdle). Graph
+//   eviction, copied out or remapped while it runs (Note [chunk uses]). Graph
 //   launches are treated the same way (BeforeGraphLaunch).
 //   Not recognized: pointer arrays that a kernel builds from addresses it
 //   was given as plain arguments (but see Note [hidden reach everywhere]),
@@ -322,7 +322,7 @@ CUresult ShimCore::FencedLocked(uint32_t stream, bool capturing, Reach reach, Ti
   }
   if (capturing) return r;
   SettlePageOutsBeforeFence();  // page-outs MakeResident started for room
-  AddFence(stream, tracker_->issued(stream));
+  uses_->AddFence(stream, tracker_->issued(stream));
   return CUDA_SUCCESS;
 }
 
