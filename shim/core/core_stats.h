@@ -37,7 +37,7 @@ struct CoreStats {
   uint64_t spill_prefetches = 0;  // loads from the spill tier started ahead of use
   uint64_t spill_failures = 0;    // stores refused or loads that failed
   uint64_t demotions_superseded = 0;  // stored copies discarded: the chunk was used meanwhile
-  uint32_t spilled_chunks = 0;        // chunks in the spill tier now
+  uint32_t spilled_chunks = 0;        // chunks in the spill tier now (SpillManager's count)
   uint64_t host_waits = 0;            // times the host blocked on device work
   // Waits for another thread's enqueue window to close, made without the
   // core lock (Note [enqueue window] in stream_tracker.h).

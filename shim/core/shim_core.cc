@@ -1388,7 +1388,7 @@ CUresult ShimCore::MakeResident(uint32_t stream, bool host_wait, bool capturing,
 }
 
 CUresult ShimCore::BackAllOwned() {
-  if (unbacked_owned_ == 0 && stats_.spilled_chunks == 0 && unmapped_host_ == 0) {
+  if (unbacked_owned_ == 0 && SpilledChunks() == 0 && unmapped_host_ == 0) {
     return CUDA_SUCCESS;
   }
   // The launch may reach every chunk: none already in host memory is demoted
@@ -1397,7 +1397,7 @@ CUresult ShimCore::BackAllOwned() {
     if (OwnedKind(table_[c].kind) && table_[c].residence == Residence::kHost) TouchChunk(c);
   }
   for (uint32_t c = 0; c < table_.size() &&
-                       (unbacked_owned_ > 0 || stats_.spilled_chunks > 0 || unmapped_host_ > 0);
+                       (unbacked_owned_ > 0 || SpilledChunks() > 0 || unmapped_host_ > 0);
        ++c) {
     const ChunkEntry& e = table_[c];
     if (OwnedKind(e.kind) && e.residence == Residence::kHost && e.unmapped) {
@@ -1693,6 +1693,7 @@ CoreStats ShimCore::stats() {
   s.host_slot_limit = pool_->host_limit();
   s.committed_chunks = allocator_->committed_chunks();
   s.live_bytes = allocator_->live_bytes();
+  s.spilled_chunks = SpilledChunks();
   return s;
 }
 
@@ -1705,7 +1706,7 @@ UsageReport ShimCore::TakeUsage() {
   u.allocated_bytes = allocator_->live_bytes();
   u.page_in_bytes = stats_.page_ins << kChunkShift;
   u.page_out_bytes = stats_.evictions << kChunkShift;
-  u.nvme_resident_bytes = static_cast<uint64_t>(stats_.spilled_chunks) << kChunkShift;
+  u.nvme_resident_bytes = static_cast<uint64_t>(SpilledChunks()) << kChunkShift;
   u.nvme_write_bytes = stats_.demotions << kChunkShift;
   u.nvme_read_bytes = (stats_.promotion_reads + stats_.spill_prefetches) << kChunkShift;
   u.launches = stats_.launches;

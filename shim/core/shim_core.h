@@ -734,6 +734,10 @@ class ShimCore {
   // other threads' batches are outside the lock, waits for one of them to
   // finish instead (deferred_demotion_wait_). False if neither.
   bool DeferDemotion(uint32_t max) MEMSHIM_REQUIRES(mu_);
+  // Chunks in the spill tier now (0 without one).
+  uint32_t SpilledChunks() const MEMSHIM_REQUIRES(mu_) {
+    return spill_ != nullptr ? spill_->spilled_chunks() : 0;
+  }
   // Holds an event for `batch`'s staging copies (null if they completed);
   // false if none could be recorded.
   bool HoldDemotionCopies(const SpillManager::DemotionBatch& batch, CUevent* event)

@@ -252,7 +252,7 @@ bool SpillManager::CommitDemotion(const DemotionBatch::Move& m, bool unchanged_f
   e.phys = kNoIndex;
   e.fill_seq = 0;
   SetSpillId(m.chunk, m.id);
-  ++stats().spilled_chunks;
+  ++spilled_;
   ++stats().demotions;
   ++demoted->moved;
   return true;
@@ -340,7 +340,7 @@ CUresult SpillManager::Promote(uint32_t chunk, uint64_t* stored) {
   // The owner discards the stored copy once the fill is ordered.
   *stored = spill_ids_[chunk];
   spill_ids_[chunk] = 0;
-  --stats().spilled_chunks;
+  --spilled_;
   ++stats().promotions;
   if (dev != kNoIndex) {
     e.residence = Residence::kDevice;
@@ -399,7 +399,7 @@ void SpillManager::InstallLoaded() {
     e.residence = Residence::kHost;
     e.phys = host;
     e.fill_seq = seq;
-    --stats().spilled_chunks;
+    --spilled_;
     st = StagingSlot{};
     st.state = StagingSlot::State::kCopying;
     st.copy_seq = seq;
@@ -408,7 +408,7 @@ void SpillManager::InstallLoaded() {
 }
 
 void SpillManager::Prefetch() {
-  if (stats().spilled_chunks == 0 || !policy().MayPrefetch()) return;
+  if (spilled_ == 0 || !policy().MayPrefetch()) return;
   InstallLoaded();
   // Half of the staging buffers may hold loads ahead of use (the rest stay
   // for demotions); a finished load waits there until a host slot is free or
@@ -438,7 +438,7 @@ void SpillManager::Restore(uint32_t chunk, uint64_t stored) {
   e.residence = Residence::kNvme;
   e.phys = kNoIndex;
   SetSpillId(chunk, stored);
-  ++stats().spilled_chunks;
+  ++spilled_;
 }
 
 void SpillManager::Drop(uint32_t chunk) {
@@ -446,7 +446,7 @@ void SpillManager::Drop(uint32_t chunk) {
   tier().Discard(spill_ids_[chunk]);
   spill_ids_[chunk] = 0;
   e.residence = Residence::kUnbacked;
-  --stats().spilled_chunks;
+  --spilled_;
 }
 
 }  // namespace memvirt::shim

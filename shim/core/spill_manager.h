@@ -14,7 +14,8 @@
 // slots; Drop() forgets the stored copy of a freed chunk.
 //
 // Owns: the staging slots' states (free, loading or loaded for a chunk,
-// copying, storing), the id of the stored copy of each kNvme chunk, the
+// copying, storing), the id of the stored copy of each kNvme chunk and
+// their count (spilled_chunks(), copied into CoreStats by the owner), the
 // demotion queue (Note [demotion queue]) and the pinning of the staging
 // buffers (registered with the driver at construction, unregistered at
 // destruction). Not owned, given at construction and outliving the manager:
@@ -23,7 +24,7 @@
 // hidden_target); the physical pool (host slots, mappings); the stream
 // tracker and the copy stream's index in it; the policy (asked for its
 // prefetch candidates, told OnResident); the core's statistics (host_waits,
-// spill_failures, spilled_chunks, demotions, demotion_scans, promotions,
+// spill_failures, demotions, demotion_scans, promotions,
 // promotion_reads, spill_prefetches, page_ins, host_fallbacks); the spill
 // tier; and Owner, the core's side: whether a chunk's last uses completed,
 // and the acquisition of a promotion's target, which may evict and demote.
@@ -163,9 +164,11 @@ class SpillManager {
   SpillManager& operator=(const SpillManager&) = delete;
 
   uint32_t staging_slots() const { return static_cast<uint32_t>(staging_.size()); }
+  // Chunks in the spill tier now (kNvme).
+  uint32_t spilled_chunks() const { return spilled_; }
 
   struct Demoted {
-    uint32_t moved = 0;     // chunks now kNvme (stats: demotions, spilled_chunks)
+    uint32_t moved = 0;     // chunks now kNvme (stats: demotions)
     uint32_t unmapped = 0;  // ... of which were marked `unmapped`: the owner's count drops
   };
   // Demotes up to `max` (at most one batch) host chunks, farthest expected
@@ -267,6 +270,7 @@ class SpillManager {
   // chunks written before).
   std::vector<uint64_t> spill_ids_;
   uint32_t staging_loads_ = 0;  // slots kLoading or kLoaded
+  uint32_t spilled_ = 0;        // kNvme chunks
   bool spill_full_logged_ = false;
   std::vector<DemotionCandidate> demotion_queue_;  // best victim last
   std::vector<uint32_t> prefetch_;                 // Prefetch()'s candidates (reused buffer)

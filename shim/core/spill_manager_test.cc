@@ -249,7 +249,7 @@ TEST_F(SpillManagerTest, DemotionStoresTheBytesAndFreesTheSlot) {
   std::sort(expected.begin(), expected.end());
   EXPECT_EQ(tier_.StoredChecksums(), expected);
   EXPECT_EQ(stats_.demotions, 2u);
-  EXPECT_EQ(stats_.spilled_chunks, 2u);
+  EXPECT_EQ(spill_->spilled_chunks(), 2u);
   EXPECT_EQ(stats_.host_waits, 1u);  // one wait for the batch's copies
   EXPECT_EQ(stats_.demotion_scans, 1u);
   EXPECT_EQ(stats_.spill_failures, 0u);
@@ -275,7 +275,7 @@ TEST_F(SpillManagerTest, AChunkIsStagedOnceWhenTheQueueIsRebuiltDuringABatch) {
   EXPECT_EQ(table_[1].residence, Residence::kNvme);
   EXPECT_EQ(tier_.stores, 2) << "one store a chunk";
   EXPECT_EQ(tier_.stored(), 2u);
-  EXPECT_EQ(stats_.spilled_chunks, 2u);
+  EXPECT_EQ(spill_->spilled_chunks(), 2u);
   EXPECT_EQ(stats_.spill_failures, 0u);
   EXPECT_EQ(fake_.faults(), 0u);
 }
@@ -335,7 +335,7 @@ TEST_F(SpillManagerTest, AChunkUsedWhileItsDemotionStoresKeepsItsHostSlot) {
   ExpectInHostMemory(1, 22);
   EXPECT_EQ(pool_->host_in_use(), 1u);
   EXPECT_EQ(stats_.demotions_superseded, 1u);
-  EXPECT_EQ(stats_.spilled_chunks, 1u);
+  EXPECT_EQ(spill_->spilled_chunks(), 1u);
   EXPECT_EQ(stats_.spill_failures, 0u);
 }
 
@@ -401,7 +401,7 @@ TEST_F(SpillManagerTest, PromotionBringsTheBytesBackByteExact) {
   EXPECT_EQ(stats_.promotions, 1u);
   EXPECT_EQ(stats_.promotion_reads, 1u);
   EXPECT_EQ(stats_.page_ins, 1u);
-  EXPECT_EQ(stats_.spilled_chunks, 0u);
+  EXPECT_EQ(spill_->spilled_chunks(), 0u);
   // The stored copy stays until the owner has ordered the fill.
   EXPECT_EQ(tier_.StoredChecksum(stored), Pattern(7));
   spill_->Discard(stored);
@@ -420,7 +420,7 @@ TEST_F(SpillManagerTest, PromotionLeavesARunningLoadToTheOwnerToWaitFor) {
   ASSERT_EQ(owner_.deferred_loads.size(), 1u);
   ExpectStored(0, 7);
   EXPECT_EQ(pool_->device_in_use(), 0u) << "the target is released";
-  EXPECT_EQ(stats_.spilled_chunks, 1u);
+  EXPECT_EQ(spill_->spilled_chunks(), 1u);
   EXPECT_EQ(stats_.promotions, 0u);
 
   tier_.WaitLoad(owner_.deferred_loads[0]);  // as the owner does without its lock
@@ -431,7 +431,7 @@ TEST_F(SpillManagerTest, PromotionLeavesARunningLoadToTheOwnerToWaitFor) {
   ASSERT_EQ(table_[0].residence, Residence::kDevice);
   ASSERT_EQ(tracker_->WaitFor(copy_index_, table_[0].fill_seq), CUDA_SUCCESS);
   EXPECT_EQ(BytesAt(Address(0)), Pattern(7));
-  EXPECT_EQ(stats_.spilled_chunks, 0u);
+  EXPECT_EQ(spill_->spilled_chunks(), 0u);
   EXPECT_EQ(fake_.faults(), 0u);
 }
 
@@ -485,7 +485,7 @@ TEST_F(SpillManagerTest, PromotionWithoutATargetFailsWithOutOfMemory) {
   EXPECT_EQ(spill_->Promote(0, &stored), CUDA_ERROR_OUT_OF_MEMORY);
   ExpectStored(0, 7);
   EXPECT_EQ(tier_.started_loads, 0);
-  EXPECT_EQ(stats_.spilled_chunks, 1u);
+  EXPECT_EQ(spill_->spilled_chunks(), 1u);
 }
 
 TEST_F(SpillManagerTest, RefusedStoreKeepsTheChunkInHostMemory) {
@@ -502,7 +502,7 @@ TEST_F(SpillManagerTest, RefusedStoreKeepsTheChunkInHostMemory) {
   EXPECT_EQ(tier_.stored(), 0u);
   EXPECT_EQ(pool_->host_in_use(), 1u);
   EXPECT_EQ(stats_.demotions, 0u);
-  EXPECT_EQ(stats_.spilled_chunks, 0u);
+  EXPECT_EQ(spill_->spilled_chunks(), 0u);
 }
 
 TEST_F(SpillManagerTest, FailedStagingCopyKeepsTheChunkInHostMemory) {
@@ -535,7 +535,7 @@ TEST_F(SpillManagerTest, FailedUnmapKeepsTheChunkInHostMemoryAndDiscardsTheStore
   EXPECT_EQ(spill_->Demote(1, kNow).moved, 0u);
   ExpectInHostMemory(0, 1);
   EXPECT_EQ(tier_.stored(), 0u);
-  EXPECT_EQ(stats_.spilled_chunks, 0u);
+  EXPECT_EQ(spill_->spilled_chunks(), 0u);
 }
 
 TEST_F(SpillManagerTest, FailedLoadKeepsTheStoredCopyAndFailsWithAnUncorrectableError) {
@@ -547,7 +547,7 @@ TEST_F(SpillManagerTest, FailedLoadKeepsTheStoredCopyAndFailsWithAnUncorrectable
   EXPECT_EQ(pool_->device_in_use(), 0u);  // the target went back
   EXPECT_EQ(stats_.spill_failures, 1u);
   EXPECT_EQ(stats_.promotions, 0u);
-  EXPECT_EQ(stats_.spilled_chunks, 1u);
+  EXPECT_EQ(spill_->spilled_chunks(), 1u);
   tier_.fail_loads = false;  // it may be retried
   ASSERT_EQ(spill_->Promote(0, &stored), CUDA_SUCCESS);
   ASSERT_EQ(tracker_->WaitFor(copy_index_, table_[0].fill_seq), CUDA_SUCCESS);
@@ -574,7 +574,7 @@ TEST_F(SpillManagerTest, FailedMapKeepsTheStoredCopy) {
   EXPECT_NE(spill_->Promote(0, &stored), CUDA_SUCCESS);
   ExpectStored(0, 7);
   EXPECT_EQ(pool_->device_in_use(), 0u);
-  EXPECT_EQ(stats_.spilled_chunks, 1u);
+  EXPECT_EQ(spill_->spilled_chunks(), 1u);
   ASSERT_EQ(spill_->Promote(0, &stored), CUDA_SUCCESS);
   ASSERT_EQ(tracker_->WaitFor(copy_index_, table_[0].fill_seq), CUDA_SUCCESS);
   EXPECT_EQ(BytesAt(Address(0)), Pattern(7));
@@ -593,7 +593,7 @@ TEST_F(SpillManagerTest, RestoredPromotionIsStoredAgain) {
   e.fill_seq = 0;
   spill_->Restore(0, stored);
   ExpectStored(0, 7);
-  EXPECT_EQ(stats_.spilled_chunks, 1u);
+  EXPECT_EQ(spill_->spilled_chunks(), 1u);
   ASSERT_EQ(spill_->Promote(0, &stored), CUDA_SUCCESS);
   ASSERT_EQ(tracker_->WaitFor(copy_index_, table_[0].fill_seq), CUDA_SUCCESS);
   EXPECT_EQ(BytesAt(Address(0)), Pattern(7));
@@ -604,7 +604,7 @@ TEST_F(SpillManagerTest, DropDiscardsTheStoredCopy) {
   spill_->Drop(0);
   EXPECT_EQ(table_[0].residence, Residence::kUnbacked);
   EXPECT_EQ(tier_.stored(), 0u);
-  EXPECT_EQ(stats_.spilled_chunks, 0u);
+  EXPECT_EQ(spill_->spilled_chunks(), 0u);
 }
 
 TEST_F(SpillManagerTest, PromotionUsesALoadStartedAhead) {
@@ -633,7 +633,7 @@ TEST_F(SpillManagerTest, FinishedLoadsAreInstalledIntoFreeHostSlots) {
   ASSERT_EQ(tracker_->WaitFor(copy_index_, e.fill_seq), CUDA_SUCCESS);
   ExpectInHostMemory(0, 7);
   EXPECT_EQ(tier_.stored(), 0u);  // the host slot holds it now
-  EXPECT_EQ(stats_.spilled_chunks, 0u);
+  EXPECT_EQ(spill_->spilled_chunks(), 0u);
   EXPECT_EQ(stats_.promotions, 0u);  // no use yet
 }
 
