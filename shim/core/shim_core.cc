@@ -1375,6 +1375,14 @@ CUresult ShimCore::MakeResident(uint32_t stream, bool host_wait, bool capturing,
       if (fill > need && !tracker_->IsComplete(copy_index_, fill)) need = fill;
     }
   }
+  // Note [waits outside the lock]: a host wait for the fills (a synchronous
+  // access, or one being captured) is made without mu_. The fills stay
+  // committed, as for a failed operation, and the repeat finds the chunks
+  // filled (or fills them again, if another thread evicted them meanwhile).
+  if (need != 0 && (host_wait || capturing) && DeferCopyWait(need)) {
+    CommitFills(tracker_->issued(copy_index_));
+    return CUDA_ERROR_NOT_READY;
+  }
   if (const CUresult r = OrderFills(need, stream, host_wait || capturing); r != CUDA_SUCCESS) {
     return r;
   }
@@ -1396,8 +1404,8 @@ CUresult ShimCore::BackAllOwned() {
   for (uint32_t c = 0; c < table_.size(); ++c) {
     if (OwnedKind(table_[c].kind) && table_[c].residence == Residence::kHost) TouchChunk(c);
   }
-  for (uint32_t c = 0; c < table_.size() &&
-                       (unbacked_owned_ > 0 || SpilledChunks() > 0 || unmapped_host_ > 0);
+  for (uint32_t c = 0;
+       c < table_.size() && (unbacked_owned_ > 0 || SpilledChunks() > 0 || unmapped_host_ > 0);
        ++c) {
     const ChunkEntry& e = table_[c];
     if (OwnedKind(e.kind) && e.residence == Residence::kHost && e.unmapped) {

@@ -644,6 +644,44 @@ TEST_F(ShimCoreWaitTest, PageOutWaitLetsOtherThreadsUseTheCore) {
   EXPECT_EQ(fake_.faults(), 0u);
 }
 
+// The same for a synchronous access whose page-in copy is still queued: the
+// host waits for the fill without the core lock.
+TEST_F(ShimCoreWaitTest, SynchronousAccessFillWaitLetsOtherThreadsUseTheCore) {
+  MakeHooked(4 * kMiB, 64 * kMiB);                       // two device chunks
+  const CUstream copy = fake_.created_streams().back();  // the new core's copy stream
+  CUstream s = fake_.CreateStream();
+  CUdeviceptr a, b, c;
+  ASSERT_EQ(core_->Alloc(&a, 2 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(core_->Alloc(&b, 2 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(Write(s, a, 2 * kMiB, 43), CUDA_SUCCESS);
+  ASSERT_EQ(Write(s, b, 2 * kMiB, 44), CUDA_SUCCESS);
+  ASSERT_EQ(core_->Alloc(&c, 2 * kMiB), CUDA_SUCCESS);  // backed by evicting a
+  ASSERT_EQ(core_->TEST_ResidenceOf(a), Residence::kHost);
+  ASSERT_EQ(core_->Free(c), CUDA_SUCCESS);  // its device chunk is reclaimed without a copy
+  ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
+  fake_.Hold(copy);  // a's page-in copy stays queued until the host waits for it
+  const uint64_t host_waits = core_->stats().host_waits;
+  size_t free_bytes = 0, total_bytes = 0;
+  const MemRange range{a, 2 * kMiB};
+  const WaitOutcome w = RunWithOtherDuringWait(
+      [&] {
+        ShimCore::Ticket ticket;
+        const CUresult r = core_->BeforeAccess(&range, 1, s, false, /*synchronous=*/true, &ticket);
+        ticket.Close();
+        return r;
+      },
+      [&] { return core_->GetInfo(&free_bytes, &total_bytes); });
+  fake_.Release(copy);
+  ASSERT_EQ(w.result, CUDA_SUCCESS);
+  ASSERT_NO_FATAL_FAILURE(
+      ExpectServedDuringWait(w, "the access did not wait for its page-in copy"));
+  EXPECT_GT(core_->stats().host_waits, host_waits) << "the wait was made outside the lock";
+  EXPECT_EQ(core_->TEST_ResidenceOf(a), Residence::kDevice);
+  EXPECT_EQ(core_->stats().evictions, 1u) << "nothing was paged again";
+  ExpectPatterns(s, 2 * kMiB, {{a, 43}, {b, 44}});
+  EXPECT_EQ(fake_.faults(), 0u);
+}
+
 // The same for an allocation that must wait for a stream-ordered free to
 // take effect: the free's stream is waited for without the core lock.
 TEST_F(ShimCoreWaitTest, PendingFreeWaitLetsOtherThreadsUseTheCore) {
