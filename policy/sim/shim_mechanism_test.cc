@@ -79,6 +79,30 @@ TEST(ShimMechanismTest, EvictionWaitsForTheVictimAndWritesItBack) {
   EXPECT_NEAR(e->reported.time_us, 4000 + 2 * kBlockUs, 1e-6);
 }
 
+TEST(ShimMechanismTest, EvictionTakesThePolicysFirstChoiceEvenWhileItIsInUse) {
+  // Weights X, Y, Z, W (1 MiB each, on the host); the device holds two;
+  // kernels of 100 us read X, Y, Z, W, Y. Belady evicts X for Z (the host
+  // waits for k0 and for X's write-back: it is at 3 x kBlockUs, when Y's k1
+  // has ended and Z's k2 is queued), then Z for W: Z is still in use, Y is
+  // idle but read again next. Waiting for Z keeps Y resident (Note [eviction]
+  // in shim/core/shim_core.h); taking the idle Y instead would page it in
+  // again for k4.
+  const trace::Trace t = MakeTrace({{0, kMiB, "weight", true},
+                                    {1, kMiB, "weight", true},
+                                    {2, kMiB, "weight", true},
+                                    {3, kMiB, "weight", true}},
+                                   {{0, "k0", 100, {0}, {}},
+                                    {1, "k1", 100, {1}, {}},
+                                    {2, "k2", 100, {2}, {}},
+                                    {3, "k3", 100, {3}, {}},
+                                    {4, "k4", 100, {1}, {}}});
+  auto r = Simulate(t, Mechanism(PolicyKind::kBelady, 2 * kMiB));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->reported.h2d_bytes, 4 * kMiB);  // each weight once
+  EXPECT_EQ(r->reported.d2h_bytes, 2 * kMiB);  // X and Z
+  EXPECT_EQ(r->reported.evictions, 2u);
+}
+
 TEST(ShimMechanismTest, PageInOverlapsQueuedKernels) {
   // Room for both. k0 (10000 us) runs after A's page-in (an unmap and a map
   // of 10 us each, then kBlockUs); B's page-in unmaps B's host mapping

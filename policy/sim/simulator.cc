@@ -628,9 +628,9 @@ void Simulation::AfterKernel(const std::vector<BlockAccess>& acc, uint64_t step,
 //     call (the shim's allocator reuses a freed range, still mapped).
 //   - Eviction (Note [eviction], Note [eviction batches]): up to
 //     clamp(budget chunks / 16, 1, 8) victims per miss (16 when the miss
-//     evicts again), chosen by the policy among resident blocks the launch
-//     does not touch whose last use has completed at host time; if there
-//     is none, the host waits for the policy's best one. Every victim with
+//     evicts again), the policy's first choices among resident blocks the
+//     launch does not touch; the host waits for the last uses (and fills)
+//     of those still in use. Every victim with
 //     data is written back (the shim keeps no clean host copy: a page-in
 //     releases the host slot), the copies are enqueued together behind the
 //     copy stream's page-ins and the host waits for them, then each chunk is
@@ -718,23 +718,18 @@ absl::Status Simulation::ShimAcquire(uint64_t bytes, uint64_t step, bool* sustai
       return b.resident && b.pinned != step &&
              std::find(victims.begin(), victims.end(), id) == victims.end();
     };
-    const double host = clock_.host();
+    // Note [shim mechanism]: the policy's first choices, idle or not (Note
+    // [eviction] in shim/core/shim_core.h); the host waits for those in use.
     while (victims.size() < batch) {
-      std::optional<BlockId> v = policy_->PickVictim([&](BlockId id) {
-        return candidate(id) && blocks_[id].last_use_end <= host && blocks_[id].ready <= host;
-      });
+      std::optional<BlockId> v = policy_->PickVictim(candidate);
       if (!v.has_value() || !candidate(*v)) break;
       victims.push_back(*v);
     }
-    if (victims.empty()) {  // everything evictable is in use: wait for the best
-      std::optional<BlockId> v = policy_->PickVictim(candidate);
-      if (!v.has_value() || !candidate(*v)) {
-        return absl::InternalError(absl::StrCat("policy ", std::string(policy_->name()),
-                                                " found no victim at step ", step));
-      }
-      clock_.WaitUntil(std::max(blocks_[*v].last_use_end, blocks_[*v].ready));
-      victims.push_back(*v);
+    if (victims.empty()) {
+      return absl::InternalError(
+          absl::StrCat("policy ", std::string(policy_->name()), " found no victim at step ", step));
     }
+    for (BlockId v : victims) clock_.WaitUntil(std::max(blocks_[v].last_use_end, blocks_[v].ready));
     double copies_end = clock_.host();
     std::vector<double> d2h_end(victims.size(), 0);
     for (size_t i = 0; i < victims.size(); ++i) {

@@ -66,6 +66,19 @@ CUresult ChunkUses::WaitIdle(uint32_t chunk) {
   return CUDA_SUCCESS;
 }
 
+bool ChunkUses::PendingOnlyOn(uint32_t chunk, uint32_t stream) {
+  const ChunkEntry& e = (*table_)[chunk];
+  if (e.use_overflow) return false;
+  for (int i = 0; i < e.num_uses; ++i) {
+    const StreamUse& u = e.uses[i];
+    if (u.stream != stream && !tracker_->IsComplete(u.stream, u.seq)) return false;
+  }
+  for (const StreamUse& u : fences_by_stream_) {
+    if (u.stream != stream && !tracker_->IsComplete(u.stream, u.seq)) return false;
+  }
+  return true;
+}
+
 size_t ChunkUses::CollectPending(uint32_t chunk, std::vector<StreamUse>* pending) {
   const size_t before = pending->size();
   auto add = [&](uint32_t stream, uint64_t seq) {

@@ -81,6 +81,11 @@ class ChunkUses {
   // shim_core.h). An error if a wait failed; the chunk may still be in use
   // then, and its uses are kept.
   [[nodiscard]] CUresult WaitIdle(uint32_t chunk);
+  // True if every use of `chunk` not known complete, fences included, is
+  // work on `stream` (or its fill, on the copy stream): work that runs
+  // before the next operation on `stream` anyway (Note [eviction] in
+  // shim_core.h). False when its uses overflowed.
+  bool PendingOnlyOn(uint32_t chunk, uint32_t stream);
   // Appends to `pending` each use of `chunk` not known complete, as
   // (stream, seq) to wait for; returns how many it appended.
   size_t CollectPending(uint32_t chunk, std::vector<StreamUse>* pending);

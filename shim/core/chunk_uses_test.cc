@@ -139,6 +139,26 @@ TEST_F(ChunkUsesTest, AFenceIsAUseOfEveryChunkUntilItCompletes) {
   for (uint32_t c = 0; c < 4; ++c) EXPECT_TRUE(uses_->Idle(c)) << c;
 }
 
+// Note [eviction] in shim_core.h: pending work on the given stream does not
+// count, work on any other stream does, and so does an overflowed entry.
+TEST_F(ChunkUsesTest, PendingOnlyOnLooksAtTheOtherStreamsWork) {
+  CUstream a = fake_.CreateStream(), b = fake_.CreateStream();
+  fake_.Hold(a);
+  fake_.Hold(b);
+  const Op on_a = Issue(a), on_b = Issue(b);
+  uses_->Add(0, on_a.index, on_a.seq);
+  EXPECT_TRUE(uses_->PendingOnlyOn(0, on_a.index));
+  EXPECT_FALSE(uses_->PendingOnlyOn(0, on_b.index));
+  uses_->AddFence(on_b.index, on_b.seq);  // b's fence is a use of every chunk
+  EXPECT_FALSE(uses_->PendingOnlyOn(0, on_a.index));
+  EXPECT_FALSE(uses_->PendingOnlyOn(1, on_a.index));
+  fake_.Release(b);
+  tracker_->CoverAll();
+  EXPECT_TRUE(uses_->PendingOnlyOn(0, on_a.index)) << "b's work completed";
+  table_[2].use_overflow = true;
+  EXPECT_FALSE(uses_->PendingOnlyOn(2, on_a.index));
+}
+
 TEST_F(ChunkUsesTest, APendingFillKeepsTheChunkBusy) {
   fake_.Hold(copy_);
   const Op fill = Issue(copy_);

@@ -785,7 +785,10 @@ bool ShimCore::EligibleThunk(void* self, uint32_t chunk) {
   if (e.residence != Residence::kDevice || e.stamp == core->stamp_ || e.evicting || e.pinned) {
     return false;
   }
-  return !core->require_idle_ || core->uses_->Idle(chunk);
+  if (!core->require_idle_ || core->uses_->Idle(chunk)) return true;
+  // Note [eviction]: earlier work on the operation's own stream.
+  return core->launch_stream_ != kNoIndex &&
+         core->uses_->PendingOnlyOn(chunk, core->launch_stream_);
 }
 
 bool ShimCore::ReclaimDead(bool device, bool host) {
@@ -1063,7 +1066,9 @@ void ShimCore::StartLookahead(uint32_t count) {
   if (count == 0 || !lookahead_allowed_ || !page_out_->empty()) return;
   PickedVictims picked;
   require_idle_ = true;
+  const uint32_t stream = std::exchange(launch_stream_, kNoIndex);  // idle chunks only
   PickVictims(count, &picked);
+  launch_stream_ = stream;
   picked.Restore(&table_);
   if (!picked.chunks.empty()) StartPageOut(picked.chunks, /*may_wait=*/false);
 }
@@ -1090,16 +1095,15 @@ bool ShimCore::EvictSome(uint32_t want, uint32_t lookahead) {
       return true;
     }
   }
+  // Note [eviction]: finished work made visible first (events on streams
+  // with uncovered work), so that chunks whose work on other streams has
+  // completed are candidates beside those of earlier work on the
+  // operation's own stream.
+  tracker_->CoverAll();
+  if (ReclaimDead(/*device=*/true, /*host=*/false)) return true;
   PickedVictims picked;
   require_idle_ = true;
   PickVictims(want, &picked);
-  if (picked.chunks.empty()) {
-    // Make finished work visible (events on streams with uncovered work),
-    // then look again before waiting.
-    tracker_->CoverAll();
-    if (ReclaimDead(/*device=*/true, /*host=*/false)) return true;
-    PickVictims(want, &picked);
-  }
   if (picked.chunks.empty()) {
     // Everything evictable is still in use: wait for the best candidate.
     require_idle_ = false;
@@ -1110,6 +1114,29 @@ bool ShimCore::EvictSome(uint32_t want, uint32_t lookahead) {
     }
     require_idle_ = true;
   }
+  // Note [eviction]: victims still in use by earlier work on the operation's
+  // stream are waited for before their page-out.
+  bool deferred = false;
+  for (uint32_t c : picked.chunks) {
+    if (!uses_->Idle(c)) deferred |= DeferWaitChunkIdle(c);
+  }
+  if (deferred) {  // Note [waits outside the lock]: the operation runs again after them
+    picked.Restore(&table_);
+    return false;
+  }
+  size_t kept = 0;
+  for (size_t i = 0; i < picked.chunks.size(); ++i) {
+    const uint32_t c = picked.chunks[i];
+    if (uses_->Idle(c) || WaitChunkIdle(c) == CUDA_SUCCESS) {
+      picked.chunks[kept] = c;
+      picked.stamps[kept] = picked.stamps[i];
+      ++kept;
+    } else {
+      table_[c].stamp = picked.stamps[i];  // still in use: stays on the device
+    }
+  }
+  picked.chunks.resize(kept);
+  picked.stamps.resize(kept);
   picked.Restore(&table_);
   if (picked.chunks.empty()) return false;
   if (EvictBatch(picked.chunks) == 0) return false;
@@ -1340,6 +1367,7 @@ CUresult ShimCore::MakeResident(uint32_t stream, bool host_wait, bool capturing,
   }
   fills_.clear();
   CUresult result = CUDA_SUCCESS;
+  launch_stream_ = capturing ? kNoIndex : stream;  // Note [eviction]
   for (size_t i = 0; i < touched_.size(); ++i) {
     const uint32_t c = touched_[i];
     if (table_[c].residence == Residence::kDevice) continue;
@@ -1349,6 +1377,7 @@ CUresult ShimCore::MakeResident(uint32_t stream, bool host_wait, bool capturing,
       break;
     }
   }
+  launch_stream_ = kNoIndex;
   if (result == CUDA_SUCCESS && pool_->device_in_use() < pool_->device_limit()) {
     const uint64_t room = static_cast<uint64_t>(pool_->device_limit() - pool_->device_in_use())
                           << kChunkShift;

@@ -84,7 +84,19 @@
 // Note [eviction]
 //   Victims come from the policy, restricted to chunks whose last use on
 //   every stream has completed (per-stream sequence numbers, batched events)
-//   and that the current operation does not touch. Evictions are done in
+//   and that the current operation does not touch. When the operation is
+//   enqueued on a stream (not captured), a chunk whose only uses not known
+//   complete are earlier work on that same stream is a candidate as well:
+//   the operation runs after that work anyway, so the host waits (before
+//   the page-out, without the core lock) only for work the operation waits
+//   for in any case, never for another stream's. Without it, which chunks
+//   count as idle would depend on timing and on completion knowledge that
+//   the batched events (stream_tracker.h) keep up to a batch of launches
+//   stale, and a policy that plans its evictions (the lifetime policy, once
+//   it has learned the iteration) would be steered off its plan to chunks it
+//   needs sooner, a page-in each (docs/policy.md, calibration: BERT at 24Gi
+//   scaled paged in 137 chunks per learned iteration instead of the plan's
+//   89). Look-ahead page-outs take idle chunks only. Evictions are done in
 //   batches: the device-to-host copies are enqueued together and the host
 //   waits once before the mappings change (a mapping change is not stream
 //   ordered). Freed chunks are reclaimed first, without a copy. On a large
@@ -578,6 +590,10 @@ class ShimCore {
   // page-out]); false if nothing could be freed.
   bool EvictSome(uint32_t want, uint32_t lookahead) MEMSHIM_REQUIRES(mu_);
   bool require_idle_ MEMSHIM_GUARDED_BY(mu_) = true;
+  // Note [eviction]: the stream of the operation MakeResident() is making
+  // resident (not captured), kNoIndex otherwise: with require_idle_, a chunk
+  // whose only pending uses are earlier work on it is a candidate too.
+  uint32_t launch_stream_ MEMSHIM_GUARDED_BY(mu_) = kNoIndex;
   bool ReclaimDead(bool device, bool host) MEMSHIM_REQUIRES(mu_);
   uint32_t EvictBatch(const std::vector<uint32_t>& victims) MEMSHIM_REQUIRES(mu_);
   // page_out_'s Start() and Finish() with their results applied to the

@@ -8,6 +8,10 @@ namespace {
 
 class ShimCorePinTest : public ShimCoreTest {
  protected:
+  // lru: which unpinned chunk the pressure evicts follows recency alone (the
+  // lifetime policy learns the pressure loop and keeps what it reuses).
+  void SetUp() override { Make(&fake_.driver(), 8 * kMiB, 64 * kMiB, "lru"); }
+
   // Writes and reads `count` other 2 MiB blocks through the 8 MiB budget.
   void Pressure(CUstream s, int count, uint64_t seed) {
     for (int i = 0; i < count; ++i) {
