@@ -34,6 +34,12 @@ class ChunkUsesTest : public ::testing::Test {
     uint32_t index;
     uint64_t seq;
   };
+  // A new stream of the application whose work stays queued until released.
+  CUstream HeldStream() {
+    CUstream s = fake_.CreateStream();
+    fake_.Hold(s);
+    return s;
+  }
   Op Issue(CUstream stream) {
     const uint32_t index = tracker_->IndexOf(stream, false);
     const uint64_t seq = tracker_->Issue(index);
@@ -50,9 +56,7 @@ class ChunkUsesTest : public ::testing::Test {
 };
 
 TEST_F(ChunkUsesTest, AChunkIsIdleOnceItsUseOnEveryStreamCompleted) {
-  CUstream a = fake_.CreateStream(), b = fake_.CreateStream();
-  fake_.Hold(a);
-  fake_.Hold(b);
+  CUstream a = HeldStream(), b = HeldStream();
   const Op on_a = Issue(a), on_b = Issue(b);
   uses_->Add(0, on_a.index, on_a.seq);
   uses_->Add(0, on_b.index, on_b.seq);
@@ -74,8 +78,7 @@ TEST_F(ChunkUsesTest, AChunkIsIdleOnceItsUseOnEveryStreamCompleted) {
 }
 
 TEST_F(ChunkUsesTest, ANewerUseOnTheSameStreamReplacesTheOlder) {
-  CUstream a = fake_.CreateStream();
-  fake_.Hold(a);
+  CUstream a = HeldStream();
   const Op first = Issue(a), second = Issue(a);
   uses_->Add(0, first.index, first.seq);
   uses_->Add(0, second.index, second.seq);
@@ -86,16 +89,14 @@ TEST_F(ChunkUsesTest, ANewerUseOnTheSameStreamReplacesTheOlder) {
 TEST_F(ChunkUsesTest, MoreStreamsThanUseSlotsOverflowToEveryStream) {
   std::vector<CUstream> streams;
   for (int i = 0; i <= kMaxUses; ++i) {
-    streams.push_back(fake_.CreateStream());
-    fake_.Hold(streams.back());
+    streams.push_back(HeldStream());
     const Op op = Issue(streams.back());
     uses_->Add(0, op.index, op.seq);
   }
   EXPECT_TRUE(table_[0].use_overflow);
   // Work on another stream, unrelated to the chunk, keeps it busy while it
   // overflows: conservative, never early.
-  CUstream other = fake_.CreateStream();
-  fake_.Hold(other);
+  CUstream other = HeldStream();
   (void)Issue(other);
   for (CUstream s : streams) fake_.Release(s);
   tracker_->CoverAll();
@@ -114,8 +115,7 @@ TEST_F(ChunkUsesTest, CompletedUsesMakeRoomBeforeTheEntryOverflows) {
     uses_->Add(0, op.index, op.seq);
   }
   tracker_->CoverAll();
-  CUstream busy = fake_.CreateStream();
-  fake_.Hold(busy);
+  CUstream busy = HeldStream();
   const Op op = Issue(busy);
   uses_->Add(0, op.index, op.seq);
   EXPECT_FALSE(table_[0].use_overflow);
@@ -124,8 +124,7 @@ TEST_F(ChunkUsesTest, CompletedUsesMakeRoomBeforeTheEntryOverflows) {
 }
 
 TEST_F(ChunkUsesTest, AFenceIsAUseOfEveryChunkUntilItCompletes) {
-  CUstream a = fake_.CreateStream();
-  fake_.Hold(a);
+  CUstream a = HeldStream();
   const uint64_t fences = uses_->fences();
   const Op fence = Issue(a);
   uses_->AddFence(fence.index, fence.seq);
@@ -142,9 +141,7 @@ TEST_F(ChunkUsesTest, AFenceIsAUseOfEveryChunkUntilItCompletes) {
 // Note [eviction] in shim_core.h: pending work on the given stream does not
 // count, work on any other stream does, and so does an overflowed entry.
 TEST_F(ChunkUsesTest, PendingOnlyOnLooksAtTheOtherStreamsWork) {
-  CUstream a = fake_.CreateStream(), b = fake_.CreateStream();
-  fake_.Hold(a);
-  fake_.Hold(b);
+  CUstream a = HeldStream(), b = HeldStream();
   const Op on_a = Issue(a), on_b = Issue(b);
   uses_->Add(0, on_a.index, on_a.seq);
   EXPECT_TRUE(uses_->PendingOnlyOn(0, on_a.index));
@@ -170,9 +167,7 @@ TEST_F(ChunkUsesTest, APendingFillKeepsTheChunkBusy) {
 }
 
 TEST_F(ChunkUsesTest, WaitIdleWaitsForEveryUseAndForgetsThem) {
-  CUstream a = fake_.CreateStream(), b = fake_.CreateStream();
-  fake_.Hold(a);
-  fake_.Hold(b);
+  CUstream a = HeldStream(), b = HeldStream();
   const Op on_a = Issue(a), fence = Issue(b);
   uses_->Add(1, on_a.index, on_a.seq);
   uses_->AddFence(fence.index, fence.seq);
