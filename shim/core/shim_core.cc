@@ -933,8 +933,7 @@ bool ShimCore::DeferDemotion(uint32_t max) {
     return true;
   }
   if (demotions_outside_ == 0) return false;
-  deferred_demotion_wait_ = true;
-  demotion_wait_from_ = demotions_finished_.load(std::memory_order_relaxed);
+  deferred_demotion_wait_ = demotions_finished_.load(std::memory_order_relaxed);
   return true;
 }
 
@@ -989,8 +988,7 @@ bool ShimCore::WaitForDeferred() {
   deferred_host_chunks_ = 0;
   const bool peer_frees = std::exchange(deferred_peer_frees_, false);
   SpillManager::DemotionBatch demotion = std::exchange(deferred_demotion_, {});
-  const bool demotion_wait = std::exchange(deferred_demotion_wait_, false);
-  const uint64_t demotion_wait_from = demotion_wait_from_;
+  const std::optional<uint64_t> demotion_wait = std::exchange(deferred_demotion_wait_, {});
   CUevent demotion_event = nullptr;
   const bool demotion_held = !demotion.empty() && HoldDemotionCopies(demotion, &demotion_event);
   mu_.Unlock();
@@ -1010,7 +1008,7 @@ bool ShimCore::WaitForDeferred() {
   // The repeat collects each load's outcome (a failed one fails it then).
   for (uint32_t slot : loads) spill_tier_->WaitLoad(slot);
   // Another thread's batch finishes under mu_, which this thread does not hold.
-  if (demotion_wait) demotions_finished_.wait(demotion_wait_from, std::memory_order_acquire);
+  if (demotion_wait) demotions_finished_.wait(*demotion_wait, std::memory_order_acquire);
   if (!demotion.empty() && !StoreWithoutLock(demotion_held, demotion_event, &demotion)) {
     ok = false;  // the next run demotes under the lock and reports the error
   }
@@ -1105,39 +1103,26 @@ bool ShimCore::EvictSome(uint32_t want, uint32_t lookahead) {
   require_idle_ = true;
   PickVictims(want, &picked);
   if (picked.chunks.empty()) {
-    // Everything evictable is still in use: wait for the best candidate.
+    // Everything evictable is still in use: the best candidate, waited for
+    // below.
     require_idle_ = false;
     uint32_t v;
-    if (policy_->PickVictim(&EligibleThunk, this, &v) && !DeferWaitChunkIdle(v) &&
-        WaitChunkIdle(v) == CUDA_SUCCESS) {
-      picked.Add(v, &table_[v]);
-    }
+    if (policy_->PickVictim(&EligibleThunk, this, &v)) picked.Add(v, &table_[v]);
     require_idle_ = true;
   }
-  // Note [eviction]: victims still in use by earlier work on the operation's
-  // stream are waited for before their page-out.
+  picked.Restore(&table_);
+  // Note [eviction]: victims still in use (by earlier work on the operation's
+  // stream, or the best candidate above) are waited for before their
+  // page-out: without mu_ if the operation defers its waits (Note [waits
+  // outside the lock]: it runs again after them), else here.
   bool deferred = false;
   for (uint32_t c : picked.chunks) {
     if (!uses_->Idle(c)) deferred |= DeferWaitChunkIdle(c);
   }
-  if (deferred) {  // Note [waits outside the lock]: the operation runs again after them
-    picked.Restore(&table_);
-    return false;
-  }
-  size_t kept = 0;
-  for (size_t i = 0; i < picked.chunks.size(); ++i) {
-    const uint32_t c = picked.chunks[i];
-    if (uses_->Idle(c) || WaitChunkIdle(c) == CUDA_SUCCESS) {
-      picked.chunks[kept] = c;
-      picked.stamps[kept] = picked.stamps[i];
-      ++kept;
-    } else {
-      table_[c].stamp = picked.stamps[i];  // still in use: stays on the device
-    }
-  }
-  picked.chunks.resize(kept);
-  picked.stamps.resize(kept);
-  picked.Restore(&table_);
+  if (deferred) return false;
+  std::erase_if(picked.chunks, [this](uint32_t c) MEMSHIM_REQUIRES(mu_) {
+    return !uses_->Idle(c) && WaitChunkIdle(c) != CUDA_SUCCESS;  // still in use: stays
+  });
   if (picked.chunks.empty()) return false;
   if (EvictBatch(picked.chunks) == 0) return false;
   StartLookahead(lookahead);
@@ -1160,8 +1145,8 @@ CUresult ShimCore::AcquireHost(uint32_t* slot) {
   }
   // Note [waits outside the lock]: one demotion per attempt, finished by the
   // public call without mu_.
-  if (defer_waits_ &&
-      (!deferred_demotion_.empty() || deferred_demotion_wait_ || DeferDemotion(kDemotionBatch))) {
+  if (defer_waits_ && (!deferred_demotion_.empty() || deferred_demotion_wait_.has_value() ||
+                       DeferDemotion(kDemotionBatch))) {
     return CUDA_ERROR_NOT_READY;
   }
   if (DemoteHostChunks(kDemotionBatch) && pool_->AcquireHost(slot) == CUDA_SUCCESS) {

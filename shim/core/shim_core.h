@@ -194,6 +194,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -660,7 +661,8 @@ class ShimCore {
   // Whether the operation being run deferred a wait.
   bool WaitsDeferred() const MEMSHIM_REQUIRES(mu_) {
     return !deferred_uses_.empty() || !deferred_loads_.empty() || deferred_host_chunks_ != 0 ||
-           deferred_peer_frees_ || !deferred_demotion_.empty() || deferred_demotion_wait_;
+           deferred_peer_frees_ || !deferred_demotion_.empty() ||
+           deferred_demotion_wait_.has_value();
   }
   // Forgets the deferred waits: the operation found a way that needs none
   // (a load left running stays in its staging buffer, taken later as one
@@ -670,7 +672,7 @@ class ShimCore {
     deferred_loads_.clear();
     deferred_host_chunks_ = 0;
     deferred_peer_frees_ = false;
-    deferred_demotion_wait_ = false;
+    deferred_demotion_wait_.reset();
     if (!deferred_demotion_.empty()) FinishDemotion(&deferred_demotion_);
   }
   static constexpr uint32_t kMaxOutsideWaits = 16;
@@ -932,11 +934,11 @@ class ShimCore {
   // (their threads wait for copies or store without mu_), and the number of
   // such batches finished so far, which a thread that found none to start
   // because those hold the staging buffers or the candidates waits to change
-  // (deferred_demotion_wait_: the value it saw) without mu_.
+  // (deferred_demotion_wait_: the value it saw, set while it is to wait)
+  // without mu_.
   uint32_t demotions_outside_ MEMSHIM_GUARDED_BY(mu_) = 0;
   std::atomic<uint64_t> demotions_finished_{0};
-  bool deferred_demotion_wait_ MEMSHIM_GUARDED_BY(mu_) = false;
-  uint64_t demotion_wait_from_ MEMSHIM_GUARDED_BY(mu_) = 0;
+  std::optional<uint64_t> deferred_demotion_wait_ MEMSHIM_GUARDED_BY(mu_);
   bool peer_frees_asked_ MEMSHIM_GUARDED_BY(mu_) = false;
   std::vector<Fill> fills_ MEMSHIM_GUARDED_BY(mu_);         // fills of the operation being prepared
   uint32_t unmapped_host_ MEMSHIM_GUARDED_BY(mu_) = 0;      // kHost chunks marked `unmapped`
