@@ -88,12 +88,18 @@ struct ChunkEntry {
   // kDevice only: held on the device for an export (ShimCore::PinBlock,
   // Note [pinned blocks] in shim_core_pin.cc): never a victim.
   bool pinned = false;
+  // kDevice only: chosen as a victim by the eviction being decided
+  // (VictimPicker::PickIdle); false between its calls.
+  bool picked = false;
   // kLarge only: the block is application VMM memory (a virtual handle mapped
   // by cuMemMap, Note [application VMM]), not a cuMemAlloc block.
   bool app_mapped = false;
   uint32_t phys = kNoIndex;  // device handle index or host slot index
   uint64_t fill_seq = 0;     // copy-stream sequence of the last page-in (0: none)
-  uint64_t stamp = 0;        // id of the last operation that touched it (deduplication)
+  // The id of the last operation that touched or reached it (Note [touch
+  // set] in touch_set.h): its recency, and "in use by the operation being
+  // prepared" when equal to the current id.
+  uint64_t stamp = 0;
   StreamUse uses[kMaxUses];
 };
 

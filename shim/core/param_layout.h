@@ -1,6 +1,6 @@
 // Argument decoding: the parameter layout of each kernel handle, asked of the
 // driver once (cuFuncGetParamInfo / cuKernelGetParamInfo) and cached, so that
-// a launch's argument scan (ShimCore::ScanArgs) reads the arguments' words
+// a launch's argument scan (TouchSet::Args) reads the arguments' words
 // without a driver call.
 //
 // Thread safety: not thread-safe; the owner serializes every call (ShimCore

@@ -199,6 +199,9 @@ CUresult ShimCore::Create(const Driver* driver, const CoreOptions& options, Cont
     };
     core->page_out_ = std::make_unique<PageOutPipeline>(
         PageOutPipeline::Parts{parts, /*host_slots=*/&core->page_out_slots_});
+    core->touch_ = std::make_unique<TouchSet>(&core->table_, core->page_out_.get());
+    core->picker_ = std::make_unique<VictimPicker>(&core->table_, core->uses_.get(),
+                                                   core->policy_.get(), core->touch_.get());
     if (has_spill) {
       core->spill_ = std::make_unique<SpillManager>(
           SpillManager::Parts{parts, /*tier=*/usable_spill, /*owner=*/&core->spill_owner_});
@@ -242,6 +245,8 @@ ShimCore::~ShimCore() {
       }
     }
     spill_.reset();     // unpins the staging buffers; before what it points to
+    picker_.reset();    // before what it points to
+    touch_.reset();     // before what it points to
     page_out_.reset();  // before what it points to
     uses_.reset();
     tracker_.reset();
@@ -586,101 +591,12 @@ CUresult ShimCore::PointerAttributes(unsigned count, const CUpointer_attribute* 
   return CUDA_SUCCESS;
 }
 
-// ---- Argument scanning ---------------------------------------------------------
-
-void ShimCore::TouchChunk(uint32_t chunk) {
-  ChunkEntry& e = table_[chunk];
-  if (e.stamp == stamp_) return;
-  e.stamp = stamp_;
-  if (e.evicting) page_out_->Cancel(chunk);  // used again before its page-out finished
-  touched_.push_back(chunk);
-}
-
-void ShimCore::TouchBlock(uint32_t first) {
-  const uint32_t count = table_[first].owner_count;
-  for (uint32_t c = first; c < first + count; ++c) TouchChunk(c);
-}
-
-inline void ShimCore::TouchWord(uint64_t word) {
-  if (!table_.Contains(word)) return;  // one subtract-and-compare
-  const uint32_t first = table_[table_.IndexOf(word)].owner_first;
-  if (first == kNoIndex) return;              // not part of a live block
-  if (table_[first].stamp == stamp_) return;  // whole block already touched
-  TouchBlock(first);
-}
-
-// The hot loop of every launch (Note [residency before launch]): per 8-byte
-// argument word one subtract-and-compare against the reservation, then one
-// chunk-table load. Words into the block of the previous hit (the common case
-// of several pointers into one tensor or slab) are recognized by one more
-// subtract-and-compare against that block's address range, before the
-// reservation check and without touching the table (Note [scan block range]);
-// otherwise the per-operation stamp in the block's first entry deduplicates.
-// Locals keep the compiler from reloading members through the aliasing
-// `char` reads.
-//
-// Note [scan block range]
-//   A block's chunks are exactly those whose owner_first is the block's first
-//   chunk (kLarge: owner_count chunk-aligned chunks; kSlab: the chunk itself),
-//   so a word in [base + first * chunk, base + (first + owner_count) * chunk)
-//   needs no lookup once that block was touched by this operation. The range
-//   starts empty (length 0: nothing matches).
-void ShimCore::ScanArgs(const ParamLayout& layout, void** params) {
-  const uint64_t base = table_.base(), limit = table_.bytes();
-  ChunkEntry* const entries = table_.data();
-  const uint64_t stamp = stamp_;
-  // The last block hit: its start as an absolute address and as an offset
-  // into the reservation (block_start == base + block_offset always), and
-  // its length (0 before the first hit: nothing matches).
-  uint64_t block_start = base, block_offset = 0, block_bytes = 0;
-  auto scan_word = [&](const char* p) MEMSHIM_REQUIRES(mu_) {
-    uint64_t word;
-    memcpy(&word, p, sizeof(word));
-    const uint64_t in_block = word - block_start;
-    if (in_block < block_bytes) return;  // same block as the last hit
-    // word - base (modulo 2^64).
-    const uint64_t offset = in_block + block_offset;
-    if (offset >= limit) return;
-    const uint32_t first = entries[offset >> kChunkShift].owner_first;
-    if (first == kNoIndex) return;
-    if (entries[first].app_mapped) {  // Note [segment windows]: every word counts
-      segment_hits_.emplace_back(first, static_cast<uint32_t>(offset >> kChunkShift));
-      return;
-    }
-    block_offset = static_cast<uint64_t>(first) << kChunkShift;
-    block_start = base + block_offset;
-    block_bytes = static_cast<uint64_t>(entries[first].owner_count) << kChunkShift;
-    if (entries[first].stamp == stamp) return;
-    TouchBlock(first);
-  };
-  if (layout.one_word_each) {  // the common case: pointers and 8-byte scalars
-    const size_t n = layout.params.size();
-    size_t i = 0;
-    for (; i + 4 <= n; i += 4) {  // unrolled: the loop control was a quarter of the work
-      void* const p0 = params[i];
-      void* const p1 = params[i + 1];
-      void* const p2 = params[i + 2];
-      void* const p3 = params[i + 3];
-      if (p0 != nullptr) scan_word(static_cast<const char*>(p0));
-      if (p1 != nullptr) scan_word(static_cast<const char*>(p1));
-      if (p2 != nullptr) scan_word(static_cast<const char*>(p2));
-      if (p3 != nullptr) scan_word(static_cast<const char*>(p3));
-    }
-    for (; i < n; ++i) {
-      if (params[i] != nullptr) scan_word(static_cast<const char*>(params[i]));
-    }
-    return;
-  }
-  for (const ArgWord& w : layout.words) {
-    const char* p = static_cast<const char*>(params[w.param]);
-    if (p != nullptr) scan_word(p + w.offset);
-  }
-}
+// ---- The operation's chunks (touch_: Note [touch set] in touch_set.h) ----------
 
 // True if every chunk the operation touches is on the device with its fill
 // complete: the launch then needs no residency work at all.
 bool ShimCore::AllResident() {
-  for (uint32_t c : touched_) {
+  for (uint32_t c : touch_->touched()) {
     ChunkEntry& e = table_[c];
     if (e.residence != Residence::kDevice) return false;
     if (e.fill_seq != 0) {
@@ -688,7 +604,7 @@ bool ShimCore::AllResident() {
       e.fill_seq = 0;  // known complete: later checks stop here
     }
   }
-  for (uint32_t c : reach_) {  // wherever they are, their fills must be complete
+  for (uint32_t c : touch_->reached()) {  // wherever they are, their fills must be complete
     ChunkEntry& e = table_[c];
     if (e.fill_seq != 0) {
       if (!tracker_->IsComplete(copy_index_, e.fill_seq)) return false;
@@ -696,16 +612,6 @@ bool ShimCore::AllResident() {
     }
   }
   return true;
-}
-
-void ShimCore::TouchRange(const MemRange& range) {
-  if (range.bytes == 0 || !table_.Contains(range.ptr)) return;
-  const uint64_t end = std::min<uint64_t>(range.ptr - base_ + range.bytes, table_.bytes());
-  const uint32_t first = table_.IndexOf(range.ptr);
-  const uint32_t last = static_cast<uint32_t>((end - 1) >> kChunkShift);
-  for (uint32_t c = first; c <= last; ++c) {
-    if (OwnedKind(table_[c].kind)) TouchChunk(c);
-  }
 }
 
 bool ShimCore::WithinOneBlock(const MemRange& range) {
@@ -727,15 +633,6 @@ bool ShimCore::WithinOneBlock(const MemRange& range) {
     return true;
   }
   return range.bytes <= bytes - (offset - block);  // no overflow: offset < block + bytes
-}
-
-void ShimCore::ScanBytes(const void* data, size_t bytes) {
-  const char* p = static_cast<const char*>(data);
-  for (size_t off = 0; off + sizeof(uint64_t) <= bytes; off += sizeof(uint64_t)) {
-    uint64_t word;
-    memcpy(&word, p + off, sizeof(word));
-    TouchWord(word);
-  }
 }
 
 // ---- Residency -------------------------------------------------------------------
@@ -776,19 +673,6 @@ bool ShimCore::DeferPendingFrees() {
     }
   }
   return deferred_uses_.size() > before;
-}
-
-bool ShimCore::EligibleThunk(void* self, uint32_t chunk) {
-  ShimCore* core = static_cast<ShimCore*>(self);
-  core->mu_.AssertHeld();  // the policy calls it from PickVictims()
-  const ChunkEntry& e = core->table_[chunk];
-  if (e.residence != Residence::kDevice || e.stamp == core->stamp_ || e.evicting || e.pinned) {
-    return false;
-  }
-  if (!core->require_idle_ || core->uses_->Idle(chunk)) return true;
-  // Note [eviction]: earlier work on the operation's own stream.
-  return core->launch_stream_ != kNoIndex &&
-         core->uses_->PendingOnlyOn(chunk, core->launch_stream_);
 }
 
 bool ShimCore::ReclaimDead(bool device, bool host) {
@@ -889,7 +773,7 @@ uint64_t ShimCore::SpillOwner::Fences() {
 
 bool ShimCore::DemoteHostChunks(uint32_t max) {
   if (spill_ == nullptr) return false;
-  const SpillManager::Demoted demoted = spill_->Demote(max, stamp_);
+  const SpillManager::Demoted demoted = spill_->Demote(max, touch_->op());
   unmapped_host_ -= demoted.unmapped;
   return demoted.moved > 0;
 }
@@ -897,7 +781,7 @@ bool ShimCore::DemoteHostChunks(uint32_t max) {
 bool ShimCore::DemoteHostChunksOutsideLock(uint32_t max) {
   if (spill_ == nullptr) return false;
   SpillManager::DemotionBatch batch;
-  spill_->StartDemotion(max, stamp_, &batch);
+  spill_->StartDemotion(max, touch_->op(), &batch);
   if (batch.empty()) return false;
   ++demotions_outside_;
   ++stats_.host_waits;
@@ -927,7 +811,7 @@ bool ShimCore::StoreWithoutLock(bool held, CUevent event, SpillManager::Demotion
 
 bool ShimCore::DeferDemotion(uint32_t max) {
   if (spill_ == nullptr || !defer_waits_) return false;
-  spill_->StartDemotion(max, stamp_, &deferred_demotion_);
+  spill_->StartDemotion(max, touch_->op(), &deferred_demotion_);
   if (!deferred_demotion_.empty()) {
     ++demotions_outside_;
     return true;
@@ -1048,27 +932,11 @@ bool ShimCore::DeferHostReclaim(uint32_t chunks) {
   return true;
 }
 
-void ShimCore::PickVictims(uint32_t want, PickedVictims* picked) {
-  uint32_t v;
-  while (picked->chunks.size() < want && policy_->PickVictim(&EligibleThunk, this, &v)) {
-    picked->Add(v, &table_[v]);
-    table_[v].stamp = stamp_;  // not picked twice; Restore() puts the stamp back
-  }
-}
-
-void ShimCore::PickedVictims::Restore(ChunkTable* table) const {
-  for (size_t i = 0; i < chunks.size(); ++i) (*table)[chunks[i]].stamp = stamps[i];
-}
-
 void ShimCore::StartLookahead(uint32_t count) {
   if (count == 0 || !lookahead_allowed_ || !page_out_->empty()) return;
-  PickedVictims picked;
-  require_idle_ = true;
-  const uint32_t stream = std::exchange(launch_stream_, kNoIndex);  // idle chunks only
-  PickVictims(count, &picked);
-  launch_stream_ = stream;
-  picked.Restore(&table_);
-  if (!picked.chunks.empty()) StartPageOut(picked.chunks, /*may_wait=*/false);
+  std::vector<uint32_t> picked;
+  picker_->PickIdle(count, /*stream=*/kNoIndex, &picked);  // idle chunks only
+  if (!picked.empty()) StartPageOut(picked, /*may_wait=*/false);
 }
 
 void ShimCore::SettlePageOutsBeforeFence() {
@@ -1099,32 +967,28 @@ bool ShimCore::EvictSome(uint32_t want, uint32_t lookahead) {
   // operation's own stream.
   tracker_->CoverAll();
   if (ReclaimDead(/*device=*/true, /*host=*/false)) return true;
-  PickedVictims picked;
-  require_idle_ = true;
-  PickVictims(want, &picked);
-  if (picked.chunks.empty()) {
+  std::vector<uint32_t> picked;
+  picker_->PickIdle(want, launch_stream_, &picked);
+  if (picked.empty()) {
     // Everything evictable is still in use: the best candidate, waited for
     // below.
-    require_idle_ = false;
     uint32_t v;
-    if (policy_->PickVictim(&EligibleThunk, this, &v)) picked.Add(v, &table_[v]);
-    require_idle_ = true;
+    if (picker_->PickInUse(&v)) picked.push_back(v);
   }
-  picked.Restore(&table_);
   // Note [eviction]: victims still in use (by earlier work on the operation's
   // stream, or the best candidate above) are waited for before their
   // page-out: without mu_ if the operation defers its waits (Note [waits
   // outside the lock]: it runs again after them), else here.
   bool deferred = false;
-  for (uint32_t c : picked.chunks) {
+  for (uint32_t c : picked) {
     if (!uses_->Idle(c)) deferred |= DeferWaitChunkIdle(c);
   }
   if (deferred) return false;
-  std::erase_if(picked.chunks, [this](uint32_t c) MEMSHIM_REQUIRES(mu_) {
+  std::erase_if(picked, [this](uint32_t c) MEMSHIM_REQUIRES(mu_) {
     return !uses_->Idle(c) && WaitChunkIdle(c) != CUDA_SUCCESS;  // still in use: stays
   });
-  if (picked.chunks.empty()) return false;
-  if (EvictBatch(picked.chunks) == 0) return false;
+  if (picked.empty()) return false;
+  if (EvictBatch(picked) == 0) return false;
   StartLookahead(lookahead);
   return true;
 }
@@ -1340,21 +1204,22 @@ CUresult ShimCore::OrderFills(uint64_t need, uint32_t stream, bool host_wait) {
 }
 
 CUresult ShimCore::MakeResident(uint32_t stream, bool host_wait, bool capturing, Ticket* ticket) {
-  if (!repeating_) policy_->OnAccess(++step_, touched_.data(), touched_.size());
+  if (!repeating_) {
+    policy_->OnAccess(++step_, touch_->touched().data(), touch_->touched().size());
+  }
   if (!capturing && AllResident() &&
       (!policy_->MayPrefetch() || pool_->device_in_use() >= pool_->device_limit())) {
     // Fast path: nothing to page, fill or prefetch; only the use is recorded.
     const uint64_t seq = tracker_->Issue(stream);
-    for (uint32_t c : touched_) uses_->Add(c, stream, seq);
-    for (uint32_t c : reach_) uses_->Add(c, stream, seq);
+    for (uint32_t c : touch_->touched()) uses_->Add(c, stream, seq);
+    for (uint32_t c : touch_->reached()) uses_->Add(c, stream, seq);
     *ticket = tracker_->BeginEnqueue(stream);
     return CUDA_SUCCESS;
   }
   fills_.clear();
   CUresult result = CUDA_SUCCESS;
   launch_stream_ = capturing ? kNoIndex : stream;  // Note [eviction]
-  for (size_t i = 0; i < touched_.size(); ++i) {
-    const uint32_t c = touched_[i];
+  for (const uint32_t c : touch_->touched()) {
     if (table_[c].residence == Residence::kDevice) continue;
     CUresult r = PageIn(c, /*may_evict=*/true);
     if (r != CUDA_SUCCESS) {
@@ -1383,7 +1248,7 @@ CUresult ShimCore::MakeResident(uint32_t stream, bool host_wait, bool capturing,
     return result;
   }
   uint64_t need = 0;
-  for (const std::vector<uint32_t>* chunks : {&touched_, &reach_}) {
+  for (const std::vector<uint32_t>* chunks : {&touch_->touched(), &touch_->reached()}) {
     for (uint32_t c : *chunks) {  // a reached chunk may have been prefetched just now
       const uint64_t fill = table_[c].fill_seq;
       if (fill > need && !tracker_->IsComplete(copy_index_, fill)) need = fill;
@@ -1402,8 +1267,8 @@ CUresult ShimCore::MakeResident(uint32_t stream, bool host_wait, bool capturing,
   }
   if (!capturing) {
     const uint64_t seq = tracker_->Issue(stream);
-    for (uint32_t c : touched_) uses_->Add(c, stream, seq);
-    for (uint32_t c : reach_) uses_->Add(c, stream, seq);
+    for (uint32_t c : touch_->touched()) uses_->Add(c, stream, seq);
+    for (uint32_t c : touch_->reached()) uses_->Add(c, stream, seq);
     *ticket = tracker_->BeginEnqueue(stream);
   }
   return result;
@@ -1416,7 +1281,7 @@ CUresult ShimCore::BackAllOwned() {
   // The launch may reach every chunk: none already in host memory is demoted
   // to make room for the others (device chunks may still move to the host).
   for (uint32_t c = 0; c < table_.size(); ++c) {
-    if (OwnedKind(table_[c].kind) && table_[c].residence == Residence::kHost) TouchChunk(c);
+    if (OwnedKind(table_[c].kind) && table_[c].residence == Residence::kHost) touch_->Chunk(c);
   }
   for (uint32_t c = 0;
        c < table_.size() && (unbacked_owned_ > 0 || SpilledChunks() > 0 || unmapped_host_ > 0);
@@ -1430,7 +1295,7 @@ CUresult ShimCore::BackAllOwned() {
         (e.residence != Residence::kUnbacked && e.residence != Residence::kNvme)) {
       continue;
     }
-    TouchChunk(c);  // protect it from eviction by the chunks backed after it
+    touch_->Chunk(c);  // protect it from eviction by the chunks backed after it
     CUresult r = PageIn(c, /*may_evict=*/true);
     if (r != CUDA_SUCCESS) return r;
   }
@@ -1451,15 +1316,16 @@ CUresult ShimCore::BeforeLaunch(CUfunction function, void** params, void** extra
                                                               bool per_thread, Ticket* ticket) {
   if (!repeating_) ++stats_.launches;
   ProcessDeferred();
-  ++stamp_;
-  ClearTouched();
+  touch_->Begin();
   bool decodable = true;
   const ParamLayout* layout = nullptr;  // null: no parameters, or an `extra` buffer
   if (params != nullptr) {
     layout = &layouts_.Of(function);
     decodable = layout->known;
-    if (decodable) ScanArgs(*layout, params);
-    if (!segment_hits_.empty()) TouchSegments();
+    if (decodable) touch_->Args(*layout, params);
+    if (touch_->has_segment_hits()) {
+      touch_->Segments(pool_->device_limit() / kSegmentWindowDivisor);
+    }
   } else if (extra != nullptr) {
     const void* buffer = nullptr;
     size_t bytes = 0;
@@ -1473,7 +1339,7 @@ CUresult ShimCore::BeforeLaunch(CUfunction function, void** params, void** extra
         break;
       }
     }
-    if (decodable && buffer != nullptr) ScanBytes(buffer, bytes);
+    if (decodable && buffer != nullptr) touch_->Bytes(buffer, bytes);
   }
   const uint32_t index = tracker_->IndexOf(stream, per_thread);
   const bool capturing = IsCapturing(tracker_->HandleOf(index));
@@ -1491,10 +1357,10 @@ CUresult ShimCore::OpaqueLocked(uint32_t index, bool capturing, Ticket* ticket) 
   // The launch may reach chunks whose page-out is in flight.
   if (DeferPageOutWait()) return CUDA_ERROR_NOT_READY;  // Note [waits outside the lock]
   FinishPageOut();
-  ClearTouched();
+  touch_->Clear();
   fills_.clear();
   CUresult r = BackAllOwned();
-  ClearTouched();
+  touch_->Clear();
   if (r != CUDA_SUCCESS) {
     CommitFills(tracker_->issued(copy_index_));  // as in MakeResident: nothing is enqueued
     return r;
@@ -1513,7 +1379,7 @@ CUresult ShimCore::BeforeOpaque(CUstream stream, bool per_thread, Ticket* ticket
   return RunWithWaitsOutsideLock([&]() MEMSHIM_REQUIRES(mu_) {
     if (!repeating_) ++stats_.launches;
     ProcessDeferred();
-    ++stamp_;
+    touch_->Begin();
     const uint32_t index = tracker_->IndexOf(stream, per_thread);
     return OpaqueLocked(index, IsCapturing(tracker_->HandleOf(index)), ticket);
   });
@@ -1526,10 +1392,9 @@ CUresult ShimCore::BeforeAccess(const MemRange* ranges, int count, CUstream stre
       if (!WithinOneBlock(ranges[i])) return CUDA_ERROR_INVALID_VALUE;  // as the driver answers
     }
     ProcessDeferred();
-    ++stamp_;
-    ClearTouched();
-    for (int i = 0; i < count; ++i) TouchRange(ranges[i]);
-    if (touched_.empty()) return CUDA_SUCCESS;
+    touch_->Begin();
+    for (int i = 0; i < count; ++i) touch_->Range(ranges[i]);
+    if (touch_->touched().empty()) return CUDA_SUCCESS;
     const uint32_t index = tracker_->IndexOf(stream, per_thread);
     const bool capturing = IsCapturing(tracker_->HandleOf(index));
     return MakeResident(index, synchronous, capturing, ticket);
@@ -1567,7 +1432,7 @@ void ShimCore::EnforceDeviceLimit() {
                              ? 0
                              : static_cast<uint32_t>(device_budget_chunks_ - pinned_chunks);
   pool_->SetDeviceLimit(limit);
-  ++stamp_;  // nothing is protected
+  touch_->Begin();  // nothing is protected
   while (pool_->device_in_use() > pool_->device_limit()) {
     // The excess is known: nothing speculative.
     if (!EvictSome(pool_->device_in_use() - pool_->device_limit(), /*lookahead=*/0)) {
@@ -1604,7 +1469,7 @@ void ShimCore::SetHostBudget(uint64_t bytes) {
   ScopedContext scoped(driver_, context_);  // Note [foreign threads]
   MutexLock lock(&mu_);
   pool_->SetHostLimit(static_cast<uint32_t>(bytes >> kChunkShift));
-  ++stamp_;  // no operation is being prepared: every host chunk is a candidate
+  touch_->Begin();  // no operation is being prepared: every host chunk is a candidate
   // Note [shared host budget]: while the process is over the budget, this
   // core demotes its own host chunks.
   while (pool_->host_over_limit() > 0 && DemoteHostChunksOutsideLock(pool_->host_over_limit())) {
@@ -1615,7 +1480,7 @@ void ShimCore::SetHostBudget(uint64_t bytes) {
 uint64_t ShimCore::DemoteHostBytes(uint64_t bytes) {
   ScopedContext scoped(driver_, context_);
   MutexLock lock(&mu_);
-  ++stamp_;
+  touch_->Begin();
   const uint64_t before = stats_.demotions;
   auto moved = [&]() MEMSHIM_REQUIRES(mu_) { return (stats_.demotions - before) << kChunkShift; };
   while (moved() < bytes && DemoteHostChunksOutsideLock(static_cast<uint32_t>(
@@ -1627,7 +1492,7 @@ uint64_t ShimCore::DemoteHostBytes(uint64_t bytes) {
 uint64_t ShimCore::GiveBackHostBytes(uint64_t bytes) {
   ScopedContext scoped(driver_, context_);  // Note [foreign threads]
   MutexLock lock(&mu_);
-  ++stamp_;  // no operation is being prepared: every host chunk is a candidate
+  touch_->Begin();  // no operation is being prepared: every host chunk is a candidate
   const uint32_t want = static_cast<uint32_t>((bytes + kChunkBytes - 1) >> kChunkShift);
   const uint32_t before = pool_->host_in_use();
   auto given = [&]() MEMSHIM_REQUIRES(mu_) {

@@ -96,7 +96,8 @@
 //   it has learned the iteration) would be steered off its plan to chunks it
 //   needs sooner, a page-in each (docs/policy.md, calibration: BERT at 24Gi
 //   scaled paged in 137 chunks per learned iteration instead of the plan's
-//   89). Look-ahead page-outs take idle chunks only. Evictions are done in
+//   89). Look-ahead page-outs take idle chunks only (the rule is a
+//   VictimPicker's, victim_picker.h). Evictions are done in
 //   batches: the device-to-host copies are enqueued together and the host
 //   waits once before the mappings change (a mapping change is not stream
 //   ordered). Freed chunks are reclaimed first, without a copy. On a large
@@ -221,6 +222,8 @@
 #include "shim/core/spill_tier.h"
 #include "shim/core/stream_tracker.h"
 #include "shim/core/thread_annotations.h"
+#include "shim/core/touch_set.h"
+#include "shim/core/victim_picker.h"
 #include "shim/driver/driver.h"
 
 namespace memvirt::shim {
@@ -530,28 +533,16 @@ class ShimCore {
                                       CUstream stream, bool per_thread, Ticket* ticket)
       MEMSHIM_REQUIRES(mu_);
 
-  // Argument scanning (layouts: ParamLayoutCache, Note [parameter
-  // information] in param_layout.h).
-  void TouchWord(uint64_t word) MEMSHIM_REQUIRES(mu_);
-  void TouchBlock(uint32_t first) MEMSHIM_REQUIRES(mu_);
-  void TouchChunk(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
-  void ScanArgs(const ParamLayout& layout, void** params) MEMSHIM_REQUIRES(mu_);
-  // Note [segment windows] (shim_core_app_vmm.cc): touches the windows of
-  // segment_hits_ and reaches the rest of their blocks.
-  void TouchSegments() MEMSHIM_REQUIRES(mu_);
+  // Note [segment windows] in touch_set.cc: the window of an application
+  // VMM block made resident per argument word is device_limit / this.
   static constexpr uint32_t kSegmentWindowDivisor = 16;
-  // Starts the touch set of a new operation.
-  void ClearTouched() MEMSHIM_REQUIRES(mu_) {
-    touched_.clear();
-    reach_.clear();
-    segment_hits_.clear();
-  }
+  // True if every chunk of touch_ is on the device with its fill complete
+  // (reached ones: their fills complete): the operation needs no residency
+  // work.
   bool AllResident() MEMSHIM_REQUIRES(mu_);
-  void TouchRange(const MemRange& range) MEMSHIM_REQUIRES(mu_);
   // Note [copy ranges]: false if `range` starts in the reservation but does
   // not lie within one live block.
   bool WithinOneBlock(const MemRange& range) MEMSHIM_REQUIRES(mu_);
-  void ScanBytes(const void* data, size_t bytes) MEMSHIM_REQUIRES(mu_);
 
   // Residency mechanism.
   [[nodiscard]] CUresult MakeResident(uint32_t stream, bool host_wait, bool capturing,
@@ -590,10 +581,9 @@ class ShimCore {
   // batch, then starts the page-out of `lookahead` more (Note [pipelined
   // page-out]); false if nothing could be freed.
   bool EvictSome(uint32_t want, uint32_t lookahead) MEMSHIM_REQUIRES(mu_);
-  bool require_idle_ MEMSHIM_GUARDED_BY(mu_) = true;
   // Note [eviction]: the stream of the operation MakeResident() is making
-  // resident (not captured), kNoIndex otherwise: with require_idle_, a chunk
-  // whose only pending uses are earlier work on it is a candidate too.
+  // resident (not captured), kNoIndex otherwise: a chunk whose only pending
+  // uses are earlier work on it is a candidate too.
   uint32_t launch_stream_ MEMSHIM_GUARDED_BY(mu_) = kNoIndex;
   bool ReclaimDead(bool device, bool host) MEMSHIM_REQUIRES(mu_);
   uint32_t EvictBatch(const std::vector<uint32_t>& victims) MEMSHIM_REQUIRES(mu_);
@@ -608,21 +598,6 @@ class ShimCore {
   // Note [fenced page-outs]: finishes the page-outs in flight whose copies
   // completed, cancels the others; never waits.
   void SettlePageOutsBeforeFence() MEMSHIM_REQUIRES(mu_);
-  // Victims being chosen for one eviction: each is marked with the current
-  // stamp while it is chosen (so PickVictim skips it); Restore() gives every
-  // one its previous stamp back, which keeps the recency that demotion ranks
-  // host chunks by (Note [demotion queue] in spill_manager.h).
-  struct PickedVictims {
-    std::vector<uint32_t> chunks;
-    std::vector<uint64_t> stamps;  // their stamps before they were picked
-    void Add(uint32_t chunk, const ChunkEntry* e) {
-      chunks.push_back(chunk);
-      stamps.push_back(e->stamp);
-    }
-    void Restore(ChunkTable* table) const;
-  };
-  // Adds victims from the policy until `picked` holds `want` or none is left.
-  void PickVictims(uint32_t want, PickedVictims* picked) MEMSHIM_REQUIRES(mu_);
   // uses_->WaitIdle(), counted as a host wait.
   [[nodiscard]] CUresult WaitChunkIdle(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
   // Note [waits outside the lock]: if the current operation defers its
@@ -735,7 +710,6 @@ class ShimCore {
   // EnforceDeviceLimit() for RunWithWaitsOutsideLock: CUDA_ERROR_NOT_READY
   // if an eviction deferred a wait (and is to be repeated), else success.
   [[nodiscard]] CUresult EnforceDeviceLimitOrDefer() MEMSHIM_REQUIRES(mu_);
-  static bool EligibleThunk(void* self, uint32_t chunk);
 
   // Spill tier (Note [spill tier]): spill_'s calls, their results applied to
   // the core (unmapped_host_, fills_).
@@ -899,16 +873,10 @@ class ShimCore {
   // for work that may still use it (it is no allocation to the application).
   bool FreedButPending(uint64_t block) const MEMSHIM_REQUIRES(mu_);
   ParamLayoutCache layouts_ MEMSHIM_GUARDED_BY(mu_);
-  // Chunks touched by the operation being prepared (deduplicated by stamp).
-  std::vector<uint32_t> touched_ MEMSHIM_GUARDED_BY(mu_);
-  // Chunks it may reach but need not be made resident: mapped (device or
-  // host) and stamped like touched_ ones; their use is recorded
-  // (Note [segment windows]).
-  std::vector<uint32_t> reach_ MEMSHIM_GUARDED_BY(mu_);
-  // Argument words into application VMM blocks: (block's first chunk, the
-  // word's chunk), in argument order.
-  std::vector<std::pair<uint32_t, uint32_t>> segment_hits_ MEMSHIM_GUARDED_BY(mu_);
-  uint64_t stamp_ MEMSHIM_GUARDED_BY(mu_) = 0;
+  // The chunks of the operation being prepared (Note [touch set]).
+  std::unique_ptr<TouchSet> touch_ MEMSHIM_GUARDED_BY(mu_);
+  // Eviction victims in the policy's order (Note [eviction]).
+  std::unique_ptr<VictimPicker> picker_ MEMSHIM_GUARDED_BY(mu_);
   uint64_t step_ MEMSHIM_GUARDED_BY(mu_) = 0;
   // Note [waits outside the lock]: set by RunWithWaitsOutsideLock for the
   // operation it runs.

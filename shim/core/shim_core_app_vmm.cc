@@ -574,47 +574,4 @@ bool ShimCore::IsAppMapped(CUdeviceptr ptr) {
   return table_.Contains(ptr) && table_[table_.IndexOf(ptr)].app_mapped;
 }
 
-// Note [segment windows]
-//   A kernel given an address in a cuMemAlloc block is taken to use the
-//   block: it is made resident whole. An application VMM block is a whole
-//   expandable segment, many tensors that the shim cannot tell apart, often
-//   larger than the device budget; making it resident whole for every kernel
-//   that names a tensor in it moved the segment in and out at every launch
-//   (an 8 GiB PyTorch run at a third of its footprint did not finish in two
-//   minutes on an H200). So each argument word into such a block makes
-//   resident only a window from the word's chunk (a tensor starts at the
-//   address a kernel is given): device_limit / kSegmentWindowDivisor chunks,
-//   at least one, within the block. The rest of the block stays where it is
-//   but is still reached: every other chunk is stamped (no victim for this
-//   operation) and gets the launch's use (no page-out unmaps it while the
-//   kernel may read it: the driver's unmap does not wait), and one that has
-//   nothing mapped (spilled, unbacked, a failed remap) is paged in as if
-//   touched. A tensor longer than the window is then read partly through
-//   its host mapping (Note [host mapping]): slower, never wrong.
-void ShimCore::TouchSegments() {
-  const uint32_t window = std::max<uint32_t>(1, pool_->device_limit() / kSegmentWindowDivisor);
-  for (const auto& [first, chunk] : segment_hits_) {
-    const uint64_t end = std::min<uint64_t>(first + table_[first].owner_count,
-                                            static_cast<uint64_t>(chunk) + window);
-    for (uint32_t c = chunk; c < end; ++c) TouchChunk(c);
-  }
-  for (size_t i = 0; i < segment_hits_.size(); ++i) {
-    const uint32_t first = segment_hits_[i].first;
-    bool seen = false;
-    for (size_t j = 0; j < i && !seen; ++j) seen = segment_hits_[j].first == first;
-    if (seen) continue;
-    const uint32_t count = table_[first].owner_count;
-    for (uint32_t c = first; c < first + count; ++c) {
-      ChunkEntry& e = table_[c];
-      if (e.stamp == stamp_) continue;
-      e.stamp = stamp_;
-      if (e.evicting) page_out_->Cancel(c);
-      const bool mapped =
-          e.residence == Residence::kDevice || (e.residence == Residence::kHost && !e.unmapped);
-      (mapped ? reach_ : touched_).push_back(c);
-    }
-  }
-  segment_hits_.clear();
-}
-
 }  // namespace memvirt::shim

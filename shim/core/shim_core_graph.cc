@@ -120,10 +120,9 @@ void ShimCore::OnGraphExecForget(CUgraphExec exec) {
 CUresult ShimCore::ReferencesLocked(const uint64_t* words, size_t num_words, const MemRange* ranges,
                                     size_t num_ranges, uint32_t stream, bool capturing,
                                     bool extra_buffer, Ticket* ticket) {
-  ++stamp_;
-  ClearTouched();
-  ScanBytes(words, num_words * sizeof(uint64_t));  // each word as a launch argument
-  for (size_t i = 0; i < num_ranges; ++i) TouchRange(ranges[i]);
+  touch_->Begin();
+  touch_->Bytes(words, num_words * sizeof(uint64_t));  // each word as a launch argument
+  for (size_t i = 0; i < num_ranges; ++i) touch_->Range(ranges[i]);
   // As for a kernel launch (Note [hidden reach]): a graph whose kernels read
   // pointer arrays, or one with an `extra` buffer, is a fence.
   if (const Reach reach = extra_buffer ? Reach::kUnknown : TouchedReach(); reach != Reach::kNamed) {
@@ -155,7 +154,7 @@ CUresult ShimCore::BeforeGraphLaunch(CUgraphExec exec, CUstream stream, bool per
     auto it = graph_plans_.find(exec);  // looked up on each run: the lock was released between
     if (it == graph_plans_.end() || !it->second.decodable) {
       if (it != graph_plans_.end() && !repeating_) ++it->second.launches;
-      ++stamp_;
+      touch_->Begin();
       return OpaqueLocked(index, capturing, ticket);
     }
     GraphPlan& plan = it->second;

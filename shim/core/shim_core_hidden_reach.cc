@@ -105,16 +105,15 @@ namespace {}  // namespace
 
 void ShimCore::BackAtAllocation(uint32_t first, uint32_t count) {
   if (unbacked_owned_ == 0) return;  // warm chunks, as a re-allocated block's: nothing to back
-  ++stamp_;
-  ClearTouched();
+  touch_->Begin();
   // A repeat after a deferred wait (Note [waits outside the lock]): the
   // chunks backed before it are not victims for the rest either.
   if (repeating_) {
-    for (uint32_t c = first; c < first + count; ++c) TouchChunk(c);
+    for (uint32_t c = first; c < first + count; ++c) touch_->Chunk(c);
   }
   for (uint32_t c = first; c < first + count; ++c) {
     if (table_[c].residence != Residence::kUnbacked) continue;
-    TouchChunk(c);  // not a victim for the chunks backed after it
+    touch_->Chunk(c);  // not a victim for the chunks backed after it
     // A failure leaves it unbacked: backed at its first decoded use, or
     // before a launch with hidden reach (BackAllOwned). A deferred wait
     // ends the attempt; the repeat backs the rest.
@@ -124,7 +123,7 @@ void ShimCore::BackAtAllocation(uint32_t first, uint32_t count) {
     }
     if (table_[c].residence == Residence::kHost) ++stats_.backed_on_host_at_allocation;
   }
-  ClearTouched();
+  touch_->Clear();
 }
 
 CUresult ShimCore::PlaceOnHost(uint32_t chunk) {
@@ -243,7 +242,7 @@ void ShimCore::OnDeviceCopy(CUdeviceptr dst, uint64_t dst_bytes, CUdeviceptr src
 ShimCore::Reach ShimCore::TouchedReach() {
   if (hidden_reach_all_) {
     // Note [hidden reach everywhere]: what it is given, it may store.
-    for (const std::vector<uint32_t>* chunks : {&touched_, &reach_}) {
+    for (const std::vector<uint32_t>* chunks : {&touch_->touched(), &touch_->reached()}) {
       for (uint32_t c : *chunks) {
         if (table_[c].owner_first != kNoIndex) MarkTargetBlock(c);
       }
@@ -252,7 +251,7 @@ ShimCore::Reach ShimCore::TouchedReach() {
   }
   if (external_addresses_) return Reach::kAddresses;
   if (address_chunks_ > 0) {
-    for (const std::vector<uint32_t>* chunks : {&touched_, &reach_}) {
+    for (const std::vector<uint32_t>* chunks : {&touch_->touched(), &touch_->reached()}) {
       for (uint32_t c : *chunks) {
         if (table_[c].holds_addresses) return Reach::kAddresses;
       }
@@ -296,10 +295,10 @@ CUresult ShimCore::FencedLocked(uint32_t stream, bool capturing, Reach reach, Ti
     return OpaqueLocked(stream, capturing, ticket);  // something it may reach has nothing mapped
   }
   // Its arguments' chunks, then the hidden targets still in the spill tier.
-  const size_t named = touched_.size();
+  const size_t named = touch_->touched().size();
   for (uint32_t c : spilled_targets_) {
     const ChunkEntry& e = table_[c];
-    if (e.residence == Residence::kNvme && e.hidden_target) TouchChunk(c);
+    if (e.residence == Residence::kNvme && e.hidden_target) touch_->Chunk(c);
   }
   if (DeferPageOutWait()) return CUDA_ERROR_NOT_READY;  // Note [waits outside the lock]
   FinishPageOut();
@@ -317,8 +316,8 @@ CUresult ShimCore::FencedLocked(uint32_t stream, bool capturing, Reach reach, Ti
       e.holds_addresses = true;
       ++address_chunks_;
     };
-    for (size_t i = 0; i < named; ++i) mark(touched_[i]);
-    for (uint32_t c : reach_) mark(c);
+    for (size_t i = 0; i < named; ++i) mark(touch_->touched()[i]);
+    for (uint32_t c : touch_->reached()) mark(c);
   }
   if (capturing) return r;
   SettlePageOutsBeforeFence();  // page-outs MakeResident started for room

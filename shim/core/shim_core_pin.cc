@@ -8,7 +8,7 @@
 //   device chunk at its address: PinBlock makes the block resident like a
 //   synchronous copy would (BeforeAccess, fills awaited on the host), then,
 //   under the lock, checks that every chunk is on the device and marks it
-//   `pinned`. A pinned chunk is never an eviction victim (EligibleThunk) nor
+//   `pinned`. A pinned chunk is never an eviction victim (VictimPicker) nor
 //   reclaimed as dead memory (ReclaimDead); it still counts against the
 //   device budget like any resident chunk. Counts are kept per chunk
 //   (pin_counts_), since small blocks share a slab chunk and a block may be
