@@ -11,24 +11,10 @@
 
 #include "shim/core/shim_core_test_fixture.h"
 #include "shim/testing/fake_driver.h"
+#include "shim/testing/scripted_policy.h"
 
 namespace memvirt::shim {
 namespace {
-
-// Records what the pipeline tells the policy.
-class RecordingPolicy final : public ResidencyPolicy {
- public:
-  const char* name() const override { return "recording"; }
-  void OnAlloc(uint32_t) override {}
-  void OnFree(uint32_t) override {}
-  void OnAccess(uint64_t, const uint32_t*, size_t) override {}
-  void OnResident(uint32_t) override {}
-  void OnEvicted(uint32_t chunk) override { evicted.push_back(chunk); }
-  void OnBudgetChange(uint64_t) override {}
-  bool PickVictim(Eligible, void*, uint32_t*) override { return false; }
-
-  std::vector<uint32_t> evicted;
-};
 
 // The owner's side of host slots: free slots of the pool only, counted;
 // deferred releases recorded.
@@ -136,7 +122,7 @@ class PageOutPipelineTest : public ::testing::Test {
   CUstream copy_stream_ = nullptr;
   std::unique_ptr<StreamTracker> tracker_;
   uint32_t copy_index_ = 0;
-  RecordingPolicy policy_;
+  testing::ScriptedPolicy policy_;
   CoreStats stats_;
   RecordingHostSlots slots_;
   std::unique_ptr<PageOutPipeline> pipeline_;

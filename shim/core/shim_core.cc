@@ -200,6 +200,7 @@ CUresult ShimCore::Create(const Driver* driver, const CoreOptions& options, Cont
     core->page_out_ = std::make_unique<PageOutPipeline>(
         PageOutPipeline::Parts{parts, /*host_slots=*/&core->page_out_slots_});
     core->touch_ = std::make_unique<TouchSet>(&core->table_, core->page_out_.get());
+    core->freed_ = std::make_unique<FreedChunks>(parts, core->uses_.get());
     core->picker_ = std::make_unique<VictimPicker>(&core->table_, core->uses_.get(),
                                                    core->policy_.get(), core->touch_.get());
     if (has_spill) {
@@ -246,6 +247,7 @@ ShimCore::~ShimCore() {
     }
     spill_.reset();     // unpins the staging buffers; before what it points to
     picker_.reset();    // before what it points to
+    freed_.reset();     // before what it points to
     touch_.reset();     // before what it points to
     page_out_.reset();  // before what it points to
     uses_.reset();
@@ -284,9 +286,8 @@ void ShimCore::OnChunksFreed(uint32_t first, uint32_t count) {
       --unbacked_owned_;
     } else if (e.residence == Residence::kNvme) {
       spill_->Drop(c);
-    } else if (!e.dead_listed) {  // once: warm blocks are freed again and again
-      e.dead_listed = true;
-      dead_.push_back(c);
+    } else {
+      freed_->Add(c);  // Note [freed chunks]
     }
     policy_->OnFree(c);
   }
@@ -376,36 +377,9 @@ CUresult ShimCore::FreeLocked(uint64_t offset) {
   if (!buffer_ids_.empty()) buffer_ids_.erase(offset);  // Note [buffer ids]
   if (rel.freed_count != 0) {
     OnChunksFreed(rel.freed_first, rel.freed_count);
-    ReleaseFreedHostSlots(rel.freed_first, rel.freed_count);
+    unmapped_host_ -= freed_->ReleaseHostSlots(rel.freed_first, rel.freed_count).unmapped;
   }
   return CUDA_SUCCESS;
-}
-
-// Note [freed host slots]
-//   Freed device chunks stay mapped for a warm reuse of their address
-//   (dead_, reclaimed when a chunk is needed), but a freed chunk's host slot
-//   goes back to the host budget at once, once no work uses it: the budget
-//   is the process's (Note [shared host budget] in host_ledger.h), and a
-//   slot kept by the core that freed it is one the other cores' page-outs
-//   cannot have, although admission (Note [shared admission] in
-//   overflow_ledger.h) already counts its capacity as free. A slot still in
-//   use (or being written by a page-out) waits in dead_ as before. A later
-//   allocation at that address is backed afresh, without a copy of stale
-//   bytes.
-void ShimCore::ReleaseFreedHostSlots(uint32_t first, uint32_t count) {
-  for (uint32_t c = first; c < first + count; ++c) {
-    ChunkEntry& e = table_[c];
-    if (e.residence != Residence::kHost || e.evicting || e.pinned || !uses_->Idle(c)) continue;
-    if (!e.unmapped && pool_->UnmapAt(table_.AddressOf(c)) != CUDA_SUCCESS) continue;
-    if (e.unmapped) {
-      e.unmapped = false;
-      --unmapped_host_;
-    }
-    pool_->ReleaseHost(e.phys);
-    e.residence = Residence::kUnbacked;  // leaves dead_ at its next scan
-    policy_->OnEvicted(c);
-    ++stats_.drops;
-  }
 }
 
 bool ShimCore::BlockIdle(uint64_t offset) {
@@ -651,71 +625,34 @@ CUresult ShimCore::WaitChunkIdle(uint32_t chunk) {
 
 bool ShimCore::DeferWaitChunkIdle(uint32_t chunk) {
   // Nothing left to wait for: no need to defer.
-  return defer_waits_ && uses_->CollectPending(chunk, &deferred_uses_) > 0;
+  return defer_waits_ && uses_->CollectPending(chunk, &deferred_.uses) > 0;
 }
 
 bool ShimCore::DeferUse(uint32_t stream, uint64_t seq) {
   if (tracker_->IsComplete(stream, seq)) return false;
-  deferred_uses_.push_back({stream, seq});
+  deferred_.uses.push_back({stream, seq});
   return true;
 }
 
 bool ShimCore::DeferPendingFrees() {
-  const size_t before = deferred_uses_.size();
+  const size_t before = deferred_.uses.size();
   for (const PendingFree& f : pending_frees_) {
     if (f.stream == kNoIndex) {
       const ChunkEntry& e = table_[static_cast<uint32_t>(f.offset >> kChunkShift)];
       for (uint32_t c = e.owner_first; c < e.owner_first + e.owner_count; ++c) {
-        uses_->CollectPending(c, &deferred_uses_);
+        uses_->CollectPending(c, &deferred_.uses);
       }
     } else {
       DeferUse(f.stream, f.seq);
     }
   }
-  return deferred_uses_.size() > before;
+  return deferred_.uses.size() > before;
 }
 
-bool ShimCore::ReclaimDead(bool device, bool host) {
-  size_t k = 0;
-  bool reclaimed = false;
-  for (size_t i = 0; i < dead_.size(); ++i) {
-    const uint32_t c = dead_[i];
-    ChunkEntry& e = table_[c];
-    if (OwnedKind(e.kind) || e.residence == Residence::kUnbacked) {
-      e.dead_listed = false;  // reused or already reclaimed: leaves the list
-      continue;
-    }
-    if (e.evicting || e.pinned) {  // its page-out copy is reading it, or it is exported
-      dead_[k++] = c;
-      continue;
-    }
-    const bool wanted =
-        (device && e.residence == Residence::kDevice) || (host && e.residence == Residence::kHost);
-    if (reclaimed || !wanted || !uses_->Idle(c)) {
-      dead_[k++] = c;
-      continue;
-    }
-    if (!e.unmapped && pool_->UnmapAt(table_.AddressOf(c)) != CUDA_SUCCESS) {
-      dead_[k++] = c;  // still mapped: tried again later
-      continue;
-    }
-    e.dead_listed = false;
-    if (e.unmapped) {
-      e.unmapped = false;
-      --unmapped_host_;
-    }
-    if (e.residence == Residence::kDevice) {
-      pool_->ReleaseDevice(e.phys);
-    } else {
-      pool_->ReleaseHost(e.phys);
-    }
-    e.residence = Residence::kUnbacked;
-    policy_->OnEvicted(c);
-    ++stats_.drops;
-    reclaimed = true;
-  }
-  dead_.resize(k);
-  return reclaimed;
+bool ShimCore::ReclaimFreed(bool device, bool host) {
+  const FreedChunks::Released released = freed_->ReclaimOne(device, host);
+  unmapped_host_ -= released.unmapped;
+  return released.chunks > 0;
 }
 
 uint32_t ShimCore::StartPageOut(const std::vector<uint32_t>& victims, bool may_wait) {
@@ -762,7 +699,7 @@ CUresult ShimCore::SpillOwner::AcquireHost(uint32_t* slot) {
 bool ShimCore::SpillOwner::DeferLoadWait(uint32_t slot) {
   core_->mu_.AssertHeld();  // spill_ calls it from Promote()
   if (!core_->defer_waits_) return false;
-  core_->deferred_loads_.push_back(slot);
+  core_->deferred_.loads.push_back(slot);
   return true;
 }
 
@@ -811,13 +748,13 @@ bool ShimCore::StoreWithoutLock(bool held, CUevent event, SpillManager::Demotion
 
 bool ShimCore::DeferDemotion(uint32_t max) {
   if (spill_ == nullptr || !defer_waits_) return false;
-  spill_->StartDemotion(max, touch_->op(), &deferred_demotion_);
-  if (!deferred_demotion_.empty()) {
+  spill_->StartDemotion(max, touch_->op(), &deferred_.demotion);
+  if (!deferred_.demotion.empty()) {
     ++demotions_outside_;
     return true;
   }
   if (demotions_outside_ == 0) return false;
-  deferred_demotion_wait_ = demotions_finished_.load(std::memory_order_relaxed);
+  deferred_.demotion_wait = demotions_finished_.load(std::memory_order_relaxed);
   return true;
 }
 
@@ -847,10 +784,11 @@ uint32_t ShimCore::EvictBatch(const std::vector<uint32_t>& victims) {
 
 bool ShimCore::WaitForDeferred() {
   ++stats_.host_waits;
+  DeferredWaits waits = deferred_.Take();
   bool ok = true;
   std::vector<CUevent> held;
   std::vector<WindowWait> windows;  // Note [enqueue window]: the repeat holds their events
-  for (const StreamUse& u : deferred_uses_) {
+  for (const StreamUse& u : waits.uses) {
     CUevent event = nullptr;
     WindowWait window;
     const CUresult r = tracker_->Hold(u.stream, u.seq, &event, &window);
@@ -865,19 +803,13 @@ bool ShimCore::WaitForDeferred() {
     }
     if (event != nullptr) held.push_back(event);
   }
-  deferred_uses_.clear();
-  std::vector<uint32_t> loads;
-  loads.swap(deferred_loads_);
-  const uint64_t host_bytes = static_cast<uint64_t>(deferred_host_chunks_) << kChunkShift;
-  deferred_host_chunks_ = 0;
-  const bool peer_frees = std::exchange(deferred_peer_frees_, false);
-  SpillManager::DemotionBatch demotion = std::exchange(deferred_demotion_, {});
-  const std::optional<uint64_t> demotion_wait = std::exchange(deferred_demotion_wait_, {});
+  const uint64_t host_bytes = static_cast<uint64_t>(waits.host_chunks) << kChunkShift;
+  SpillManager::DemotionBatch& demotion = waits.demotion;
   CUevent demotion_event = nullptr;
   const bool demotion_held = !demotion.empty() && HoldDemotionCopies(demotion, &demotion_event);
   mu_.Unlock();
   // Note [frees of other cores]: the repeat tries once more either way.
-  if (peer_frees) (void)host_peers_->ReleasePeerFrees(this);
+  if (waits.peer_frees) (void)host_peers_->ReleasePeerFrees(this);
   // Note [host slots of other cores]: if nothing is given back, the repeats
   // of this call do not ask again (host_peers_dry_).
   const uint64_t reclaimed =
@@ -890,9 +822,10 @@ bool ShimCore::WaitForDeferred() {
     }
   }
   // The repeat collects each load's outcome (a failed one fails it then).
-  for (uint32_t slot : loads) spill_tier_->WaitLoad(slot);
+  for (uint32_t slot : waits.loads) spill_tier_->WaitLoad(slot);
   // Another thread's batch finishes under mu_, which this thread does not hold.
-  if (demotion_wait) demotions_finished_.wait(*demotion_wait, std::memory_order_acquire);
+  if (waits.demotion_wait)
+    demotions_finished_.wait(*waits.demotion_wait, std::memory_order_acquire);
   if (!demotion.empty() && !StoreWithoutLock(demotion_held, demotion_event, &demotion)) {
     ok = false;  // the next run demotes under the lock and reports the error
   }
@@ -905,7 +838,7 @@ bool ShimCore::WaitForDeferred() {
     stats_.host_bytes_reclaimed += reclaimed;
     host_peers_dry_ = reclaimed == 0;
   }
-  if (peer_frees) peer_frees_asked_ = true;
+  if (waits.peer_frees) peer_frees_asked_ = true;
   return ok;
 }
 
@@ -919,7 +852,7 @@ bool ShimCore::DeferCopyWait(uint64_t copy_seq) {
 
 bool ShimCore::DeferPeerFrees() {
   if (host_peers_ == nullptr || peer_frees_asked_) return false;
-  deferred_peer_frees_ = true;
+  deferred_.peer_frees = true;
   return true;
 }
 
@@ -928,7 +861,7 @@ bool ShimCore::DeferHostReclaim(uint32_t chunks) {
       pool_->host_in_use_by_others() == 0) {
     return false;
   }
-  deferred_host_chunks_ = std::max(deferred_host_chunks_, chunks);
+  deferred_.host_chunks = std::max(deferred_.host_chunks, chunks);
   return true;
 }
 
@@ -949,7 +882,7 @@ void ShimCore::SettlePageOutsBeforeFence() {
 }
 
 bool ShimCore::EvictSome(uint32_t want, uint32_t lookahead) {
-  if (ReclaimDead(/*device=*/true, /*host=*/false)) return true;
+  if (ReclaimFreed(/*device=*/true, /*host=*/false)) return true;
   want = std::clamp<uint32_t>(want, 1, kSustainedBatchMax);
   // Note [pipelined page-out]: the batch started last time has been copying
   // while the caller worked; finish it (usually without waiting) and start
@@ -966,7 +899,7 @@ bool ShimCore::EvictSome(uint32_t want, uint32_t lookahead) {
   // completed are candidates beside those of earlier work on the
   // operation's own stream.
   tracker_->CoverAll();
-  if (ReclaimDead(/*device=*/true, /*host=*/false)) return true;
+  if (ReclaimFreed(/*device=*/true, /*host=*/false)) return true;
   std::vector<uint32_t> picked;
   picker_->PickIdle(want, launch_stream_, &picked);
   if (picked.empty()) {
@@ -997,7 +930,7 @@ CUresult ShimCore::AcquireHost(uint32_t* slot) {
   if (pool_->AcquireHost(slot) == CUDA_SUCCESS) return CUDA_SUCCESS;
   ProcessDeferred();
   if (pool_->AcquireHost(slot) == CUDA_SUCCESS) return CUDA_SUCCESS;
-  if (ReclaimDead(/*device=*/false, /*host=*/true) && pool_->AcquireHost(slot) == CUDA_SUCCESS) {
+  if (ReclaimFreed(/*device=*/false, /*host=*/true) && pool_->AcquireHost(slot) == CUDA_SUCCESS) {
     return CUDA_SUCCESS;
   }
   if (!pending_host_.empty()) {
@@ -1009,7 +942,7 @@ CUresult ShimCore::AcquireHost(uint32_t* slot) {
   }
   // Note [waits outside the lock]: one demotion per attempt, finished by the
   // public call without mu_.
-  if (defer_waits_ && (!deferred_demotion_.empty() || deferred_demotion_wait_.has_value() ||
+  if (defer_waits_ && (!deferred_.demotion.empty() || deferred_.demotion_wait.has_value() ||
                        DeferDemotion(kDemotionBatch))) {
     return CUDA_ERROR_NOT_READY;
   }
@@ -1500,13 +1433,13 @@ uint64_t ShimCore::GiveBackHostBytes(uint64_t bytes) {
     return now < before ? before - now : 0;
   };
   ProcessDeferred();  // releases the slots of completed page-in copies
-  while (given() < want && ReclaimDead(/*device=*/false, /*host=*/true)) {  // freed chunks' slots
+  while (given() < want && ReclaimFreed(/*device=*/false, /*host=*/true)) {  // freed chunks' slots
   }
   while (given() < want && DemoteHostChunksOutsideLock(want - given())) {
   }
   // Freed chunks still on the device make room for the host chunks to move.
   while (given() < want && pool_->device_in_use() + (want - given()) > pool_->device_limit() &&
-         ReclaimDead(/*device=*/true, /*host=*/false)) {
+         ReclaimFreed(/*device=*/true, /*host=*/false)) {
   }
   if (given() < want) MoveHostChunksToFreeDevice(want - given());
   return static_cast<uint64_t>(given()) << kChunkShift;

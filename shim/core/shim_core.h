@@ -174,11 +174,11 @@
 //   address space is full (AllocLocked) and the waits of backing the new
 //   block (BackNewBlock: the repeat backs the rest of the block the first
 //   attempt allocated). A host slot that only a demotion to the spill tier
-//   can free starts one (DeferDemotion, deferred_demotion_): the public
+//   can free starts one (DeferDemotion, deferred_.demotion): the public
 //   call waits for its staging copies and stores it without mu_, then
 //   finishes it (Note [demotion outside the lock] in spill_manager.h). A promotion from the spill
 //   tier whose load is still running (the NVMe read) leaves it running in its staging buffer and
-//   fails (SpillOwner::DeferLoadWait, deferred_loads_); the public call waits for it with
+//   fails (SpillOwner::DeferLoadWait, deferred_.loads); the public call waits for it with
 //   SpillTier::WaitLoad() without mu_, and the repeat takes the loaded buffer as one loaded ahead.
 //   A use on a stream whose enqueue window another thread holds open cannot be covered by an event
 //   yet: StreamTracker::Hold() hands back a WindowWait, made without mu_ like the event waits (Note
@@ -207,7 +207,9 @@
 #include "shim/core/chunk_uses.h"
 #include "shim/core/control_plane.h"
 #include "shim/core/core_stats.h"
+#include "shim/core/deferred_waits.h"
 #include "shim/core/eviction_sizing.h"
+#include "shim/core/freed_chunks.h"
 #include "shim/core/graph_walk.h"
 #include "shim/core/host_ledger.h"
 #include "shim/core/host_peers.h"
@@ -585,7 +587,9 @@ class ShimCore {
   // resident (not captured), kNoIndex otherwise: a chunk whose only pending
   // uses are earlier work on it is a candidate too.
   uint32_t launch_stream_ MEMSHIM_GUARDED_BY(mu_) = kNoIndex;
-  bool ReclaimDead(bool device, bool host) MEMSHIM_REQUIRES(mu_);
+  // freed_->ReclaimOne() with its result applied (unmapped_host_); true if
+  // a chunk was released.
+  bool ReclaimFreed(bool device, bool host) MEMSHIM_REQUIRES(mu_);
   uint32_t EvictBatch(const std::vector<uint32_t>& victims) MEMSHIM_REQUIRES(mu_);
   // page_out_'s Start() and Finish() with their results applied to the
   // core's counters: the victims dropped without a copy, the chunks moved.
@@ -601,13 +605,13 @@ class ShimCore {
   // uses_->WaitIdle(), counted as a host wait.
   [[nodiscard]] CUresult WaitChunkIdle(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
   // Note [waits outside the lock]: if the current operation defers its
-  // waits, records `chunk`'s uses in deferred_uses_ and returns true (the
+  // waits, records `chunk`'s uses in deferred_.uses and returns true (the
   // caller fails instead of waiting); false otherwise.
   bool DeferWaitChunkIdle(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
-  // Appends (stream, seq) to deferred_uses_ unless it is known complete;
+  // Appends (stream, seq) to deferred_.uses unless it is known complete;
   // true if it did.
   bool DeferUse(uint32_t stream, uint64_t seq) MEMSHIM_REQUIRES(mu_);
-  // Appends the uses that pending_frees_ wait for to deferred_uses_; true if
+  // Appends the uses that pending_frees_ wait for to deferred_.uses; true if
   // it appended any.
   bool DeferPendingFrees() MEMSHIM_REQUIRES(mu_);
   // The same for the page-outs in flight (page_out_), if their copies are not
@@ -628,27 +632,19 @@ class ShimCore {
   // [waits outside the lock] says; returns its result.
   template <typename Op>
   CUresult RunWithWaitsOutsideLock(Op op) MEMSHIM_EXCLUDES(mu_);
-  // Its slow path: holds events for deferred_uses_, releases mu_,
-  // synchronizes them and waits for the spill tier's deferred_loads_, and
+  // Its slow path: holds events for deferred_.uses, releases mu_,
+  // synchronizes them and waits for the spill tier's deferred_.loads, and
   // takes mu_ again (both lists cleared). False if an event could not be held
   // or a wait failed.
   bool WaitForDeferred() MEMSHIM_REQUIRES(mu_);
   // Whether the operation being run deferred a wait.
-  bool WaitsDeferred() const MEMSHIM_REQUIRES(mu_) {
-    return !deferred_uses_.empty() || !deferred_loads_.empty() || deferred_host_chunks_ != 0 ||
-           deferred_peer_frees_ || !deferred_demotion_.empty() ||
-           deferred_demotion_wait_.has_value();
-  }
+  bool WaitsDeferred() const MEMSHIM_REQUIRES(mu_) { return deferred_.any(); }
   // Forgets the deferred waits: the operation found a way that needs none
   // (a load left running stays in its staging buffer, taken later as one
   // started ahead; a demotion started is given up, its chunks stay).
   void DropDeferredWaits() MEMSHIM_REQUIRES(mu_) {
-    deferred_uses_.clear();
-    deferred_loads_.clear();
-    deferred_host_chunks_ = 0;
-    deferred_peer_frees_ = false;
-    deferred_demotion_wait_.reset();
-    if (!deferred_demotion_.empty()) FinishDemotion(&deferred_demotion_);
+    DeferredWaits dropped = deferred_.Take();
+    if (!dropped.demotion.empty()) FinishDemotion(&dropped.demotion);
   }
   static constexpr uint32_t kMaxOutsideWaits = 16;
   void ProcessDeferred() MEMSHIM_REQUIRES(mu_);
@@ -701,9 +697,6 @@ class ShimCore {
   bool IsCapturing(CUstream handle) MEMSHIM_REQUIRES(mu_);
   void OnChunksCommitted(uint32_t first, uint32_t count) MEMSHIM_REQUIRES(mu_);
   void OnChunksFreed(uint32_t first, uint32_t count) MEMSHIM_REQUIRES(mu_);
-  // Note [freed host slots]: gives the host slots of freed chunks in
-  // [first, first + count) that nothing uses any more back to the host budget.
-  void ReleaseFreedHostSlots(uint32_t first, uint32_t count) MEMSHIM_REQUIRES(mu_);
   [[nodiscard]] CUresult FreeLocked(uint64_t offset) MEMSHIM_REQUIRES(mu_);
   bool BlockIdle(uint64_t offset) MEMSHIM_REQUIRES(mu_);
   void EnforceDeviceLimit() MEMSHIM_REQUIRES(mu_);
@@ -722,9 +715,9 @@ class ShimCore {
   // per-operation state while mu_ is released.
   bool DemoteHostChunksOutsideLock(uint32_t max) MEMSHIM_REQUIRES(mu_);
   // Note [waits outside the lock]: starts a demotion that the public call
-  // finishes without mu_ (deferred_demotion_); if none can start while
+  // finishes without mu_ (deferred_.demotion); if none can start while
   // other threads' batches are outside the lock, waits for one of them to
-  // finish instead (deferred_demotion_wait_). False if neither.
+  // finish instead (deferred_.demotion_wait). False if neither.
   bool DeferDemotion(uint32_t max) MEMSHIM_REQUIRES(mu_);
   // Chunks in the spill tier now (0 without one).
   uint32_t SpilledChunks() const MEMSHIM_REQUIRES(mu_) {
@@ -882,31 +875,21 @@ class ShimCore {
   // operation it runs.
   bool defer_waits_ MEMSHIM_GUARDED_BY(mu_) = false;  // waits are deferred
   bool repeating_ MEMSHIM_GUARDED_BY(mu_) = false;    // the operation runs again
-  // (stream, seq) the operation deferred waiting for; empty if it did not.
-  std::vector<StreamUse> deferred_uses_ MEMSHIM_GUARDED_BY(mu_);
-  // Staging slots of spill-tier loads it deferred waiting for.
-  std::vector<uint32_t> deferred_loads_ MEMSHIM_GUARDED_BY(mu_);
-  // A demotion whose copy wait and stores WaitForDeferred() makes (Note
-  // [demotion outside the lock] in spill_manager.h).
-  SpillManager::DemotionBatch deferred_demotion_ MEMSHIM_GUARDED_BY(mu_);
-  // Host slots it deferred asking host_peers_ for (Note [host slots of other
-  // cores] in host_peers.h).
-  uint32_t deferred_host_chunks_ MEMSHIM_GUARDED_BY(mu_) = 0;
+  // What the operation deferred waiting for; empty if nothing.
+  DeferredWaits deferred_ MEMSHIM_GUARDED_BY(mu_);
   // The other cores gave nothing back when this public call asked them: its
   // repeats do not ask again (reset when the call ends).
   bool host_peers_dry_ MEMSHIM_GUARDED_BY(mu_) = false;
-  // The other cores' completed frees are to be settled (DeferPeerFrees), and
-  // whether this public call asked for that already (reset when it ends).
-  bool deferred_peer_frees_ MEMSHIM_GUARDED_BY(mu_) = false;
   // Note [demotion outside the lock]: batches started and not yet finished
   // (their threads wait for copies or store without mu_), and the number of
   // such batches finished so far, which a thread that found none to start
   // because those hold the staging buffers or the candidates waits to change
-  // (deferred_demotion_wait_: the value it saw, set while it is to wait)
+  // (deferred_.demotion_wait: the value it saw, set while it is to wait)
   // without mu_.
   uint32_t demotions_outside_ MEMSHIM_GUARDED_BY(mu_) = 0;
   std::atomic<uint64_t> demotions_finished_{0};
-  std::optional<uint64_t> deferred_demotion_wait_ MEMSHIM_GUARDED_BY(mu_);
+  // Whether this public call asked the other cores to settle their
+  // completed frees already (DeferPeerFrees; reset when it ends).
   bool peer_frees_asked_ MEMSHIM_GUARDED_BY(mu_) = false;
   std::vector<Fill> fills_ MEMSHIM_GUARDED_BY(mu_);         // fills of the operation being prepared
   uint32_t unmapped_host_ MEMSHIM_GUARDED_BY(mu_) = 0;      // kHost chunks marked `unmapped`
@@ -929,7 +912,8 @@ class ShimCore {
   };
   PageOutHostSlots page_out_slots_{this};
   std::vector<PendingFree> pending_frees_ MEMSHIM_GUARDED_BY(mu_);
-  std::vector<uint32_t> dead_ MEMSHIM_GUARDED_BY(mu_);  // freed chunks still backed
+  // Freed chunks still backed (Note [freed chunks]).
+  std::unique_ptr<FreedChunks> freed_ MEMSHIM_GUARDED_BY(mu_);
   uint32_t unbacked_owned_ MEMSHIM_GUARDED_BY(mu_) = 0;
   uint32_t address_chunks_ MEMSHIM_GUARDED_BY(mu_) = 0;  // chunks with holds_addresses
   // Hidden targets that were in the spill tier when they became targets: the

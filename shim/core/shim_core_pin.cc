@@ -9,7 +9,7 @@
 //   synchronous copy would (BeforeAccess, fills awaited on the host), then,
 //   under the lock, checks that every chunk is on the device and marks it
 //   `pinned`. A pinned chunk is never an eviction victim (VictimPicker) nor
-//   reclaimed as dead memory (ReclaimDead); it still counts against the
+//   released as freed memory (FreedChunks); it still counts against the
 //   device budget like any resident chunk. Counts are kept per chunk
 //   (pin_counts_), since small blocks share a slab chunk and a block may be
 //   pinned more than once. Another thread may evict the block between the

@@ -17,28 +17,13 @@
 #include "shim/core/shim_core_test_fixture.h"
 #include "shim/testing/fake_driver.h"
 #include "shim/testing/memory_spill_tier.h"
+#include "shim/testing/scripted_policy.h"
 
 namespace memvirt::shim {
 namespace {
 
 using testing::MemorySpillTier;
-
-// Prefetch candidates set by the test; chunks told OnResident recorded.
-class ScriptedPolicy final : public ResidencyPolicy {
- public:
-  const char* name() const override { return "scripted"; }
-  void OnAlloc(uint32_t) override {}
-  void OnFree(uint32_t) override {}
-  void OnAccess(uint64_t, const uint32_t*, size_t) override {}
-  void OnResident(uint32_t chunk) override { resident.push_back(chunk); }
-  void OnEvicted(uint32_t) override {}
-  void OnBudgetChange(uint64_t) override {}
-  bool PickVictim(Eligible, void*, uint32_t*) override { return false; }
-  std::vector<uint32_t> PrefetchCandidates(uint64_t) override { return upcoming; }
-
-  std::vector<uint32_t> upcoming;
-  std::vector<uint32_t> resident;
-};
+using testing::ScriptedPolicy;
 
 // The owner's side: the pool's free chunks and slots only (none when
 // refused), and chunks marked busy.

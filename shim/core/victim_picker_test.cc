@@ -1,6 +1,6 @@
 // The candidate rule of Note [eviction], against the fake driver (held
 // streams keep uses pending) and a policy that offers chunks in a fixed
-// order.
+// order (ScriptedPolicy).
 #include "shim/core/victim_picker.h"
 
 #include <gtest/gtest.h>
@@ -9,41 +9,17 @@
 #include <vector>
 
 #include "shim/testing/fake_driver.h"
+#include "shim/testing/scripted_policy.h"
 
 namespace memvirt::shim {
 namespace {
-
-// Offers the chunks of `order` in that order, as the policy's ranking; counts
-// the chunks it was asked about.
-class OrderedPolicy : public ResidencyPolicy {
- public:
-  explicit OrderedPolicy(std::vector<uint32_t> order) : order_(std::move(order)) {}
-  const char* name() const override { return "ordered"; }
-  void OnAlloc(uint32_t) override {}
-  void OnFree(uint32_t) override {}
-  void OnAccess(uint64_t, const uint32_t*, size_t) override {}
-  void OnResident(uint32_t) override {}
-  void OnEvicted(uint32_t) override {}
-  void OnBudgetChange(uint64_t) override {}
-  bool PickVictim(Eligible eligible, void* context, uint32_t* victim) override {
-    for (uint32_t c : order_) {
-      if (eligible(context, c)) {
-        *victim = c;
-        return true;
-      }
-    }
-    return false;
-  }
-
- private:
-  std::vector<uint32_t> order_;
-};
 
 constexpr uint32_t kChunks = 8;
 
 class VictimPickerTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    policy_.victim_order = {5, 3, 0, 7, 1, 2, 4, 6};
     table_ = ChunkTable(/*base=*/1ull << 40, kChunks);
     table_.Materialize(kChunks);
     for (uint32_t c = 0; c < kChunks; ++c) {
@@ -80,7 +56,7 @@ class VictimPickerTest : public ::testing::Test {
   }
 
   testing::FakeDriver fake_{64 << 20};
-  OrderedPolicy policy_{{5, 3, 0, 7, 1, 2, 4, 6}};
+  testing::ScriptedPolicy policy_;
   ChunkTable table_;
   CUstream copy_ = nullptr;
   std::unique_ptr<StreamTracker> tracker_;

@@ -1,0 +1,188 @@
+// Note [freed chunks] over the fake driver: freed chunks keep their backing
+// until released, and a release needs an idle chunk and a successful unmap.
+#include "shim/core/freed_chunks.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <vector>
+
+#include "shim/testing/fake_driver.h"
+#include "shim/testing/scripted_policy.h"
+
+namespace memvirt::shim {
+namespace {
+
+class FreedChunksTest : public ::testing::Test {
+ protected:
+  static constexpr uint32_t kChunks = 8;
+
+  void SetUp() override {
+    const Driver* driver = &faults_.driver();
+    ASSERT_EQ(driver->cuMemAddressReserve(&base_, kChunks * kChunkBytes, kChunkBytes, 0, 0),
+              CUDA_SUCCESS);
+    table_ = ChunkTable(base_, kChunks);
+    table_.Materialize(kChunks);
+    pool_ = std::make_unique<PhysicalPool>(driver, 0, 0);
+    ASSERT_EQ(pool_->Init(/*device_chunks=*/4, /*host_chunks=*/4), CUDA_SUCCESS);
+    copy_ = fake_.CreateStream();
+    tracker_ = std::make_unique<StreamTracker>(driver, /*event_batch=*/1000);
+    copy_index_ = tracker_->Adopt(copy_);
+    uses_ = std::make_unique<ChunkUses>(&table_, tracker_.get(), copy_index_);
+    const TransitionParts parts{
+        .driver = driver,
+        .table = &table_,
+        .pool = pool_.get(),
+        .tracker = tracker_.get(),
+        .copy_index = copy_index_,
+        .copy_stream = copy_,
+        .policy = &policy_,
+        .stats = &stats_,
+    };
+    freed_ = std::make_unique<FreedChunks>(parts, uses_.get());
+  }
+
+  void TearDown() override {
+    faults_.ClearFaults();
+    for (CUstream s : fake_.created_streams()) fake_.Release(s);
+    (void)tracker_->WaitForAll();
+    for (uint32_t c = 0; c < kChunks; ++c) {
+      if (fake_.IsMapped(Address(c), kChunkBytes)) {
+        (void)faults_.driver().cuMemUnmap(Address(c), kChunkBytes);
+      }
+    }
+    pool_.reset();
+    faults_.driver().cuMemAddressFree(base_, kChunks * kChunkBytes);
+  }
+
+  CUdeviceptr Address(uint32_t c) const {
+    return base_ + (static_cast<uint64_t>(c) << kChunkShift);
+  }
+  // Chunk `c` of a freed block, still backed on the device or in a host slot
+  // and mapped at its address, then listed.
+  void MakeFreed(uint32_t c, Residence where) {
+    uint32_t phys = 0;
+    if (where == Residence::kDevice) {
+      ASSERT_EQ(pool_->AcquireDevice(&phys), CUDA_SUCCESS);
+      ASSERT_EQ(pool_->MapAt(Address(c), pool_->device_handle(phys)), CUDA_SUCCESS);
+    } else {
+      ASSERT_EQ(pool_->AcquireHost(&phys), CUDA_SUCCESS);
+      ASSERT_EQ(pool_->MapAt(Address(c), pool_->host_handle(phys)), CUDA_SUCCESS);
+    }
+    ChunkEntry& e = table_[c];
+    e.kind = ChunkKind::kFree;
+    e.residence = where;
+    e.phys = phys;
+    freed_->Add(c);
+  }
+  // A use of `c` by work held on a new stream until released.
+  CUstream UseOnHeldStream(uint32_t c) {
+    CUstream s = fake_.CreateStream();
+    fake_.Hold(s);
+    const uint32_t index = tracker_->IndexOf(s, false);
+    const uint64_t seq = tracker_->Issue(index);
+    fake_.Enqueue(s, [] {});
+    uses_->Add(c, index, seq);
+    return s;
+  }
+
+  testing::FakeDriver fake_{64ull << 20};
+  testing::FaultInjector faults_{fake_.driver()};
+  CUdeviceptr base_ = 0;
+  ChunkTable table_;
+  std::unique_ptr<PhysicalPool> pool_;
+  CUstream copy_ = nullptr;
+  std::unique_ptr<StreamTracker> tracker_;
+  uint32_t copy_index_ = 0;
+  std::unique_ptr<ChunkUses> uses_;
+  testing::ScriptedPolicy policy_;
+  CoreStats stats_;
+  std::unique_ptr<FreedChunks> freed_;
+};
+
+TEST_F(FreedChunksTest, ReclaimReleasesOneIdleChunkOfTheWantedKindAtATime) {
+  MakeFreed(0, Residence::kHost);
+  MakeFreed(1, Residence::kDevice);
+  MakeFreed(2, Residence::kDevice);
+  freed_->Add(1);  // freed again (a warm block): listed once
+  EXPECT_EQ(freed_->size(), 3u);
+  EXPECT_EQ(pool_->device_in_use(), 2u);
+
+  FreedChunks::Released r = freed_->ReclaimOne(/*device=*/true, /*host=*/false);
+  EXPECT_EQ(r.chunks, 1u);
+  EXPECT_EQ(table_[1].residence, Residence::kUnbacked);
+  EXPECT_FALSE(table_[1].dead_listed);
+  EXPECT_FALSE(fake_.IsMapped(Address(1), kChunkBytes));
+  EXPECT_EQ(pool_->device_in_use(), 1u);
+  EXPECT_EQ(table_[2].residence, Residence::kDevice);  // one at a time
+  EXPECT_EQ(table_[0].residence, Residence::kHost);    // not the wanted kind
+
+  r = freed_->ReclaimOne(/*device=*/false, /*host=*/true);
+  EXPECT_EQ(r.chunks, 1u);
+  EXPECT_EQ(table_[0].residence, Residence::kUnbacked);
+  EXPECT_EQ(pool_->host_in_use(), 0u);
+  EXPECT_EQ(freed_->size(), 1u);
+  EXPECT_EQ(policy_.evicted, (std::vector<uint32_t>{1, 0}));
+  EXPECT_EQ(stats_.drops, 2u);
+}
+
+TEST_F(FreedChunksTest, ChunksInUseMovingOrExportedStayBacked) {
+  MakeFreed(0, Residence::kDevice);
+  MakeFreed(1, Residence::kDevice);
+  MakeFreed(2, Residence::kDevice);
+  table_[0].evicting = true;  // a page-out copy reads it
+  table_[1].pinned = true;    // exported
+  CUstream held = UseOnHeldStream(2);
+  EXPECT_EQ(freed_->ReclaimOne(true, true).chunks, 0u);
+  EXPECT_EQ(pool_->device_in_use(), 3u);
+  EXPECT_EQ(freed_->size(), 3u);
+  fake_.Release(held);
+  tracker_->CoverAll();
+  EXPECT_EQ(freed_->ReclaimOne(true, true).chunks, 1u);
+  EXPECT_EQ(table_[2].residence, Residence::kUnbacked);
+}
+
+TEST_F(FreedChunksTest, AReusedOrReleasedChunkLeavesTheListWithoutARelease) {
+  MakeFreed(0, Residence::kDevice);
+  MakeFreed(1, Residence::kHost);
+  table_[0].kind = ChunkKind::kLarge;                    // its address was allocated again: warm
+  EXPECT_EQ(freed_->ReleaseHostSlots(1, 1).chunks, 1u);  // chunk 1's slot went back
+  EXPECT_EQ(freed_->ReclaimOne(true, true).chunks, 0u);
+  EXPECT_EQ(freed_->size(), 0u);
+  EXPECT_FALSE(table_[0].dead_listed);
+  EXPECT_EQ(table_[0].residence, Residence::kDevice);  // the new block's now
+  EXPECT_TRUE(fake_.IsMapped(Address(0), kChunkBytes));
+}
+
+TEST_F(FreedChunksTest, ReleaseHostSlotsSkipsDeviceChunksAndChunksInUse) {
+  MakeFreed(0, Residence::kHost);
+  MakeFreed(1, Residence::kHost);
+  MakeFreed(2, Residence::kDevice);
+  table_[1].unmapped = true;  // a failed remap: nothing mapped, bytes in the slot
+  ASSERT_EQ(faults_.driver().cuMemUnmap(Address(1), kChunkBytes), CUDA_SUCCESS);
+  CUstream held = UseOnHeldStream(0);
+  const FreedChunks::Released r = freed_->ReleaseHostSlots(0, 3);
+  EXPECT_EQ(r.chunks, 1u);
+  EXPECT_EQ(r.unmapped, 1u);
+  EXPECT_EQ(table_[1].residence, Residence::kUnbacked);
+  EXPECT_FALSE(table_[1].unmapped);
+  EXPECT_EQ(table_[0].residence, Residence::kHost);  // still in use
+  EXPECT_EQ(table_[2].residence, Residence::kDevice);
+  EXPECT_EQ(pool_->host_in_use(), 1u);
+  fake_.Release(held);
+}
+
+TEST_F(FreedChunksTest, AFailedUnmapKeepsTheChunkListedAndBacked) {
+  MakeFreed(0, Residence::kDevice);
+  faults_.FailMemUnmap(1);
+  EXPECT_EQ(freed_->ReclaimOne(true, false).chunks, 0u);
+  EXPECT_EQ(table_[0].residence, Residence::kDevice);
+  EXPECT_TRUE(table_[0].dead_listed);
+  EXPECT_EQ(pool_->device_in_use(), 1u);
+  EXPECT_TRUE(policy_.evicted.empty());
+  EXPECT_EQ(freed_->ReclaimOne(true, false).chunks, 1u);  // tried again later
+  EXPECT_EQ(pool_->device_in_use(), 0u);
+}
+
+}  // namespace
+}  // namespace memvirt::shim
