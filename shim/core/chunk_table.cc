@@ -28,7 +28,8 @@ ChunkTable::ChunkTable(ChunkTable&& other) noexcept
       capacity_(std::exchange(other.capacity_, 0)),
       size_(std::exchange(other.size_, 0)),
       bytes_(std::exchange(other.bytes_, 0)),
-      entries_(std::exchange(other.entries_, nullptr)) {}
+      entries_(std::exchange(other.entries_, nullptr)),
+      unmapped_(std::exchange(other.unmapped_, 0)) {}
 
 ChunkTable& ChunkTable::operator=(ChunkTable&& other) noexcept {
   if (this != &other) {
@@ -38,6 +39,7 @@ ChunkTable& ChunkTable::operator=(ChunkTable&& other) noexcept {
     size_ = std::exchange(other.size_, 0);
     bytes_ = std::exchange(other.bytes_, 0);
     entries_ = std::exchange(other.entries_, nullptr);
+    unmapped_ = std::exchange(other.unmapped_, 0);
   }
   return *this;
 }

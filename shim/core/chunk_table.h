@@ -74,6 +74,7 @@ struct ChunkEntry {
   // kHost only: the bytes are in slot `phys` but nothing is mapped at the
   // chunk's address (a remap failed; Note [failed transitions] in
   // shim_core.h). The next access maps it again before anything else.
+  // Written only through ChunkTable::SetUnmapped (which counts the marks).
   bool unmapped = false;
   // Device addresses were written into it (a pointer array, by a copy from
   // the host or from another such chunk, or by a kernel that read one):
@@ -156,6 +157,21 @@ class ChunkTable {
   const ChunkEntry& operator[](uint32_t index) const { return entries_[index]; }
   ChunkEntry* data() { return entries_; }
 
+  // Sets the `unmapped` mark of `chunk` and keeps unmapped_count() in step.
+  // REQUIRES: chunk < size().
+  void SetUnmapped(uint32_t chunk, bool unmapped) {
+    ChunkEntry& e = entries_[chunk];
+    if (e.unmapped == unmapped) return;
+    e.unmapped = unmapped;
+    if (unmapped) {
+      ++unmapped_;
+    } else {
+      --unmapped_;
+    }
+  }
+  // Chunks marked `unmapped`.
+  uint32_t unmapped_count() const { return unmapped_; }
+
  private:
   void Release();
 
@@ -164,6 +180,7 @@ class ChunkTable {
   uint32_t size_ = 0;
   uint64_t bytes_ = 0;
   ChunkEntry* entries_ = nullptr;  // owned mapping of capacity_ entries
+  uint32_t unmapped_ = 0;          // entries marked `unmapped`
 };
 
 }  // namespace memvirt::shim

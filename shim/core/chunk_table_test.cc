@@ -89,5 +89,25 @@ TEST(ChunkTableTest, MovedFromTableIsEmpty) {
   EXPECT_EQ(c.capacity(), 1024u);
 }
 
+TEST(ChunkTableTest, UnmappedMarksAreCountedAndMoveWithTheTable) {
+  ChunkTable a(kBase, 1024);
+  a.Materialize(10);
+  a.SetUnmapped(2, true);
+  a.SetUnmapped(7, true);
+  a.SetUnmapped(7, true);   // already marked: counted once
+  a.SetUnmapped(3, false);  // not marked: nothing to clear
+  EXPECT_EQ(a.unmapped_count(), 2u);
+  EXPECT_TRUE(a[7].unmapped);
+  a.SetUnmapped(2, false);
+  EXPECT_FALSE(a[2].unmapped);
+  EXPECT_EQ(a.unmapped_count(), 1u);
+  ChunkTable b(std::move(a));
+  EXPECT_EQ(b.unmapped_count(), 1u);
+  EXPECT_EQ(a.unmapped_count(), 0u);  // NOLINT(bugprone-use-after-move): the contract under test
+  ChunkTable c;
+  c = std::move(b);
+  EXPECT_EQ(c.unmapped_count(), 1u);
+}
+
 }  // namespace
 }  // namespace memvirt::shim

@@ -14,10 +14,7 @@ bool FreedChunks::Release(uint32_t chunk, Released* released) {
   if (!e.unmapped && parts_.pool->UnmapAt(parts_.table->AddressOf(chunk)) != CUDA_SUCCESS) {
     return false;  // still mapped: tried again later
   }
-  if (e.unmapped) {
-    e.unmapped = false;
-    ++released->unmapped;
-  }
+  parts_.table->SetUnmapped(chunk, false);
   if (e.residence == Residence::kDevice) {
     parts_.pool->ReleaseDevice(e.phys);
   } else {

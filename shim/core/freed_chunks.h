@@ -24,8 +24,7 @@
 // transition parts' chunk table (residence, phys, unmapped and dead_listed
 // written), physical pool (unmaps, device chunks and host slots released),
 // policy (told OnEvicted) and statistics (drops); the chunk uses (asked
-// whether a chunk is idle). The owner's count of host chunks marked
-// `unmapped` is kept in step through the results.
+// whether a chunk is idle).
 //
 // Thread safety: not thread-safe; the owner (ShimCore) serializes every call
 // with its mutex (its member is guarded by it).
@@ -48,10 +47,9 @@ class FreedChunks {
   FreedChunks(const FreedChunks&) = delete;
   FreedChunks& operator=(const FreedChunks&) = delete;
 
-  // What a release changed besides the chunks.
+  // What a release did.
   struct Released {
-    uint32_t chunks = 0;    // chunks made kUnbacked
-    uint32_t unmapped = 0;  // of them, kHost chunks that were marked `unmapped`
+    uint32_t chunks = 0;  // chunks made kUnbacked
   };
 
   // The block's chunk `chunk` was freed with backing (kDevice or kHost):

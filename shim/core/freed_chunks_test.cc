@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "shim/testing/fake_driver.h"
-#include "shim/testing/scripted_policy.h"
+#include "shim/testing/transition_test_bed.h"
 
 namespace memvirt::shim {
 namespace {
@@ -18,69 +18,33 @@ class FreedChunksTest : public ::testing::Test {
   static constexpr uint32_t kChunks = 8;
 
   void SetUp() override {
-    const Driver* driver = &faults_.driver();
-    ASSERT_EQ(driver->cuMemAddressReserve(&base_, kChunks * kChunkBytes, kChunkBytes, 0, 0),
-              CUDA_SUCCESS);
-    table_ = ChunkTable(base_, kChunks);
-    table_.Materialize(kChunks);
-    pool_ = std::make_unique<PhysicalPool>(driver, 0, 0);
-    ASSERT_EQ(pool_->Init(/*device_chunks=*/4, /*host_chunks=*/4), CUDA_SUCCESS);
-    copy_ = fake_.CreateStream();
-    tracker_ = std::make_unique<StreamTracker>(driver, /*event_batch=*/1000);
-    copy_index_ = tracker_->Adopt(copy_);
-    uses_ = std::make_unique<ChunkUses>(&table_, tracker_.get(), copy_index_);
-    const TransitionParts parts{
-        .driver = driver,
-        .table = &table_,
-        .pool = pool_.get(),
-        .tracker = tracker_.get(),
-        .copy_index = copy_index_,
-        .copy_stream = copy_,
-        .policy = &policy_,
-        .stats = &stats_,
-    };
-    freed_ = std::make_unique<FreedChunks>(parts, uses_.get());
+    ASSERT_EQ(bed_.Init(/*device_chunks=*/4, /*host_chunks=*/4), CUDA_SUCCESS);
+    uses_ = std::make_unique<ChunkUses>(&table_, bed_.tracker.get(), bed_.copy_index);
+    freed_ = std::make_unique<FreedChunks>(bed_.parts(), uses_.get());
   }
-
   void TearDown() override {
     faults_.ClearFaults();
     for (CUstream s : fake_.created_streams()) fake_.Release(s);
-    (void)tracker_->WaitForAll();
-    for (uint32_t c = 0; c < kChunks; ++c) {
-      if (fake_.IsMapped(Address(c), kChunkBytes)) {
-        (void)faults_.driver().cuMemUnmap(Address(c), kChunkBytes);
-      }
-    }
-    pool_.reset();
-    faults_.driver().cuMemAddressFree(base_, kChunks * kChunkBytes);
+    bed_.Drain();
   }
 
-  CUdeviceptr Address(uint32_t c) const {
-    return base_ + (static_cast<uint64_t>(c) << kChunkShift);
-  }
+  CUdeviceptr Address(uint32_t c) const { return bed_.Address(c); }
   // Chunk `c` of a freed block, still backed on the device or in a host slot
   // and mapped at its address, then listed.
   void MakeFreed(uint32_t c, Residence where) {
-    uint32_t phys = 0;
     if (where == Residence::kDevice) {
-      ASSERT_EQ(pool_->AcquireDevice(&phys), CUDA_SUCCESS);
-      ASSERT_EQ(pool_->MapAt(Address(c), pool_->device_handle(phys)), CUDA_SUCCESS);
+      bed_.MakeDeviceChunk(c, /*seed=*/c, /*live=*/false);
     } else {
-      ASSERT_EQ(pool_->AcquireHost(&phys), CUDA_SUCCESS);
-      ASSERT_EQ(pool_->MapAt(Address(c), pool_->host_handle(phys)), CUDA_SUCCESS);
+      bed_.MakeHostChunk(c, /*seed=*/c, /*stamp=*/1, /*live=*/false);
     }
-    ChunkEntry& e = table_[c];
-    e.kind = ChunkKind::kFree;
-    e.residence = where;
-    e.phys = phys;
     freed_->Add(c);
   }
   // A use of `c` by work held on a new stream until released.
   CUstream UseOnHeldStream(uint32_t c) {
     CUstream s = fake_.CreateStream();
     fake_.Hold(s);
-    const uint32_t index = tracker_->IndexOf(s, false);
-    const uint64_t seq = tracker_->Issue(index);
+    const uint32_t index = bed_.tracker->IndexOf(s, false);
+    const uint64_t seq = bed_.tracker->Issue(index);
     fake_.Enqueue(s, [] {});
     uses_->Add(c, index, seq);
     return s;
@@ -88,15 +52,13 @@ class FreedChunksTest : public ::testing::Test {
 
   testing::FakeDriver fake_{64ull << 20};
   testing::FaultInjector faults_{fake_.driver()};
-  CUdeviceptr base_ = 0;
-  ChunkTable table_;
-  std::unique_ptr<PhysicalPool> pool_;
-  CUstream copy_ = nullptr;
-  std::unique_ptr<StreamTracker> tracker_;
-  uint32_t copy_index_ = 0;
+  testing::TransitionTestBed bed_{&fake_, &faults_.driver(), kChunks};
+  ChunkTable& table_ = bed_.table;
+  std::unique_ptr<PhysicalPool>& pool_ = bed_.pool;
+  std::unique_ptr<StreamTracker>& tracker_ = bed_.tracker;
+  testing::ScriptedPolicy& policy_ = bed_.policy;
+  CoreStats& stats_ = bed_.stats;
   std::unique_ptr<ChunkUses> uses_;
-  testing::ScriptedPolicy policy_;
-  CoreStats stats_;
   std::unique_ptr<FreedChunks> freed_;
 };
 
@@ -158,12 +120,12 @@ TEST_F(FreedChunksTest, ReleaseHostSlotsSkipsDeviceChunksAndChunksInUse) {
   MakeFreed(0, Residence::kHost);
   MakeFreed(1, Residence::kHost);
   MakeFreed(2, Residence::kDevice);
-  table_[1].unmapped = true;  // a failed remap: nothing mapped, bytes in the slot
+  table_.SetUnmapped(1, true);  // a failed remap: nothing mapped, bytes in the slot
   ASSERT_EQ(faults_.driver().cuMemUnmap(Address(1), kChunkBytes), CUDA_SUCCESS);
   CUstream held = UseOnHeldStream(0);
   const FreedChunks::Released r = freed_->ReleaseHostSlots(0, 3);
   EXPECT_EQ(r.chunks, 1u);
-  EXPECT_EQ(r.unmapped, 1u);
+  EXPECT_EQ(table_.unmapped_count(), 0u);
   EXPECT_EQ(table_[1].residence, Residence::kUnbacked);
   EXPECT_FALSE(table_[1].unmapped);
   EXPECT_EQ(table_[0].residence, Residence::kHost);  // still in use

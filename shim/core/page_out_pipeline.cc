@@ -109,8 +109,7 @@ PageOutPipeline::Finished PageOutPipeline::Finish() {
       // (its copy completed): the chunk moves there, mapped at its next use.
       MEMSHIM_LOG(kError, "remapping an evicted chunk failed (%d); it is mapped at its next use",
                   r);
-      e.unmapped = true;
-      ++finished.unmapped;
+      parts_.table->SetUnmapped(m.chunk, true);
     }
     pool.ReleaseDevice(e.phys);
     e.residence = Residence::kHost;

@@ -33,8 +33,8 @@
 //   * A failed map of the host slot maps the device chunk back; the chunk
 //     stays on the device. If that fails too, nothing is mapped at the
 //     chunk's address: its host slot holds the bytes (the copy completed),
-//     so the chunk becomes kHost marked `unmapped` (Finished::unmapped), to
-//     be mapped by the owner at its next use.
+//     so the chunk becomes kHost marked `unmapped` (ChunkTable::SetUnmapped),
+//     to be mapped by the owner at its next use.
 //   In each case where the chunk stays on the device, its host slot is
 //   released.
 //
@@ -117,8 +117,7 @@ class PageOutPipeline {
   void CancelAll();
 
   struct Finished {
-    uint32_t moved = 0;     // chunks now kHost (stats: evictions)
-    uint32_t unmapped = 0;  // ... of which marked `unmapped` (no mapping could be put back)
+    uint32_t moved = 0;  // chunks now kHost (stats: evictions)
   };
   // Waits for the copies in flight (stats: host_waits; nothing if none), then
   // moves every chunk not cancelled to its host slot, as the failure

@@ -11,7 +11,7 @@
 
 #include "shim/core/shim_core_test_fixture.h"
 #include "shim/testing/fake_driver.h"
-#include "shim/testing/scripted_policy.h"
+#include "shim/testing/transition_test_bed.h"
 
 namespace memvirt::shim {
 namespace {
@@ -37,72 +37,25 @@ class PageOutPipelineTest : public ::testing::Test {
  protected:
   static constexpr uint32_t kChunks = 8;
 
-  void SetUp() override { Build(/*device_chunks=*/4, /*host_chunks=*/4); }
-
-  void Build(uint32_t device_chunks, uint32_t host_chunks) {
-    const Driver* driver = &faults_.driver();
-    ASSERT_EQ(driver->cuMemAddressReserve(&base_, kChunks * kChunkBytes, kChunkBytes, 0, 0),
-              CUDA_SUCCESS);
-    table_ = ChunkTable(base_, kChunks);
-    table_.Materialize(kChunks);
-    pool_ = std::make_unique<PhysicalPool>(driver, 0, 0);
-    ASSERT_EQ(pool_->Init(device_chunks, host_chunks), CUDA_SUCCESS);
-    ASSERT_EQ(driver->cuStreamCreate(&copy_stream_, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
-    tracker_ = std::make_unique<StreamTracker>(driver, 4);
-    copy_index_ = tracker_->Adopt(copy_stream_);
+  void SetUp() override {
+    ASSERT_EQ(bed_.Init(/*device_chunks=*/4, /*host_chunks=*/4), CUDA_SUCCESS);
     slots_.pool = pool_.get();
-    const TransitionParts parts{
-        .driver = driver,
-        .table = &table_,
-        .pool = pool_.get(),
-        .tracker = tracker_.get(),
-        .copy_index = copy_index_,
-        .copy_stream = copy_stream_,
-        .policy = &policy_,
-        .stats = &stats_,
-    };
-    pipeline_ =
-        std::make_unique<PageOutPipeline>(PageOutPipeline::Parts{parts, /*host_slots=*/&slots_});
+    pipeline_ = std::make_unique<PageOutPipeline>(
+        PageOutPipeline::Parts{bed_.parts(), /*host_slots=*/&slots_});
   }
-
   void TearDown() override {
     faults_.ClearFaults();
-    if (copy_stream_ != nullptr) fake_.Release(copy_stream_);
+    bed_.Drain();
     pipeline_.reset();
-    if (tracker_ != nullptr) (void)tracker_->WaitForAll();
-    tracker_.reset();
-    for (uint32_t c = 0; c < kChunks; ++c) {
-      if (fake_.IsMapped(Address(c), kChunkBytes)) {
-        (void)faults_.driver().cuMemUnmap(Address(c), kChunkBytes);
-      }
-    }
-    pool_.reset();
-    if (base_ != 0) faults_.driver().cuMemAddressFree(base_, kChunks * kChunkBytes);
-    base_ = 0;
   }
 
-  CUdeviceptr Address(uint32_t c) const {
-    return base_ + (static_cast<uint64_t>(c) << kChunkShift);
-  }
-  static uint64_t BytesAt(CUdeviceptr p) {
-    return Checksum(reinterpret_cast<void*>(p), kChunkBytes);
-  }
+  CUdeviceptr Address(uint32_t c) const { return bed_.Address(c); }
+  static uint64_t BytesAt(CUdeviceptr p) { return testing::TransitionTestBed::BytesAt(p); }
   uint64_t SlotBytes(uint32_t slot) const { return BytesAt(pool_->mirror(slot)); }
-
   // Chunk `c` as a one-chunk block resident on the device holding the
   // pattern of `seed` (`live` false: a freed chunk, still backed).
   void MakeDeviceChunk(uint32_t c, uint64_t seed, bool live = true) {
-    uint32_t dev = 0;
-    ASSERT_EQ(pool_->AcquireDevice(&dev), CUDA_SUCCESS);
-    ASSERT_EQ(pool_->MapAt(Address(c), pool_->device_handle(dev)), CUDA_SUCCESS);
-    ChunkEntry& e = table_[c];
-    e.kind = live ? ChunkKind::kLarge : ChunkKind::kFree;
-    e.owner_first = live ? c : kNoIndex;
-    e.owner_count = live ? 1 : 0;
-    e.residence = Residence::kDevice;
-    e.phys = dev;
-    e.live_data = live;
-    FillPattern(reinterpret_cast<void*>(Address(c)), kChunkBytes, seed);
+    bed_.MakeDeviceChunk(c, seed, live);
   }
 
   // `c` is on the device, mapped, not evicting, with the pattern of `seed`.
@@ -116,14 +69,14 @@ class PageOutPipelineTest : public ::testing::Test {
 
   testing::FakeDriver fake_{64 * kMiB};
   testing::FaultInjector faults_{fake_.driver()};
-  CUdeviceptr base_ = 0;
-  ChunkTable table_;
-  std::unique_ptr<PhysicalPool> pool_;
-  CUstream copy_stream_ = nullptr;
-  std::unique_ptr<StreamTracker> tracker_;
-  uint32_t copy_index_ = 0;
-  testing::ScriptedPolicy policy_;
-  CoreStats stats_;
+  testing::TransitionTestBed bed_{&fake_, &faults_.driver(), kChunks};
+  ChunkTable& table_ = bed_.table;
+  std::unique_ptr<PhysicalPool>& pool_ = bed_.pool;
+  CUstream& copy_stream_ = bed_.copy_stream;
+  std::unique_ptr<StreamTracker>& tracker_ = bed_.tracker;
+  uint32_t& copy_index_ = bed_.copy_index;
+  testing::ScriptedPolicy& policy_ = bed_.policy;
+  CoreStats& stats_ = bed_.stats;
   RecordingHostSlots slots_;
   std::unique_ptr<PageOutPipeline> pipeline_;
 };
@@ -143,7 +96,7 @@ TEST_F(PageOutPipelineTest, VictimsBytesArriveInTheirHostSlotsMappedAtTheirAddre
 
   const PageOutPipeline::Finished finished = pipeline_->Finish();
   EXPECT_EQ(finished.moved, 2u);
-  EXPECT_EQ(finished.unmapped, 0u);
+  EXPECT_EQ(table_.unmapped_count(), 0u);
   EXPECT_TRUE(pipeline_->empty());
   for (uint32_t c : {0u, 1u}) {
     const ChunkEntry& e = table_[c];
@@ -286,8 +239,8 @@ TEST_F(PageOutPipelineTest, FailedCopyKeepsTheChunkOnTheDeviceAndStopsTheBatch) 
 }
 
 TEST_F(PageOutPipelineTest, TheOwnersSlotsAreAskedOnlyWhenThePipelineMayWait) {
-  TearDown();  // again with one host slot
-  Build(/*device_chunks=*/4, /*host_chunks=*/1);
+  uint32_t taken[3];  // one host slot left
+  for (uint32_t& slot : taken) ASSERT_EQ(pool_->AcquireHost(&slot), CUDA_SUCCESS);
   MakeDeviceChunk(0, 1);
   MakeDeviceChunk(1, 2);
   // One slot: 0 gets it, 1 gets none and is not started.
@@ -343,7 +296,7 @@ TEST_F(PageOutPipelineTest, HostMapFailureMapsTheDeviceChunkBack) {
   faults_.FailMemMap(1);
   const PageOutPipeline::Finished finished = pipeline_->Finish();
   EXPECT_EQ(finished.moved, 0u);
-  EXPECT_EQ(finished.unmapped, 0u);
+  EXPECT_EQ(table_.unmapped_count(), 0u);
   ExpectOnTheDevice(0, 1);
   EXPECT_EQ(pool_->host_in_use(), 0u);
   EXPECT_EQ(pool_->device_in_use(), 1u);
@@ -365,7 +318,7 @@ TEST_F(PageOutPipelineTest, WhenNoMappingCanBePutBackTheChunkMovesToItsSlotUnmap
   faults_.FailMemMap(2);  // the host slot's map, then the device chunk's
   const PageOutPipeline::Finished finished = pipeline_->Finish();
   EXPECT_EQ(finished.moved, 1u);
-  EXPECT_EQ(finished.unmapped, 1u);
+  EXPECT_EQ(table_.unmapped_count(), 1u);
   const ChunkEntry& e = table_[0];
   EXPECT_EQ(e.residence, Residence::kHost);
   EXPECT_TRUE(e.unmapped);

@@ -17,7 +17,6 @@ constexpr uint64_t kGiB = 1ull << 30;
 constexpr uint64_t kDefaultVaCap = 4096 * kGiB;  // Note [reservation size]
 constexpr uint64_t kLeastVaCap = 512 * kGiB;
 constexpr uint32_t kDemotionBatch = 16;  // host chunks stored per spill-tier wait
-constexpr size_t kMaxPendingFrees = 256;
 
 uint64_t RoundUpChunks(uint64_t bytes) { return (bytes + kChunkBytes - 1) & ~(kChunkBytes - 1); }
 
@@ -201,6 +200,8 @@ CUresult ShimCore::Create(const Driver* driver, const CoreOptions& options, Cont
         PageOutPipeline::Parts{parts, /*host_slots=*/&core->page_out_slots_});
     core->touch_ = std::make_unique<TouchSet>(&core->table_, core->page_out_.get());
     core->freed_ = std::make_unique<FreedChunks>(parts, core->uses_.get());
+    core->pending_frees_ =
+        std::make_unique<PendingFrees>(&core->table_, core->uses_.get(), core->tracker_.get());
     core->picker_ = std::make_unique<VictimPicker>(&core->table_, core->uses_.get(),
                                                    core->policy_.get(), core->touch_.get());
     if (has_spill) {
@@ -208,6 +209,10 @@ CUresult ShimCore::Create(const Driver* driver, const CoreOptions& options, Cont
           SpillManager::Parts{parts, /*tier=*/usable_spill, /*owner=*/&core->spill_owner_});
       core->spill_tier_ = usable_spill;
     }
+    core->slot_releases_ = std::make_unique<HostSlotReleases>(
+        core->pool_.get(), core->tracker_.get(), core->copy_index_);
+    core->fills_ =
+        std::make_unique<FillBatch>(parts, core->slot_releases_.get(), core->spill_.get());
     MEMSHIM_LOG(kInfo,
                 "virtual device memory: %llu MiB device budget, %llu MiB host tier, %llu MiB "
                 "spill tier, %llu MiB address space, policy %s",
@@ -245,11 +250,14 @@ ShimCore::~ShimCore() {
         (void)pool_->UnmapAt(table_.AddressOf(c));  // teardown: nothing to keep
       }
     }
-    spill_.reset();     // unpins the staging buffers; before what it points to
-    picker_.reset();    // before what it points to
-    freed_.reset();     // before what it points to
+    fills_.reset();   // before what it points to
+    spill_.reset();   // unpins the staging buffers; before what it points to
+    picker_.reset();  // before what it points to
+    freed_.reset();   // before what it points to
+    pending_frees_.reset();
     touch_.reset();     // before what it points to
     page_out_.reset();  // before what it points to
+    slot_releases_.reset();
     uses_.reset();
     tracker_.reset();
     allocator_.reset();  // gives its overflow charge back
@@ -314,19 +322,10 @@ CUresult ShimCore::Alloc(CUdeviceptr* ptr, uint64_t bytes) {
   ProcessDeferred();
   BlockAllocator::Allocation a;
   bool ok = allocator_->Allocate(bytes, &a);
-  if (!ok && !pending_frees_.empty()) {
-    if (may_defer && DeferPendingFrees()) return CUDA_ERROR_OUT_OF_MEMORY;  // repeated after
-    for (const PendingFree& f : pending_frees_) {
-      if (f.stream == kNoIndex) {
-        const ChunkEntry& e = table_[static_cast<uint32_t>(f.offset >> kChunkShift)];
-        for (uint32_t c = e.owner_first; c < e.owner_first + e.owner_count; ++c) {
-          // A failed wait leaves the block pending; the allocation may fail.
-          if (WaitChunkIdle(c) != CUDA_SUCCESS) break;
-        }
-      } else {
-        (void)tracker_->WaitFor(f.stream, f.seq);  // an error ends the wait (sticky)
-      }
-    }
+  if (!ok && !pending_frees_->empty()) {
+    // Note [pending frees]: repeated after the wait.
+    if (may_defer && pending_frees_->CollectWaits(&deferred_.uses)) return CUDA_ERROR_OUT_OF_MEMORY;
+    stats_.host_waits += pending_frees_->WaitAll();
     ProcessDeferred();
     ok = allocator_->Allocate(bytes, &a);
   }
@@ -377,18 +376,9 @@ CUresult ShimCore::FreeLocked(uint64_t offset) {
   if (!buffer_ids_.empty()) buffer_ids_.erase(offset);  // Note [buffer ids]
   if (rel.freed_count != 0) {
     OnChunksFreed(rel.freed_first, rel.freed_count);
-    unmapped_host_ -= freed_->ReleaseHostSlots(rel.freed_first, rel.freed_count).unmapped;
+    (void)freed_->ReleaseHostSlots(rel.freed_first, rel.freed_count);
   }
   return CUDA_SUCCESS;
-}
-
-bool ShimCore::BlockIdle(uint64_t offset) {
-  const ChunkEntry& e = table_[static_cast<uint32_t>(offset >> kChunkShift)];
-  if (!OwnedKind(e.kind)) return true;
-  for (uint32_t c = e.owner_first; c < e.owner_first + e.owner_count; ++c) {
-    if (!uses_->Idle(c)) return false;
-  }
-  return true;
 }
 
 CUresult ShimCore::Free(CUdeviceptr ptr) {
@@ -400,17 +390,14 @@ CUresult ShimCore::Free(CUdeviceptr ptr) {
       table_[static_cast<uint32_t>(offset >> kChunkShift)].app_mapped) {  // VMM: not freeable
     return CUDA_ERROR_INVALID_VALUE;
   }
-  for (const PendingFree& f : pending_frees_) {
-    if (f.offset == offset) return CUDA_ERROR_INVALID_VALUE;  // double free
-  }
+  if (pending_frees_->Contains(offset)) return CUDA_ERROR_INVALID_VALUE;  // double free
   alloc_events_.Record(offset, bytes, /*freed=*/true);
-  // Work still using a large block: reuse its address only once that work is
-  // done. (Small blocks share a slab chunk with others; they are reusable at
-  // once, as with the driver the application synchronizes before freeing.)
+  // Note [pending frees]: a large block still in use is freed once that work
+  // is done; a small one at once.
   const bool large = table_[static_cast<uint32_t>(offset >> kChunkShift)].kind == ChunkKind::kLarge;
-  if (large && !BlockIdle(offset)) tracker_->CoverAll();  // finished work becomes visible
-  if (large && !BlockIdle(offset)) {
-    pending_frees_.push_back({offset, kNoIndex, 0});
+  if (large && !pending_frees_->BlockIdle(offset)) tracker_->CoverAll();  // finished work shows
+  if (large && !pending_frees_->BlockIdle(offset)) {
+    pending_frees_->AddUntilIdle(offset);
     return CUDA_SUCCESS;
   }
   return FreeLocked(offset);
@@ -424,47 +411,23 @@ CUresult ShimCore::FreeAsync(CUdeviceptr ptr, CUstream stream, bool per_thread) 
       table_[static_cast<uint32_t>(offset >> kChunkShift)].app_mapped) {  // VMM: not freeable
     return CUDA_ERROR_INVALID_VALUE;
   }
-  for (const PendingFree& f : pending_frees_) {
-    if (f.offset == offset) return CUDA_ERROR_INVALID_VALUE;  // double free
-  }
+  if (pending_frees_->Contains(offset)) return CUDA_ERROR_INVALID_VALUE;  // double free
   alloc_events_.Record(offset, bytes, /*freed=*/true);
   const uint32_t index = tracker_->IndexOf(stream, per_thread);
   const uint64_t seq = tracker_->issued(index);
   if (seq == 0 || tracker_->IsComplete(index, seq)) return FreeLocked(offset);
-  pending_frees_.push_back({offset, index, seq});
-  if (pending_frees_.size() > kMaxPendingFrees) {
-    CUevent ignored;
-    (void)tracker_->Cover(index, seq, &ignored);  // bounds the list; a later poll retries
-  }
+  pending_frees_->AddAfter(offset, index, seq);  // Note [pending frees]
   return CUDA_SUCCESS;
 }
 
 void ShimCore::ProcessDeferred() {
-  if (!pending_frees_.empty()) {
-    size_t k = 0;
-    for (size_t i = 0; i < pending_frees_.size(); ++i) {
-      const PendingFree f = pending_frees_[i];
-      const bool done =
-          f.stream == kNoIndex ? BlockIdle(f.offset) : tracker_->IsComplete(f.stream, f.seq);
-      if (done) {
-        (void)FreeLocked(f.offset);  // validated when it was queued
-      } else {
-        pending_frees_[k++] = f;
-      }
-    }
-    pending_frees_.resize(k);
+  if (!pending_frees_->empty()) {
+    pending_frees_->ReleaseCompleted([this](uint64_t offset) {
+      mu_.AssertHeld();          // called back from this call, under mu_
+      (void)FreeLocked(offset);  // validated when it was queued
+    });
   }
-  if (!pending_host_.empty()) {
-    size_t k = 0;
-    for (size_t i = 0; i < pending_host_.size(); ++i) {
-      if (tracker_->IsComplete(copy_index_, pending_host_[i].copy_seq)) {
-        pool_->ReleaseHost(pending_host_[i].slot);
-      } else {
-        pending_host_[k++] = pending_host_[i];
-      }
-    }
-    pending_host_.resize(k);
-  }
+  if (!slot_releases_->empty()) slot_releases_->ReleaseCompleted();
   uses_->DropCompletedFences();
 }
 
@@ -481,7 +444,7 @@ CUresult ShimCore::GetInfo(size_t* free, size_t* total) {
 CUresult ShimCore::GetAddressRange(CUdeviceptr* base, size_t* size, CUdeviceptr ptr) {
   MutexLock lock(&mu_);
   uint64_t block = 0, bytes = 0;
-  if (!allocator_->Lookup(ptr - base_, &block, &bytes) || FreedButPending(block)) {
+  if (!allocator_->Lookup(ptr - base_, &block, &bytes) || pending_frees_->Contains(block)) {
     return CUDA_ERROR_NOT_FOUND;
   }
   if (table_[static_cast<uint32_t>(block >> kChunkShift)].app_mapped) {
@@ -496,16 +459,10 @@ CUresult ShimCore::GetAddressRange(CUdeviceptr* base, size_t* size, CUdeviceptr 
   return CUDA_SUCCESS;
 }
 
-bool ShimCore::FreedButPending(uint64_t block) const {
-  for (const PendingFree& f : pending_frees_) {
-    if (f.offset == block) return true;
-  }
-  return false;
-}
-
 bool ShimCore::FactsOf(CUdeviceptr ptr, AllocationFacts* facts) {
   uint64_t block = 0, bytes = 0;
-  if (!allocator_->Lookup(ptr - base_, &block, &bytes) || FreedButPending(block)) return false;
+  if (!allocator_->Lookup(ptr - base_, &block, &bytes) || pending_frees_->Contains(block))
+    return false;
   // Application VMM: the allocation is the cuMemMap range (Note [contiguous
   // mappings] in shim_core_app_vmm.cc).
   auto mapping = app_mappings_.cend();
@@ -634,25 +591,8 @@ bool ShimCore::DeferUse(uint32_t stream, uint64_t seq) {
   return true;
 }
 
-bool ShimCore::DeferPendingFrees() {
-  const size_t before = deferred_.uses.size();
-  for (const PendingFree& f : pending_frees_) {
-    if (f.stream == kNoIndex) {
-      const ChunkEntry& e = table_[static_cast<uint32_t>(f.offset >> kChunkShift)];
-      for (uint32_t c = e.owner_first; c < e.owner_first + e.owner_count; ++c) {
-        uses_->CollectPending(c, &deferred_.uses);
-      }
-    } else {
-      DeferUse(f.stream, f.seq);
-    }
-  }
-  return deferred_.uses.size() > before;
-}
-
 bool ShimCore::ReclaimFreed(bool device, bool host) {
-  const FreedChunks::Released released = freed_->ReclaimOne(device, host);
-  unmapped_host_ -= released.unmapped;
-  return released.chunks > 0;
+  return freed_->ReclaimOne(device, host).chunks > 0;
 }
 
 uint32_t ShimCore::StartPageOut(const std::vector<uint32_t>& victims, bool may_wait) {
@@ -663,9 +603,7 @@ uint32_t ShimCore::StartPageOut(const std::vector<uint32_t>& victims, bool may_w
 
 uint32_t ShimCore::FinishPageOut() {
   if (page_out_->empty()) return 0;
-  const PageOutPipeline::Finished finished = page_out_->Finish();
-  unmapped_host_ += finished.unmapped;
-  return finished.moved;
+  return page_out_->Finish().moved;
 }
 
 CUresult ShimCore::PageOutHostSlots::AcquireWaiting(uint32_t* slot) {
@@ -675,7 +613,7 @@ CUresult ShimCore::PageOutHostSlots::AcquireWaiting(uint32_t* slot) {
 
 void ShimCore::PageOutHostSlots::ReleaseAfter(uint32_t slot, uint64_t copy_seq) {
   core_->mu_.AssertHeld();  // page_out_ calls it from FinishPageOut()
-  core_->pending_host_.push_back({slot, copy_seq});
+  core_->slot_releases_->Add(slot, copy_seq);
 }
 
 bool ShimCore::SpillOwner::ChunkIdle(uint32_t chunk) {
@@ -710,9 +648,7 @@ uint64_t ShimCore::SpillOwner::Fences() {
 
 bool ShimCore::DemoteHostChunks(uint32_t max) {
   if (spill_ == nullptr) return false;
-  const SpillManager::Demoted demoted = spill_->Demote(max, touch_->op());
-  unmapped_host_ -= demoted.unmapped;
-  return demoted.moved > 0;
+  return spill_->Demote(max, touch_->op()).moved > 0;
 }
 
 bool ShimCore::DemoteHostChunksOutsideLock(uint32_t max) {
@@ -761,7 +697,6 @@ bool ShimCore::DeferDemotion(uint32_t max) {
 uint32_t ShimCore::FinishDemotion(SpillManager::DemotionBatch* batch) {
   const SpillManager::Demoted demoted = spill_->FinishDemotion(*batch);
   *batch = SpillManager::DemotionBatch{};
-  unmapped_host_ -= demoted.unmapped;
   --demotions_outside_;
   demotions_finished_.fetch_add(1, std::memory_order_release);
   demotions_finished_.notify_all();
@@ -772,7 +707,7 @@ CUresult ShimCore::Promote(uint32_t chunk) {
   uint64_t stored = 0;
   const CUresult r = spill_->Promote(chunk, &stored);
   // The stored copy is discarded once the fill is ordered (CommitFills).
-  if (r == CUDA_SUCCESS) fills_.push_back({chunk, kNoIndex, stored});
+  if (r == CUDA_SUCCESS) fills_->AddPromotion(chunk, stored);
   return r;
 }
 
@@ -933,8 +868,8 @@ CUresult ShimCore::AcquireHost(uint32_t* slot) {
   if (ReclaimFreed(/*device=*/false, /*host=*/true) && pool_->AcquireHost(slot) == CUDA_SUCCESS) {
     return CUDA_SUCCESS;
   }
-  if (!pending_host_.empty()) {
-    const uint64_t copy_seq = pending_host_.back().copy_seq;
+  if (!slot_releases_->empty()) {
+    const uint64_t copy_seq = slot_releases_->last_copy_seq();
     if (DeferCopyWait(copy_seq)) return CUDA_ERROR_NOT_READY;  // Note [waits outside the lock]
     (void)tracker_->WaitFor(copy_index_, copy_seq);            // sticky on error
     ProcessDeferred();
@@ -966,25 +901,6 @@ CUresult ShimCore::AcquireDevice(uint32_t* index, bool may_evict) {
   }
 }
 
-CUresult ShimCore::MapHostSlot(uint32_t chunk) {
-  ChunkEntry& e = table_[chunk];
-  const CUresult r = pool_->MapAt(table_.AddressOf(chunk), pool_->host_handle(e.phys));
-  if (r == CUDA_SUCCESS) {
-    if (e.unmapped) {
-      e.unmapped = false;
-      --unmapped_host_;
-    }
-    return r;
-  }
-  MEMSHIM_LOG(kError, "mapping chunk %u's host slot failed (%d); it is mapped at its next use",
-              chunk, r);
-  if (!e.unmapped) {
-    e.unmapped = true;
-    ++unmapped_host_;
-  }
-  return r;
-}
-
 CUresult ShimCore::PageIn(uint32_t chunk, bool may_evict) {
   ChunkEntry& e = table_[chunk];
   const CUdeviceptr va = table_.AddressOf(chunk);
@@ -1002,7 +918,7 @@ CUresult ShimCore::PageIn(uint32_t chunk, bool may_evict) {
     // running from the host tier (Note [waits outside the lock]).
     if (!may_evict || WaitsDeferred()) return r;
     if (e.residence == Residence::kHost) {
-      if (e.unmapped && (r = MapHostSlot(chunk)) != CUDA_SUCCESS) return r;
+      if (e.unmapped && (r = fills_->MapHostSlot(chunk)) != CUDA_SUCCESS) return r;
       ++stats_.host_fallbacks;  // runs from host memory; see Note [host mapping]
       return CUDA_SUCCESS;
     }
@@ -1021,7 +937,7 @@ CUresult ShimCore::PageIn(uint32_t chunk, bool may_evict) {
     if ((r = pool_->MapAt(va, pool_->device_handle(dev))) != CUDA_SUCCESS) {
       MEMSHIM_LOG(kError, "mapping a device chunk failed (%d); the chunk stays in host memory", r);
       pool_->ReleaseDevice(dev);
-      (void)MapHostSlot(chunk);  // a failure marks it unmapped: mapped at its next use
+      (void)fills_->MapHostSlot(chunk);  // a failure marks it unmapped: mapped at its next use
       return r;
     }
     if (e.live_data) {
@@ -1033,15 +949,12 @@ CUresult ShimCore::PageIn(uint32_t chunk, bool may_evict) {
         } else {  // still mapped: the device chunk is not reused
           MEMSHIM_LOG(kError, "unmapping chunk %u failed; its device chunk is abandoned", chunk);
         }
-        (void)MapHostSlot(chunk);
+        (void)fills_->MapHostSlot(chunk);
         return r;
       }
     }
-    fills_.push_back({chunk, e.phys, 0});
-    if (e.unmapped) {
-      e.unmapped = false;
-      --unmapped_host_;
-    }
+    fills_->AddHostFill(chunk, e.phys);
+    table_.SetUnmapped(chunk, false);
     ++stats_.page_ins;
   } else {
     if ((r = pool_->MapAt(va, pool_->device_handle(dev))) != CUDA_SUCCESS) {
@@ -1056,55 +969,6 @@ CUresult ShimCore::PageIn(uint32_t chunk, bool may_evict) {
   e.phys = dev;
   policy_->OnResident(chunk);
   return CUDA_SUCCESS;
-}
-
-uint64_t ShimCore::MarkHostFills() {
-  bool host_fills = false;
-  for (const Fill& f : fills_) host_fills |= f.host_slot != kNoIndex;
-  if (!host_fills) return 0;
-  const uint64_t copy_seq = tracker_->Issue(copy_index_);
-  for (const Fill& f : fills_) {
-    if (f.host_slot != kNoIndex) table_[f.chunk].fill_seq = copy_seq;
-  }
-  return copy_seq;
-}
-
-void ShimCore::CommitFills(uint64_t copy_seq) {
-  for (const Fill& f : fills_) {
-    if (f.host_slot != kNoIndex) {
-      pending_host_.push_back({f.host_slot, copy_seq});
-    } else {
-      spill_->Discard(f.spill_id);
-    }
-  }
-  fills_.clear();
-}
-
-void ShimCore::UndoFills() {
-  for (size_t i = fills_.size(); i-- > 0;) {
-    const Fill& f = fills_[i];
-    ChunkEntry& e = table_[f.chunk];
-    const bool on_device = e.residence == Residence::kDevice;
-    if (pool_->UnmapAt(table_.AddressOf(f.chunk)) == CUDA_SUCCESS) {
-      if (on_device) {
-        pool_->ReleaseDevice(e.phys);
-      } else {
-        pool_->ReleaseHost(e.phys);
-      }
-    } else {  // still mapped: the target is not reused
-      MEMSHIM_LOG(kError, "unmapping chunk %u failed; its fill target is abandoned", f.chunk);
-    }
-    if (on_device) policy_->OnEvicted(f.chunk);
-    e.fill_seq = 0;
-    if (f.host_slot != kNoIndex) {
-      e.residence = Residence::kHost;
-      e.phys = f.host_slot;
-      (void)MapHostSlot(f.chunk);  // a failure marks it unmapped: mapped at its next use
-    } else {
-      spill_->Restore(f.chunk, f.spill_id);
-    }
-  }
-  fills_.clear();
 }
 
 CUresult ShimCore::OrderFills(uint64_t need, uint32_t stream, bool host_wait) {
@@ -1129,10 +993,10 @@ CUresult ShimCore::OrderFills(uint64_t need, uint32_t stream, bool host_wait) {
   }
   if (r != CUDA_SUCCESS) {
     MEMSHIM_LOG(kError, "page-ins could not be awaited (%d); the operation fails", r);
-    UndoFills();
+    fills_->Undo();
     return r;
   }
-  CommitFills(tracker_->issued(copy_index_));
+  fills_->Commit(tracker_->issued(copy_index_));
   return CUDA_SUCCESS;
 }
 
@@ -1149,7 +1013,7 @@ CUresult ShimCore::MakeResident(uint32_t stream, bool host_wait, bool capturing,
     *ticket = tracker_->BeginEnqueue(stream);
     return CUDA_SUCCESS;
   }
-  fills_.clear();
+  fills_->Clear();
   CUresult result = CUDA_SUCCESS;
   launch_stream_ = capturing ? kNoIndex : stream;  // Note [eviction]
   for (const uint32_t c : touch_->touched()) {
@@ -1173,11 +1037,11 @@ CUresult ShimCore::MakeResident(uint32_t stream, bool host_wait, bool capturing,
     }
   }
   if (result == CUDA_SUCCESS && spill_ != nullptr) spill_->Prefetch();
-  (void)MarkHostFills();
+  (void)fills_->Mark();
   if (result != CUDA_SUCCESS) {
     // Nothing will be enqueued; the chunks filled so far keep their fill_seq,
     // which whatever uses them next waits for.
-    CommitFills(tracker_->issued(copy_index_));
+    fills_->Commit(tracker_->issued(copy_index_));
     return result;
   }
   uint64_t need = 0;
@@ -1192,7 +1056,7 @@ CUresult ShimCore::MakeResident(uint32_t stream, bool host_wait, bool capturing,
   // committed, as for a failed operation, and the repeat finds the chunks
   // filled (or fills them again, if another thread evicted them meanwhile).
   if (need != 0 && (host_wait || capturing) && DeferCopyWait(need)) {
-    CommitFills(tracker_->issued(copy_index_));
+    fills_->Commit(tracker_->issued(copy_index_));
     return CUDA_ERROR_NOT_READY;
   }
   if (const CUresult r = OrderFills(need, stream, host_wait || capturing); r != CUDA_SUCCESS) {
@@ -1208,7 +1072,7 @@ CUresult ShimCore::MakeResident(uint32_t stream, bool host_wait, bool capturing,
 }
 
 CUresult ShimCore::BackAllOwned() {
-  if (unbacked_owned_ == 0 && SpilledChunks() == 0 && unmapped_host_ == 0) {
+  if (unbacked_owned_ == 0 && SpilledChunks() == 0 && table_.unmapped_count() == 0) {
     return CUDA_SUCCESS;
   }
   // The launch may reach every chunk: none already in host memory is demoted
@@ -1216,12 +1080,12 @@ CUresult ShimCore::BackAllOwned() {
   for (uint32_t c = 0; c < table_.size(); ++c) {
     if (OwnedKind(table_[c].kind) && table_[c].residence == Residence::kHost) touch_->Chunk(c);
   }
-  for (uint32_t c = 0;
-       c < table_.size() && (unbacked_owned_ > 0 || SpilledChunks() > 0 || unmapped_host_ > 0);
+  for (uint32_t c = 0; c < table_.size() &&
+                       (unbacked_owned_ > 0 || SpilledChunks() > 0 || table_.unmapped_count() > 0);
        ++c) {
     const ChunkEntry& e = table_[c];
     if (OwnedKind(e.kind) && e.residence == Residence::kHost && e.unmapped) {
-      if (const CUresult r = MapHostSlot(c); r != CUDA_SUCCESS) return r;
+      if (const CUresult r = fills_->MapHostSlot(c); r != CUDA_SUCCESS) return r;
       continue;
     }
     if (!OwnedKind(e.kind) ||
@@ -1291,11 +1155,11 @@ CUresult ShimCore::OpaqueLocked(uint32_t index, bool capturing, Ticket* ticket) 
   if (DeferPageOutWait()) return CUDA_ERROR_NOT_READY;  // Note [waits outside the lock]
   FinishPageOut();
   touch_->Clear();
-  fills_.clear();
+  fills_->Clear();
   CUresult r = BackAllOwned();
   touch_->Clear();
   if (r != CUDA_SUCCESS) {
-    CommitFills(tracker_->issued(copy_index_));  // as in MakeResident: nothing is enqueued
+    fills_->Commit(tracker_->issued(copy_index_));  // as in MakeResident: nothing is enqueued
     return r;
   }
   // Wait for every fill, then count the launch as a use of every chunk.
@@ -1448,15 +1312,15 @@ uint64_t ShimCore::GiveBackHostBytes(uint64_t bytes) {
 bool ShimCore::ReleaseCompletedFrees() {
   ScopedContext scoped(driver_, context_);  // Note [foreign threads]
   MutexLock lock(&mu_);
-  const size_t before = pending_frees_.size();
+  const size_t before = pending_frees_->size();
   ProcessDeferred();
-  return pending_frees_.size() < before;
+  return pending_frees_->size() < before;
 }
 
 void ShimCore::MoveHostChunksToFreeDevice(uint32_t max) {
-  fills_.clear();
+  fills_->Clear();
   for (uint32_t c = 0;
-       c < table_.size() && fills_.size() < max && pool_->device_in_use() < pool_->device_limit();
+       c < table_.size() && fills_->size() < max && pool_->device_in_use() < pool_->device_limit();
        ++c) {
     const ChunkEntry& e = table_[c];
     if (!OwnedKind(e.kind) || e.residence != Residence::kHost || e.evicting || e.pinned ||
@@ -1465,7 +1329,7 @@ void ShimCore::MoveHostChunksToFreeDevice(uint32_t max) {
     }
     if (PageIn(c, /*may_evict=*/false) != CUDA_SUCCESS) break;
   }
-  const uint64_t copy_seq = MarkHostFills();
+  const uint64_t copy_seq = fills_->Mark();
   if (copy_seq == 0) return;
   // Note [failed transitions]: a failed wait puts every chunk back in its slot.
   if (OrderFills(copy_seq, copy_index_, /*host_wait=*/true) != CUDA_SUCCESS) return;

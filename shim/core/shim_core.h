@@ -167,7 +167,7 @@
 //   kMaxOutsideWaits repeats, or when an unlocked wait fails, the operation
 //   runs once more with waits made under the lock, as before, so that it ends
 //   and reports the driver's error. A host slot that a page-in copy still
-//   reads (pending_host_) is waited for the same way when no other slot is
+//   reads (slot_releases_) is waited for the same way when no other slot is
 //   free (AcquireHost), a lower device budget (SetDeviceBudget) or physical
 //   memory the application creates itself (OnAppPhysicalCreate) waits for
 //   its victims so, and Alloc defers its wait for pending frees when the
@@ -209,14 +209,17 @@
 #include "shim/core/core_stats.h"
 #include "shim/core/deferred_waits.h"
 #include "shim/core/eviction_sizing.h"
+#include "shim/core/fill_batch.h"
 #include "shim/core/freed_chunks.h"
 #include "shim/core/graph_walk.h"
 #include "shim/core/host_ledger.h"
 #include "shim/core/host_peers.h"
+#include "shim/core/host_slot_releases.h"
 #include "shim/core/mem_range.h"
 #include "shim/core/overflow_ledger.h"
 #include "shim/core/page_out_pipeline.h"
 #include "shim/core/param_layout.h"
+#include "shim/core/pending_frees.h"
 #include "shim/core/physical_pool.h"
 #include "shim/core/pointer_attributes.h"
 #include "shim/core/residency_policy.h"
@@ -502,16 +505,6 @@ class ShimCore {
   Residence TEST_ResidenceOf(CUdeviceptr ptr) MEMSHIM_EXCLUDES(mu_);
 
  private:
-  struct PendingFree {
-    uint64_t offset;
-    uint32_t stream;  // kNoIndex: until the block's chunks are idle (Free)
-    uint64_t seq;
-  };
-  struct PendingHostRelease {
-    uint32_t slot;
-    uint64_t copy_seq;
-  };
-
   ShimCore(const Driver* driver, ControlPlane* control);
 
   // Alloc() under mu_, run by RunWithWaitsOutsideLock: only its wait for
@@ -552,29 +545,10 @@ class ShimCore {
   [[nodiscard]] CUresult PageIn(uint32_t chunk, bool may_evict) MEMSHIM_REQUIRES(mu_);
   [[nodiscard]] CUresult AcquireDevice(uint32_t* index, bool may_evict) MEMSHIM_REQUIRES(mu_);
   // A host slot: a free one, else one of a dead chunk, else the slot a copy
-  // still reads (pending_host_) once that copy completed, else one freed by
+  // still reads (slot_releases_) once that copy completed, else one freed by
   // demoting host chunks. With waits deferred, CUDA_ERROR_NOT_READY instead
   // of waiting for that copy (Note [waits outside the lock]).
   [[nodiscard]] CUresult AcquireHost(uint32_t* slot) MEMSHIM_REQUIRES(mu_);
-  // Maps a kHost chunk's slot at its address (Note [failed transitions]): on
-  // failure the chunk is marked `unmapped`.
-  [[nodiscard]] CUresult MapHostSlot(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
-  // A fill the current operation enqueued (Note [failed transitions]): the
-  // chunk's previous home, kept until CommitFills().
-  struct Fill {
-    uint32_t chunk;
-    uint32_t host_slot;  // kNoIndex: promoted from the spill tier
-    uint64_t spill_id;   // promoted: its stored copy
-  };
-  // The fills of the operation are ordered before its work: host slots are
-  // released once `copy_seq` completed, stored copies discarded.
-  void CommitFills(uint64_t copy_seq) MEMSHIM_REQUIRES(mu_);
-  // Issues one copy-stream sequence number covering the page-in copies among
-  // fills_ and sets it as their chunks' fill_seq; returns it, or 0 if fills_
-  // holds no page-in from a host slot.
-  uint64_t MarkHostFills() MEMSHIM_REQUIRES(mu_);
-  // The fills could not be ordered: every chunk goes back to its previous home.
-  void UndoFills() MEMSHIM_REQUIRES(mu_);
   // Waits (stream-ordered on `stream`, or on the host) for copy-stream
   // sequence `need`; commits or undoes fills_ accordingly.
   [[nodiscard]] CUresult OrderFills(uint64_t need, uint32_t stream, bool host_wait)
@@ -587,8 +561,7 @@ class ShimCore {
   // resident (not captured), kNoIndex otherwise: a chunk whose only pending
   // uses are earlier work on it is a candidate too.
   uint32_t launch_stream_ MEMSHIM_GUARDED_BY(mu_) = kNoIndex;
-  // freed_->ReclaimOne() with its result applied (unmapped_host_); true if
-  // a chunk was released.
+  // freed_->ReclaimOne(): true if a chunk was released.
   bool ReclaimFreed(bool device, bool host) MEMSHIM_REQUIRES(mu_);
   uint32_t EvictBatch(const std::vector<uint32_t>& victims) MEMSHIM_REQUIRES(mu_);
   // page_out_'s Start() and Finish() with their results applied to the
@@ -611,10 +584,7 @@ class ShimCore {
   // Appends (stream, seq) to deferred_.uses unless it is known complete;
   // true if it did.
   bool DeferUse(uint32_t stream, uint64_t seq) MEMSHIM_REQUIRES(mu_);
-  // Appends the uses that pending_frees_ wait for to deferred_.uses; true if
-  // it appended any.
-  bool DeferPendingFrees() MEMSHIM_REQUIRES(mu_);
-  // The same for the page-outs in flight (page_out_), if their copies are not
+  // DeferUse() for the page-outs in flight (page_out_), if their copies are not
   // known complete.
   bool DeferPageOutWait() MEMSHIM_REQUIRES(mu_);
   // The same for copy-stream sequence number `copy_seq`.
@@ -698,14 +668,13 @@ class ShimCore {
   void OnChunksCommitted(uint32_t first, uint32_t count) MEMSHIM_REQUIRES(mu_);
   void OnChunksFreed(uint32_t first, uint32_t count) MEMSHIM_REQUIRES(mu_);
   [[nodiscard]] CUresult FreeLocked(uint64_t offset) MEMSHIM_REQUIRES(mu_);
-  bool BlockIdle(uint64_t offset) MEMSHIM_REQUIRES(mu_);
   void EnforceDeviceLimit() MEMSHIM_REQUIRES(mu_);
   // EnforceDeviceLimit() for RunWithWaitsOutsideLock: CUDA_ERROR_NOT_READY
   // if an eviction deferred a wait (and is to be repeated), else success.
   [[nodiscard]] CUresult EnforceDeviceLimitOrDefer() MEMSHIM_REQUIRES(mu_);
 
   // Spill tier (Note [spill tier]): spill_'s calls, their results applied to
-  // the core (unmapped_host_, fills_).
+  // the core (fills_, demotions_outside_).
   // Demotes up to `max` (at most one batch) host chunks; false if none moved.
   bool DemoteHostChunks(uint32_t max) MEMSHIM_REQUIRES(mu_);
   // The same, with the wait for the staging copies and the stores made
@@ -732,8 +701,8 @@ class ShimCore {
   // then stay in host memory).
   [[nodiscard]] bool StoreWithoutLock(bool held, CUevent event, SpillManager::DemotionBatch* batch)
       MEMSHIM_EXCLUDES(mu_);
-  // spill_->FinishDemotion() with its result applied (unmapped_host_);
-  // clears *batch. Returns the chunks moved.
+  // spill_->FinishDemotion(), counted as a finished batch
+  // (demotions_finished_); clears *batch. Returns the chunks moved.
   uint32_t FinishDemotion(SpillManager::DemotionBatch* batch) MEMSHIM_REQUIRES(mu_);
   // Moves up to `max` idle host chunks into free device chunks (never
   // evicting), waits for their copies and releases their host slots
@@ -862,9 +831,6 @@ class ShimCore {
   unsigned long long next_buffer_id_ MEMSHIM_GUARDED_BY(mu_) = 1ull << 63;
   // The facts of the live block holding `ptr`; false if there is none.
   bool FactsOf(CUdeviceptr ptr, AllocationFacts* facts) MEMSHIM_REQUIRES(mu_);
-  // True if the application freed the block at `block` and its reuse waits
-  // for work that may still use it (it is no allocation to the application).
-  bool FreedButPending(uint64_t block) const MEMSHIM_REQUIRES(mu_);
   ParamLayoutCache layouts_ MEMSHIM_GUARDED_BY(mu_);
   // The chunks of the operation being prepared (Note [touch set]).
   std::unique_ptr<TouchSet> touch_ MEMSHIM_GUARDED_BY(mu_);
@@ -891,16 +857,17 @@ class ShimCore {
   // Whether this public call asked the other cores to settle their
   // completed frees already (DeferPeerFrees; reset when it ends).
   bool peer_frees_asked_ MEMSHIM_GUARDED_BY(mu_) = false;
-  std::vector<Fill> fills_ MEMSHIM_GUARDED_BY(mu_);         // fills of the operation being prepared
-  uint32_t unmapped_host_ MEMSHIM_GUARDED_BY(mu_) = 0;      // kHost chunks marked `unmapped`
+  // The page-ins of the operation being prepared (fill_batch.h).
+  std::unique_ptr<FillBatch> fills_ MEMSHIM_GUARDED_BY(mu_);
   std::vector<uint32_t> prefetch_ MEMSHIM_GUARDED_BY(mu_);  // MakeResident's candidates
-  std::vector<PendingHostRelease> pending_host_ MEMSHIM_GUARDED_BY(mu_);
+  // Host slots a copy may still use, released once it completed.
+  std::unique_ptr<HostSlotReleases> slot_releases_ MEMSHIM_GUARDED_BY(mu_);
   // Page-outs copying on the copy stream, remapped at the next eviction
   // (Note [pipelined page-out]); created with pool_, tracker_ and policy_.
   std::unique_ptr<PageOutPipeline> page_out_ MEMSHIM_GUARDED_BY(mu_);
   // The core's side of host slots for page_out_: AcquireHost() (which may
   // wait for deferred releases or demote to the spill tier) and
-  // pending_host_. Called only from page_out_, under mu_.
+  // slot_releases_. Called only from page_out_, under mu_.
   class PageOutHostSlots final : public PageOutPipeline::HostSlots {
    public:
     explicit PageOutHostSlots(ShimCore* core) : core_(core) {}
@@ -911,7 +878,8 @@ class ShimCore {
     ShimCore* const core_;
   };
   PageOutHostSlots page_out_slots_{this};
-  std::vector<PendingFree> pending_frees_ MEMSHIM_GUARDED_BY(mu_);
+  // Blocks freed while work may still use them (Note [pending frees]).
+  std::unique_ptr<PendingFrees> pending_frees_ MEMSHIM_GUARDED_BY(mu_);
   // Freed chunks still backed (Note [freed chunks]).
   std::unique_ptr<FreedChunks> freed_ MEMSHIM_GUARDED_BY(mu_);
   uint32_t unbacked_owned_ MEMSHIM_GUARDED_BY(mu_) = 0;

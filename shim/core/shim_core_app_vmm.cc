@@ -192,8 +192,7 @@ CUresult ShimCore::DropBacking(uint32_t chunk) {
   if (!uses_->Idle(chunk)) tracker_->CoverAll();
   if (const CUresult r = WaitChunkIdle(chunk); r != CUDA_SUCCESS) return r;
   if (e.unmapped) {
-    e.unmapped = false;
-    --unmapped_host_;
+    table_.SetUnmapped(chunk, false);
   } else if (const CUresult r = pool_->UnmapAt(table_.AddressOf(chunk)); r != CUDA_SUCCESS) {
     return r;
   }
@@ -428,7 +427,7 @@ CUresult ShimCore::Materialize(CUmemGenericAllocationHandle handle, VirtualHandl
     staging = 0;
   }
   // The bytes, chunk by chunk, from wherever they are now.
-  fills_.clear();
+  fills_->Clear();
   for (const auto& [first, m] : mappings) {
     for (uint32_t i = 0; i < m.count && r == CUDA_SUCCESS; ++i) {
       const uint32_t c = first + i;
@@ -444,7 +443,7 @@ CUresult ShimCore::Materialize(CUmemGenericAllocationHandle handle, VirtualHandl
   }
   const uint64_t seq = tracker_->Issue(copy_index_);
   if (const CUresult w = tracker_->WaitFor(copy_index_, seq); r == CUDA_SUCCESS) r = w;
-  CommitFills(seq);
+  fills_->Commit(seq);
   if (staging != 0) {
     (void)driver_->cuMemUnmap(staging, bytes);
     (void)driver_->cuMemAddressFree(staging, bytes);

@@ -290,7 +290,7 @@ bool ShimCore::HidesAnAddress(const ParamLayout& layout, void* const* params) {
 
 CUresult ShimCore::FencedLocked(uint32_t stream, bool capturing, Reach reach, Ticket* ticket) {
   if (!repeating_) ++stats_.fenced_launches;
-  if (unbacked_owned_ > 0 || unmapped_host_ > 0 ||
+  if (unbacked_owned_ > 0 || table_.unmapped_count() > 0 ||
       (reach == Reach::kUnknown && SpilledChunks() > 0)) {
     return OpaqueLocked(stream, capturing, ticket);  // something it may reach has nothing mapped
   }

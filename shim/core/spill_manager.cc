@@ -243,10 +243,7 @@ bool SpillManager::CommitDemotion(const DemotionBatch::Move& m, bool unchanged_f
     MEMSHIM_LOG(kError, "unmapping a demoted chunk failed; it stays in host memory");
     return false;
   }
-  if (e.unmapped) {
-    e.unmapped = false;
-    ++demoted->unmapped;
-  }
+  table().SetUnmapped(m.chunk, false);
   pool().ReleaseHost(e.phys);
   e.residence = Residence::kNvme;
   e.phys = kNoIndex;

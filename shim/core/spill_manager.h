@@ -168,8 +168,7 @@ class SpillManager {
   uint32_t spilled_chunks() const { return spilled_; }
 
   struct Demoted {
-    uint32_t moved = 0;     // chunks now kNvme (stats: demotions)
-    uint32_t unmapped = 0;  // ... of which were marked `unmapped`: the owner's count drops
+    uint32_t moved = 0;  // chunks now kNvme (stats: demotions)
   };
   // Demotes up to `max` (at most one batch) host chunks, farthest expected
   // next use first (Note [demotion queue]); chunks stamped `stamp` (the

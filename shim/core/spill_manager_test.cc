@@ -17,7 +17,7 @@
 #include "shim/core/shim_core_test_fixture.h"
 #include "shim/testing/fake_driver.h"
 #include "shim/testing/memory_spill_tier.h"
-#include "shim/testing/scripted_policy.h"
+#include "shim/testing/transition_test_bed.h"
 
 namespace memvirt::shim {
 namespace {
@@ -80,69 +80,27 @@ class SpillManagerTest : public ::testing::Test {
     driver_.cuMemHostRegister_v2 = &CountRegister;
     driver_.cuMemHostUnregister = &CountUnregister;
     g_registered = 0;
-    ASSERT_EQ(driver_.cuMemAddressReserve(&base_, kChunks * kChunkBytes, kChunkBytes, 0, 0),
-              CUDA_SUCCESS);
-    table_ = ChunkTable(base_, kChunks);
-    table_.Materialize(kChunks);
-    pool_ = std::make_unique<PhysicalPool>(&driver_, 0, 0);
-    ASSERT_EQ(pool_->Init(/*device_chunks=*/2, /*host_chunks=*/4), CUDA_SUCCESS);
-    ASSERT_EQ(driver_.cuStreamCreate(&copy_stream_, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
-    tracker_ = std::make_unique<StreamTracker>(&driver_, 4);
-    copy_index_ = tracker_->Adopt(copy_stream_);
+    ASSERT_EQ(bed_.Init(/*device_chunks=*/2, /*host_chunks=*/4), CUDA_SUCCESS);
     owner_.pool = pool_.get();
     ASSERT_TRUE(SpillManager::Usable(&driver_, &tier_));
-    const TransitionParts parts{
-        .driver = &driver_,
-        .table = &table_,
-        .pool = pool_.get(),
-        .tracker = tracker_.get(),
-        .copy_index = copy_index_,
-        .copy_stream = copy_stream_,
-        .policy = &policy_,
-        .stats = &stats_,
-    };
     spill_ = std::make_unique<SpillManager>(
-        SpillManager::Parts{parts, /*tier=*/&tier_, /*owner=*/&owner_});
+        SpillManager::Parts{bed_.parts(), /*tier=*/&tier_, /*owner=*/&owner_});
   }
 
   void TearDown() override {
     faults_.ClearFaults();
-    if (tracker_ != nullptr) (void)tracker_->WaitForAll();
+    bed_.Drain();
     spill_.reset();
-    tracker_.reset();
-    for (uint32_t c = 0; c < kChunks; ++c) {
-      if (fake_.IsMapped(Address(c), kChunkBytes)) {
-        (void)driver_.cuMemUnmap(Address(c), kChunkBytes);
-      }
-    }
-    pool_.reset();
-    if (base_ != 0) driver_.cuMemAddressFree(base_, kChunks * kChunkBytes);
-    base_ = 0;
   }
 
-  CUdeviceptr Address(uint32_t c) const {
-    return base_ + (static_cast<uint64_t>(c) << kChunkShift);
-  }
-  static uint64_t BytesAt(CUdeviceptr p) {
-    return Checksum(reinterpret_cast<void*>(p), kChunkBytes);
-  }
+  CUdeviceptr Address(uint32_t c) const { return bed_.Address(c); }
+  static uint64_t BytesAt(CUdeviceptr p) { return testing::TransitionTestBed::BytesAt(p); }
   static uint64_t Pattern(uint64_t seed) { return PatternChecksum(kChunkBytes, seed); }
 
   // Chunk `c` as a one-chunk block in the host tier (its slot mapped at its
   // address), last used by operation `stamp`, holding the pattern of `seed`.
   void MakeHostChunk(uint32_t c, uint64_t seed, uint64_t stamp = 1) {
-    uint32_t slot = 0;
-    ASSERT_EQ(pool_->AcquireHost(&slot), CUDA_SUCCESS);
-    ASSERT_EQ(pool_->MapAt(Address(c), pool_->host_handle(slot)), CUDA_SUCCESS);
-    ChunkEntry& e = table_[c];
-    e.kind = ChunkKind::kLarge;
-    e.owner_first = c;
-    e.owner_count = 1;
-    e.residence = Residence::kHost;
-    e.phys = slot;
-    e.live_data = true;
-    e.stamp = stamp;
-    FillPattern(reinterpret_cast<void*>(Address(c)), kChunkBytes, seed);
+    bed_.MakeHostChunk(c, seed, stamp);
   }
 
   // `c` is kHost, its slot mapped at its address, with the pattern of `seed`.
@@ -185,14 +143,14 @@ class SpillManagerTest : public ::testing::Test {
   testing::FakeDriver fake_{64 * kMiB};
   testing::FaultInjector faults_{fake_.driver()};
   Driver driver_;
-  CUdeviceptr base_ = 0;
-  ChunkTable table_;
-  std::unique_ptr<PhysicalPool> pool_;
-  CUstream copy_stream_ = nullptr;
-  std::unique_ptr<StreamTracker> tracker_;
-  uint32_t copy_index_ = 0;
-  ScriptedPolicy policy_;
-  CoreStats stats_;
+  testing::TransitionTestBed bed_{&fake_, &driver_, kChunks};
+  ChunkTable& table_ = bed_.table;
+  std::unique_ptr<PhysicalPool>& pool_ = bed_.pool;
+  CUstream& copy_stream_ = bed_.copy_stream;
+  std::unique_ptr<StreamTracker>& tracker_ = bed_.tracker;
+  uint32_t& copy_index_ = bed_.copy_index;
+  ScriptedPolicy& policy_ = bed_.policy;
+  CoreStats& stats_ = bed_.stats;
   MemorySpillTier tier_{kStagingSlots};
   TestOwner owner_;
   std::unique_ptr<SpillManager> spill_;
@@ -221,7 +179,7 @@ TEST_F(SpillManagerTest, DemotionStoresTheBytesAndFreesTheSlot) {
 
   const SpillManager::Demoted demoted = spill_->Demote(2, kNow);
   EXPECT_EQ(demoted.moved, 2u);
-  EXPECT_EQ(demoted.unmapped, 0u);
+  EXPECT_EQ(table_.unmapped_count(), 0u);
   for (uint32_t c : {0u, 1u}) {
     const ChunkEntry& e = table_[c];
     EXPECT_EQ(e.residence, Residence::kNvme);
@@ -287,13 +245,13 @@ TEST_F(SpillManagerTest, ChunksInUseOrNotToBeDemotedStayInHostMemory) {
   EXPECT_EQ(table_[2].residence, Residence::kNvme);
 }
 
-TEST_F(SpillManagerTest, DemotingAnUnmappedChunkIsReported) {
+TEST_F(SpillManagerTest, DemotingAnUnmappedChunkClearsItsMark) {
   MakeHostChunk(0, 1);
   ASSERT_EQ(pool_->UnmapAt(Address(0)), CUDA_SUCCESS);
-  table_[0].unmapped = true;  // its bytes are in its slot, nothing mapped
+  table_.SetUnmapped(0, true);  // its bytes are in its slot, nothing mapped
   const SpillManager::Demoted demoted = spill_->Demote(1, kNow);
   EXPECT_EQ(demoted.moved, 1u);
-  EXPECT_EQ(demoted.unmapped, 1u);
+  EXPECT_EQ(table_.unmapped_count(), 0u);  // the mark went with the slot
   EXPECT_FALSE(table_[0].unmapped);
   ExpectStored(0, 1);
   EXPECT_EQ(pool_->host_in_use(), 0u);

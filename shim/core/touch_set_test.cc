@@ -162,7 +162,7 @@ TEST_F(TouchSetTest, SegmentsTouchAWindowAndReachTheRestOfTheBlock) {
   MakeBlock(4, 10, /*app_mapped=*/true);
   table_[9].residence = Residence::kHost;  // mapped through its host slot
   table_[10].residence = Residence::kHost;
-  table_[10].unmapped = true;  // nothing mapped: paged in as if touched
+  table_.SetUnmapped(10, true);  // nothing mapped: paged in as if touched
   table_[11].residence = Residence::kUnbacked;
   MakeBlock(20, 1);
   TouchSet set(&table_, nullptr);
