@@ -706,7 +706,7 @@ uint32_t ShimCore::FinishDemotion(SpillManager::DemotionBatch* batch) {
 CUresult ShimCore::Promote(uint32_t chunk) {
   uint64_t stored = 0;
   const CUresult r = spill_->Promote(chunk, &stored);
-  // The stored copy is discarded once the fill is ordered (CommitFills).
+  // The stored copy is discarded once the fill is ordered (FillBatch::Commit).
   if (r == CUDA_SUCCESS) fills_->AddPromotion(chunk, stored);
   return r;
 }

@@ -622,7 +622,7 @@ class ShimCore {
   [[nodiscard]] CUresult OpaqueLocked(uint32_t stream, bool capturing, Ticket* ticket)
       MEMSHIM_REQUIRES(mu_);
   // Note [hidden reach] (shim_core_hidden_reach.cc): whether a decoded launch,
-  // whose touched_ chunks were gathered, may reach memory it does not name.
+  // whose chunks were gathered (touch_), may reach memory it does not name.
   // `layout` is null for a launch without parameters or with `extra_buffer`.
   // kNamed: nothing hidden; kAddresses: it reads memory that holds addresses
   // of known blocks (their chunks are hidden_target); kUnknown: an address may
@@ -642,9 +642,9 @@ class ShimCore {
   }
   Reach HiddenReachSlow(const ParamLayout* layout, void** params, bool extra_buffer)
       MEMSHIM_REQUIRES(mu_);
-  // kAddresses if a touched_ chunk holds addresses or a module variable may;
+  // kAddresses if a chunk of touch_ holds addresses or a module variable may;
   // with hidden_reach_all_, always at least kAddresses, after marking the
-  // blocks of touched_ as hidden targets.
+  // blocks of touch_ as hidden targets.
   Reach TouchedReach() MEMSHIM_REQUIRES(mu_);
   // Marks the blocks whose addresses are among the aligned words of
   // [data, data + bytes) as hidden targets; true if there was one.
