@@ -21,7 +21,7 @@ void ChunkUses::AddFence(uint32_t stream, uint64_t seq) {
   fences_by_stream_.push_back({stream, seq});
 }
 
-void ChunkUses::DropCompletedFences() {
+void ChunkUses::DropCompletedFencesSlow() {
   size_t k = 0;
   for (size_t i = 0; i < fences_by_stream_.size(); ++i) {
     const StreamUse u = fences_by_stream_[i];

@@ -70,8 +70,11 @@ class ChunkUses {
   // AddFence() calls so far: a change means that work which may have
   // written any chunk was enqueued in between.
   uint64_t fences() const { return fences_; }
-  // Forgets the fences known complete (a poll; no wait).
-  void DropCompletedFences();
+  // Forgets the fences known complete (a poll; no wait). Inline: every
+  // operation calls it, and there is usually no fence.
+  void DropCompletedFences() {
+    if (!fences_by_stream_.empty()) DropCompletedFencesSlow();
+  }
 
   // True if every use of `chunk` is known complete (polls; no wait). Clears
   // the chunk's uses when they are.
@@ -92,6 +95,7 @@ class ChunkUses {
 
  private:
   void DropCompleted(ChunkEntry* e);
+  void DropCompletedFencesSlow();
 
   ChunkTable* const table_;
   StreamTracker* const tracker_;

@@ -461,8 +461,9 @@ CUresult ShimCore::GetAddressRange(CUdeviceptr* base, size_t* size, CUdeviceptr 
 
 bool ShimCore::FactsOf(CUdeviceptr ptr, AllocationFacts* facts) {
   uint64_t block = 0, bytes = 0;
-  if (!allocator_->Lookup(ptr - base_, &block, &bytes) || pending_frees_->Contains(block))
+  if (!allocator_->Lookup(ptr - base_, &block, &bytes) || pending_frees_->Contains(block)) {
     return false;
+  }
   // Application VMM: the allocation is the cuMemMap range (Note [contiguous
   // mappings] in shim_core_app_vmm.cc).
   auto mapping = app_mappings_.cend();
@@ -759,8 +760,9 @@ bool ShimCore::WaitForDeferred() {
   // The repeat collects each load's outcome (a failed one fails it then).
   for (uint32_t slot : waits.loads) spill_tier_->WaitLoad(slot);
   // Another thread's batch finishes under mu_, which this thread does not hold.
-  if (waits.demotion_wait)
+  if (waits.demotion_wait) {
     demotions_finished_.wait(*waits.demotion_wait, std::memory_order_acquire);
+  }
   if (!demotion.empty() && !StoreWithoutLock(demotion_held, demotion_event, &demotion)) {
     ok = false;  // the next run demotes under the lock and reports the error
   }
