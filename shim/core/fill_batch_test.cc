@@ -8,28 +8,21 @@
 #include <memory>
 
 #include "shim/core/shim_core_test_fixture.h"
-#include "shim/testing/transition_test_bed.h"
+#include "shim/testing/transition_test.h"
 
 namespace memvirt::shim {
 namespace {
 
-class FillBatchTest : public ::testing::Test {
+class FillBatchTest : public testing::TransitionTest {
  protected:
   static constexpr uint32_t kChunks = 4;
 
+  FillBatchTest() : TransitionTest(kChunks) {}
   void SetUp() override {
-    ASSERT_EQ(bed_.Init(/*device_chunks=*/2, /*host_chunks=*/2), CUDA_SUCCESS);
+    ASSERT_EQ(InitParts(/*device_chunks=*/2, /*host_chunks=*/2), CUDA_SUCCESS);
     releases_ = std::make_unique<HostSlotReleases>(pool_.get(), tracker_.get(), copy_index_);
-    fills_ = std::make_unique<FillBatch>(bed_.parts(), releases_.get(), /*spill=*/nullptr);
+    fills_ = std::make_unique<FillBatch>(parts(), releases_.get(), /*spill=*/nullptr);
   }
-  void TearDown() override {
-    faults_.ClearFaults();
-    bed_.Drain();
-  }
-
-  CUdeviceptr Address(uint32_t c) const { return bed_.Address(c); }
-  static uint64_t BytesAt(CUdeviceptr p) { return testing::TransitionTestBed::BytesAt(p); }
-  uint32_t MakeHostChunk(uint32_t c, uint64_t seed) { return bed_.MakeHostChunk(c, seed); }
   // Pages `c` in as ShimCore::PageIn does: a device chunk mapped at its
   // address, the slot's bytes copied on the (held) copy stream.
   void PageIn(uint32_t c) {
@@ -39,28 +32,19 @@ class FillBatchTest : public ::testing::Test {
     ASSERT_EQ(pool_->UnmapAt(Address(c)), CUDA_SUCCESS);
     ASSERT_EQ(pool_->MapAt(Address(c), pool_->device_handle(dev)), CUDA_SUCCESS);
     ASSERT_EQ(faults_.driver().cuMemcpyDtoDAsync_v2(Address(c), pool_->mirror(e.phys), kChunkBytes,
-                                                    copy_),
+                                                    copy_stream_),
               CUDA_SUCCESS);
     fills_->AddHostFill(c, e.phys);
     e.residence = Residence::kDevice;
     e.phys = dev;
   }
 
-  testing::FakeDriver fake_{64ull << 20};
-  testing::FaultInjector faults_{fake_.driver()};
-  testing::TransitionTestBed bed_{&fake_, &faults_.driver(), kChunks};
-  ChunkTable& table_ = bed_.table;
-  std::unique_ptr<PhysicalPool>& pool_ = bed_.pool;
-  CUstream& copy_ = bed_.copy_stream;
-  std::unique_ptr<StreamTracker>& tracker_ = bed_.tracker;
-  uint32_t& copy_index_ = bed_.copy_index;
-  testing::ScriptedPolicy& policy_ = bed_.policy;
   std::unique_ptr<HostSlotReleases> releases_;
   std::unique_ptr<FillBatch> fills_;
 };
 
 TEST_F(FillBatchTest, ACommittedFillGivesItsSlotBackOnceTheCopyCompleted) {
-  fake_.Hold(copy_);
+  fake_.Hold(copy_stream_);
   MakeHostChunk(0, 1);
   MakeHostChunk(1, 2);
   PageIn(0);
@@ -76,7 +60,7 @@ TEST_F(FillBatchTest, ACommittedFillGivesItsSlotBackOnceTheCopyCompleted) {
   EXPECT_EQ(releases_->last_copy_seq(), seq);
   releases_->ReleaseCompleted();
   EXPECT_EQ(pool_->host_in_use(), 2u) << "the copies may still read the slots";
-  fake_.Release(copy_);
+  fake_.Release(copy_stream_);
   ASSERT_EQ(tracker_->WaitFor(copy_index_, seq), CUDA_SUCCESS);
   releases_->ReleaseCompleted();
   EXPECT_TRUE(releases_->empty());

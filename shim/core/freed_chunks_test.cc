@@ -8,56 +8,45 @@
 #include <vector>
 
 #include "shim/testing/fake_driver.h"
-#include "shim/testing/transition_test_bed.h"
+#include "shim/testing/held_work.h"
+#include "shim/testing/transition_test.h"
 
 namespace memvirt::shim {
 namespace {
 
-class FreedChunksTest : public ::testing::Test {
+class FreedChunksTest : public testing::TransitionTest {
  protected:
   static constexpr uint32_t kChunks = 8;
 
+  FreedChunksTest() : TransitionTest(kChunks) {}
   void SetUp() override {
-    ASSERT_EQ(bed_.Init(/*device_chunks=*/4, /*host_chunks=*/4), CUDA_SUCCESS);
-    uses_ = std::make_unique<ChunkUses>(&table_, bed_.tracker.get(), bed_.copy_index);
-    freed_ = std::make_unique<FreedChunks>(bed_.parts(), uses_.get());
+    ASSERT_EQ(InitParts(/*device_chunks=*/4, /*host_chunks=*/4), CUDA_SUCCESS);
+    uses_ = std::make_unique<ChunkUses>(&table_, tracker_.get(), copy_index_);
+    freed_ = std::make_unique<FreedChunks>(parts(), uses_.get());
   }
   void TearDown() override {
-    faults_.ClearFaults();
     for (CUstream s : fake_.created_streams()) fake_.Release(s);
-    bed_.Drain();
+    TransitionTest::TearDown();
   }
 
-  CUdeviceptr Address(uint32_t c) const { return bed_.Address(c); }
   // Chunk `c` of a freed block, still backed on the device or in a host slot
   // and mapped at its address, then listed.
   void MakeFreed(uint32_t c, Residence where) {
     if (where == Residence::kDevice) {
-      bed_.MakeDeviceChunk(c, /*seed=*/c, /*live=*/false);
+      MakeDeviceChunk(c, /*seed=*/c, /*live=*/false);
     } else {
-      bed_.MakeHostChunk(c, /*seed=*/c, /*stamp=*/1, /*live=*/false);
+      MakeHostChunk(c, /*seed=*/c, /*stamp=*/1, /*live=*/false);
     }
     freed_->Add(c);
   }
   // A use of `c` by work held on a new stream until released.
   CUstream UseOnHeldStream(uint32_t c) {
-    CUstream s = fake_.CreateStream();
-    fake_.Hold(s);
-    const uint32_t index = bed_.tracker->IndexOf(s, false);
-    const uint64_t seq = bed_.tracker->Issue(index);
-    fake_.Enqueue(s, [] {});
-    uses_->Add(c, index, seq);
+    CUstream s = testing::HeldStream(&fake_);
+    const StreamUse op = testing::IssueOn(&fake_, tracker_.get(), s);
+    uses_->Add(c, op.stream, op.seq);
     return s;
   }
 
-  testing::FakeDriver fake_{64ull << 20};
-  testing::FaultInjector faults_{fake_.driver()};
-  testing::TransitionTestBed bed_{&fake_, &faults_.driver(), kChunks};
-  ChunkTable& table_ = bed_.table;
-  std::unique_ptr<PhysicalPool>& pool_ = bed_.pool;
-  std::unique_ptr<StreamTracker>& tracker_ = bed_.tracker;
-  testing::ScriptedPolicy& policy_ = bed_.policy;
-  CoreStats& stats_ = bed_.stats;
   std::unique_ptr<ChunkUses> uses_;
   std::unique_ptr<FreedChunks> freed_;
 };

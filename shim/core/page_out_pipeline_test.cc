@@ -11,7 +11,7 @@
 
 #include "shim/core/shim_core_test_fixture.h"
 #include "shim/testing/fake_driver.h"
-#include "shim/testing/transition_test_bed.h"
+#include "shim/testing/transition_test.h"
 
 namespace memvirt::shim {
 namespace {
@@ -33,30 +33,23 @@ class RecordingHostSlots final : public PageOutPipeline::HostSlots {
   std::vector<std::pair<uint32_t, uint64_t>> deferred;  // (slot, copy_seq)
 };
 
-class PageOutPipelineTest : public ::testing::Test {
+class PageOutPipelineTest : public testing::TransitionTest {
  protected:
   static constexpr uint32_t kChunks = 8;
 
+  PageOutPipelineTest() : TransitionTest(kChunks) {}
   void SetUp() override {
-    ASSERT_EQ(bed_.Init(/*device_chunks=*/4, /*host_chunks=*/4), CUDA_SUCCESS);
+    ASSERT_EQ(InitParts(/*device_chunks=*/4, /*host_chunks=*/4), CUDA_SUCCESS);
     slots_.pool = pool_.get();
-    pipeline_ = std::make_unique<PageOutPipeline>(
-        PageOutPipeline::Parts{bed_.parts(), /*host_slots=*/&slots_});
+    pipeline_ =
+        std::make_unique<PageOutPipeline>(PageOutPipeline::Parts{parts(), /*host_slots=*/&slots_});
   }
   void TearDown() override {
-    faults_.ClearFaults();
-    bed_.Drain();
+    TransitionTest::TearDown();
     pipeline_.reset();
   }
 
-  CUdeviceptr Address(uint32_t c) const { return bed_.Address(c); }
-  static uint64_t BytesAt(CUdeviceptr p) { return testing::TransitionTestBed::BytesAt(p); }
   uint64_t SlotBytes(uint32_t slot) const { return BytesAt(pool_->mirror(slot)); }
-  // Chunk `c` as a one-chunk block resident on the device holding the
-  // pattern of `seed` (`live` false: a freed chunk, still backed).
-  void MakeDeviceChunk(uint32_t c, uint64_t seed, bool live = true) {
-    bed_.MakeDeviceChunk(c, seed, live);
-  }
 
   // `c` is on the device, mapped, not evicting, with the pattern of `seed`.
   void ExpectOnTheDevice(uint32_t c, uint64_t seed) {
@@ -67,16 +60,6 @@ class PageOutPipelineTest : public ::testing::Test {
     EXPECT_EQ(BytesAt(Address(c)), PatternChecksum(kChunkBytes, seed)) << c;
   }
 
-  testing::FakeDriver fake_{64 * kMiB};
-  testing::FaultInjector faults_{fake_.driver()};
-  testing::TransitionTestBed bed_{&fake_, &faults_.driver(), kChunks};
-  ChunkTable& table_ = bed_.table;
-  std::unique_ptr<PhysicalPool>& pool_ = bed_.pool;
-  CUstream& copy_stream_ = bed_.copy_stream;
-  std::unique_ptr<StreamTracker>& tracker_ = bed_.tracker;
-  uint32_t& copy_index_ = bed_.copy_index;
-  testing::ScriptedPolicy& policy_ = bed_.policy;
-  CoreStats& stats_ = bed_.stats;
   RecordingHostSlots slots_;
   std::unique_ptr<PageOutPipeline> pipeline_;
 };

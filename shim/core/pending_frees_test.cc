@@ -8,64 +8,29 @@
 #include <vector>
 
 #include "shim/testing/fake_driver.h"
+#include "shim/testing/held_work.h"
 
 namespace memvirt::shim {
 namespace {
 
 constexpr uint32_t kChunks = 8;
 
-class PendingFreesTest : public ::testing::Test {
+class PendingFreesTest : public testing::HeldWorkTest {
  protected:
-  void SetUp() override {
-    table_ = ChunkTable(/*base=*/1ull << 40, kChunks);
-    table_.Materialize(kChunks);
+  PendingFreesTest() : HeldWorkTest(kChunks) {
     MakeBlock(0, 3);
     MakeBlock(3, 1);
     MakeBlock(4, 2);
-    copy_ = fake_.CreateStream();
-    tracker_ = std::make_unique<StreamTracker>(&fake_.driver(), /*event_batch=*/1000);
-    copy_index_ = tracker_->Adopt(copy_);
-    uses_ = std::make_unique<ChunkUses>(&table_, tracker_.get(), copy_index_);
     pending_ = std::make_unique<PendingFrees>(&table_, uses_.get(), tracker_.get());
   }
-  void TearDown() override {
-    for (CUstream s : fake_.created_streams()) fake_.Release(s);
-    (void)tracker_->WaitForAll();
-  }
 
-  void MakeBlock(uint32_t first, uint32_t count) {
-    for (uint32_t c = first; c < first + count; ++c) {
-      table_[c].kind = ChunkKind::kLarge;
-      table_[c].owner_first = first;
-      table_[c].owner_count = count;
-      table_[c].residence = Residence::kDevice;
-    }
-  }
   static uint64_t Offset(uint32_t chunk) { return static_cast<uint64_t>(chunk) << kChunkShift; }
-  CUstream HeldStream() {
-    CUstream s = fake_.CreateStream();
-    fake_.Hold(s);
-    return s;
-  }
-  // Work queued on `stream`: its tracked (index, seq).
-  StreamUse Issue(CUstream stream) {
-    const uint32_t index = tracker_->IndexOf(stream, false);
-    const uint64_t seq = tracker_->Issue(index);
-    fake_.Enqueue(stream, [] {});
-    return {index, seq};
-  }
   std::vector<uint64_t> Released() {
     std::vector<uint64_t> freed;
     pending_->ReleaseCompleted([&](uint64_t offset) { freed.push_back(offset); });
     return freed;
   }
 
-  testing::FakeDriver fake_{64ull << 20};
-  ChunkTable table_;
-  CUstream copy_ = nullptr;
-  std::unique_ptr<StreamTracker> tracker_;
-  uint32_t copy_index_ = 0;
-  std::unique_ptr<ChunkUses> uses_;
   std::unique_ptr<PendingFrees> pending_;
 };
 

@@ -17,7 +17,7 @@
 #include "shim/core/shim_core_test_fixture.h"
 #include "shim/testing/fake_driver.h"
 #include "shim/testing/memory_spill_tier.h"
-#include "shim/testing/transition_test_bed.h"
+#include "shim/testing/transition_test.h"
 
 namespace memvirt::shim {
 namespace {
@@ -68,40 +68,30 @@ CUresult CountUnregister(void*) {
   return CUDA_SUCCESS;
 }
 
-class SpillManagerTest : public ::testing::Test {
+class SpillManagerTest : public testing::TransitionTest {
  protected:
   static constexpr uint32_t kChunks = 8;
   static constexpr uint32_t kStagingSlots = 2;
   // The stamp of the operation being prepared (chunks are made older).
   static constexpr uint64_t kNow = 100;
 
+  SpillManagerTest() : TransitionTest(kChunks) {}
   void SetUp() override {
-    driver_ = faults_.driver();
     driver_.cuMemHostRegister_v2 = &CountRegister;
     driver_.cuMemHostUnregister = &CountUnregister;
     g_registered = 0;
-    ASSERT_EQ(bed_.Init(/*device_chunks=*/2, /*host_chunks=*/4), CUDA_SUCCESS);
+    ASSERT_EQ(InitParts(/*device_chunks=*/2, /*host_chunks=*/4), CUDA_SUCCESS);
     owner_.pool = pool_.get();
     ASSERT_TRUE(SpillManager::Usable(&driver_, &tier_));
     spill_ = std::make_unique<SpillManager>(
-        SpillManager::Parts{bed_.parts(), /*tier=*/&tier_, /*owner=*/&owner_});
+        SpillManager::Parts{parts(), /*tier=*/&tier_, /*owner=*/&owner_});
   }
-
   void TearDown() override {
-    faults_.ClearFaults();
-    bed_.Drain();
+    TransitionTest::TearDown();
     spill_.reset();
   }
 
-  CUdeviceptr Address(uint32_t c) const { return bed_.Address(c); }
-  static uint64_t BytesAt(CUdeviceptr p) { return testing::TransitionTestBed::BytesAt(p); }
   static uint64_t Pattern(uint64_t seed) { return PatternChecksum(kChunkBytes, seed); }
-
-  // Chunk `c` as a one-chunk block in the host tier (its slot mapped at its
-  // address), last used by operation `stamp`, holding the pattern of `seed`.
-  void MakeHostChunk(uint32_t c, uint64_t seed, uint64_t stamp = 1) {
-    bed_.MakeHostChunk(c, seed, stamp);
-  }
 
   // `c` is kHost, its slot mapped at its address, with the pattern of `seed`.
   void ExpectInHostMemory(uint32_t c, uint64_t seed) {
@@ -140,17 +130,6 @@ class SpillManagerTest : public ::testing::Test {
     EXPECT_EQ(tier_.StoredChecksums(), std::vector<uint64_t>{Pattern(seed)}) << c;
   }
 
-  testing::FakeDriver fake_{64 * kMiB};
-  testing::FaultInjector faults_{fake_.driver()};
-  Driver driver_;
-  testing::TransitionTestBed bed_{&fake_, &driver_, kChunks};
-  ChunkTable& table_ = bed_.table;
-  std::unique_ptr<PhysicalPool>& pool_ = bed_.pool;
-  CUstream& copy_stream_ = bed_.copy_stream;
-  std::unique_ptr<StreamTracker>& tracker_ = bed_.tracker;
-  uint32_t& copy_index_ = bed_.copy_index;
-  ScriptedPolicy& policy_ = bed_.policy;
-  CoreStats& stats_ = bed_.stats;
   MemorySpillTier tier_{kStagingSlots};
   TestOwner owner_;
   std::unique_ptr<SpillManager> spill_;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "shim/testing/fake_driver.h"
+#include "shim/testing/held_work.h"
 #include "shim/testing/scripted_policy.h"
 
 namespace memvirt::shim {
@@ -16,52 +17,24 @@ namespace {
 
 constexpr uint32_t kChunks = 8;
 
-class VictimPickerTest : public ::testing::Test {
+class VictimPickerTest : public testing::HeldWorkTest {
  protected:
-  void SetUp() override {
+  VictimPickerTest() : HeldWorkTest(kChunks) {
     policy_.victim_order = {5, 3, 0, 7, 1, 2, 4, 6};
-    table_ = ChunkTable(/*base=*/1ull << 40, kChunks);
-    table_.Materialize(kChunks);
-    for (uint32_t c = 0; c < kChunks; ++c) {
-      table_[c].kind = ChunkKind::kLarge;
-      table_[c].owner_first = c;
-      table_[c].owner_count = 1;
-      table_[c].residence = Residence::kDevice;
-    }
-    copy_ = fake_.CreateStream();
-    tracker_ = std::make_unique<StreamTracker>(&fake_.driver(), /*event_batch=*/1000);
-    copy_index_ = tracker_->Adopt(copy_);
-    uses_ = std::make_unique<ChunkUses>(&table_, tracker_.get(), copy_index_);
+    for (uint32_t c = 0; c < kChunks; ++c) MakeBlock(c, 1);
     touch_ = std::make_unique<TouchSet>(&table_, nullptr);
     touch_->Begin();
     picker_ = std::make_unique<VictimPicker>(&table_, uses_.get(), &policy_, touch_.get());
   }
-  void TearDown() override {
-    for (CUstream s : fake_.created_streams()) fake_.Release(s);
-    (void)tracker_->WaitForAll();
-  }
 
   // A use of `chunk` by work queued on `stream`, held until released.
   uint32_t UseOnHeldStream(uint32_t chunk, CUstream stream) {
-    const uint32_t index = tracker_->IndexOf(stream, false);
-    const uint64_t seq = tracker_->Issue(index);
-    fake_.Enqueue(stream, [] {});
-    uses_->Add(chunk, index, seq);
-    return index;
-  }
-  CUstream HeldStream() {
-    CUstream s = fake_.CreateStream();
-    fake_.Hold(s);
-    return s;
+    const StreamUse op = Issue(stream);
+    uses_->Add(chunk, op.stream, op.seq);
+    return op.stream;
   }
 
-  testing::FakeDriver fake_{64 << 20};
   testing::ScriptedPolicy policy_;
-  ChunkTable table_;
-  CUstream copy_ = nullptr;
-  std::unique_ptr<StreamTracker> tracker_;
-  uint32_t copy_index_ = 0;
-  std::unique_ptr<ChunkUses> uses_;
   std::unique_ptr<TouchSet> touch_;
   std::unique_ptr<VictimPicker> picker_;
 };
