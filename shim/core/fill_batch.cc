@@ -1,8 +1,54 @@
 #include "shim/core/fill_batch.h"
 
 #include "shim/core/log.h"
+#include "shim/core/relaxed_capture_mode.h"
 
 namespace memvirt::shim {
+
+CUresult FillBatch::FillFromHost(uint32_t chunk, uint32_t dev) {
+  ChunkTable& table = *parts_.table;
+  PhysicalPool& pool = *parts_.pool;
+  ChunkEntry& e = table[chunk];
+  const CUdeviceptr va = table.AddressOf(chunk);
+  CUresult r;
+  if (!e.unmapped && (r = pool.UnmapAt(va)) != CUDA_SUCCESS) {
+    MEMSHIM_LOG(kError, "unmapping a host-tier chunk failed (%d)", r);
+    pool.ReleaseDevice(dev);
+    return r;
+  }
+  if ((r = pool.MapAt(va, pool.device_handle(dev))) != CUDA_SUCCESS) {
+    MEMSHIM_LOG(kError, "mapping a device chunk failed (%d); the chunk stays in host memory", r);
+    pool.ReleaseDevice(dev);
+    (void)MapHostSlot(chunk);  // a failure marks it unmapped: mapped at its next use
+    return r;
+  }
+  if (e.live_data) {
+    r = parts_.driver->cuMemcpyDtoDAsync_v2(va, pool.mirror(e.phys), kChunkBytes,
+                                            parts_.copy_stream);
+    if (r != CUDA_SUCCESS) {
+      MEMSHIM_LOG(kError, "page-in copy failed (%d); the chunk stays in host memory", r);
+      ReturnToSlot(chunk, dev);
+      return r;
+    }
+  }
+  AddHostFill(chunk, e.phys);
+  table.SetUnmapped(chunk, false);
+  e.residence = Residence::kDevice;
+  e.phys = dev;
+  ++parts_.stats->page_ins;
+  parts_.policy->OnResident(chunk);
+  return CUDA_SUCCESS;
+}
+
+void FillBatch::ReturnToSlot(uint32_t chunk, uint32_t dev) {
+  PhysicalPool& pool = *parts_.pool;
+  if (pool.UnmapAt(parts_.table->AddressOf(chunk)) == CUDA_SUCCESS) {
+    pool.ReleaseDevice(dev);
+  } else {  // still mapped: the device chunk is not reused
+    MEMSHIM_LOG(kError, "unmapping chunk %u failed; its device chunk is abandoned", chunk);
+  }
+  (void)MapHostSlot(chunk);  // a failure marks it unmapped: mapped at its next use
+}
 
 uint64_t FillBatch::Mark() {
   bool host_fills = false;
@@ -53,6 +99,36 @@ void FillBatch::Undo() {
     }
   }
   fills_.clear();
+}
+
+CUresult FillBatch::Order(uint64_t need, uint32_t stream, bool host_wait) {
+  StreamTracker& tracker = *parts_.tracker;
+  CUresult r = CUDA_SUCCESS;
+  if (need != 0) {
+    CUevent event = nullptr;
+    r = tracker.Cover(parts_.copy_index, need, &event);
+    if (r == CUDA_SUCCESS && event != nullptr) {
+      RelaxedCaptureMode relaxed(parts_.driver);  // Note [relaxed driver sequences]
+      if (host_wait) {
+        ++parts_.stats->host_waits;
+        r = parts_.driver->cuEventSynchronize(event);
+      } else {
+        r = parts_.driver->cuStreamWaitEvent(tracker.HandleOf(stream), event, 0);
+      }
+    }
+    if (r != CUDA_SUCCESS) {
+      MEMSHIM_LOG(kWarn, "ordering work after its page-ins failed (%d); waiting on the host", r);
+      ++parts_.stats->host_waits;
+      r = tracker.WaitFor(parts_.copy_index, need);
+    }
+  }
+  if (r != CUDA_SUCCESS) {
+    MEMSHIM_LOG(kError, "page-ins could not be awaited (%d); the operation fails", r);
+    Undo();
+    return r;
+  }
+  Commit(tracker.issued(parts_.copy_index));
+  return CUDA_SUCCESS;
 }
 
 CUresult FillBatch::MapHostSlot(uint32_t chunk) {

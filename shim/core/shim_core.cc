@@ -154,7 +154,6 @@ CUresult ShimCore::Create(const Driver* driver, const CoreOptions& options, Cont
     // the device budget (Note [host tier preconditions] in physical_pool.h).
     (void)core->pool_->Init(device_chunks, host_chunks);
     core->device_budget_chunks_ = device_chunks;
-    core->lookahead_min_chunks_ = options.lookahead_min_chunks;
     // The spill tier holds demoted host chunks: without a host tier it is unused.
     SpillTier* const usable_spill =
         core->pool_->host_tier_available() && SpillManager::Usable(driver, spill) ? spill : nullptr;
@@ -204,6 +203,16 @@ CUresult ShimCore::Create(const Driver* driver, const CoreOptions& options, Cont
         std::make_unique<PendingFrees>(&core->table_, core->uses_.get(), core->tracker_.get());
     core->picker_ = std::make_unique<VictimPicker>(&core->table_, core->uses_.get(),
                                                    core->policy_.get(), core->touch_.get());
+    core->evictor_ = std::make_unique<Evictor>(Evictor::Parts{
+        .page_out = core->page_out_.get(),
+        .picker = core->picker_.get(),
+        .tracker = core->tracker_.get(),
+        .copy_index = core->copy_index_,
+        .uses = core->uses_.get(),
+        .pool = core->pool_.get(),
+        .owner = &core->evictor_owner_,
+        .lookahead_min_chunks = options.lookahead_min_chunks,
+    });
     if (has_spill) {
       core->spill_ = std::make_unique<SpillManager>(
           SpillManager::Parts{parts, /*tier=*/usable_spill, /*owner=*/&core->spill_owner_});
@@ -250,10 +259,11 @@ ShimCore::~ShimCore() {
         (void)pool_->UnmapAt(table_.AddressOf(c));  // teardown: nothing to keep
       }
     }
-    fills_.reset();   // before what it points to
-    spill_.reset();   // unpins the staging buffers; before what it points to
-    picker_.reset();  // before what it points to
-    freed_.reset();   // before what it points to
+    fills_.reset();    // before what it points to
+    spill_.reset();    // unpins the staging buffers; before what it points to
+    evictor_.reset();  // before what it points to
+    picker_.reset();   // before what it points to
+    freed_.reset();    // before what it points to
     pending_frees_.reset();
     touch_.reset();     // before what it points to
     page_out_.reset();  // before what it points to
@@ -596,25 +606,39 @@ bool ShimCore::ReclaimFreed(bool device, bool host) {
   return freed_->ReclaimOne(device, host).chunks > 0;
 }
 
-uint32_t ShimCore::StartPageOut(const std::vector<uint32_t>& victims, bool may_wait) {
-  const PageOutPipeline::Started started = page_out_->Start(victims, may_wait);
-  unbacked_owned_ += started.dropped_owned;
-  return started.dropped;
-}
-
-uint32_t ShimCore::FinishPageOut() {
-  if (page_out_->empty()) return 0;
-  return page_out_->Finish().moved;
-}
-
 CUresult ShimCore::PageOutHostSlots::AcquireWaiting(uint32_t* slot) {
-  core_->mu_.AssertHeld();  // page_out_ calls it from StartPageOut()
+  core_->mu_.AssertHeld();  // page_out_ calls it from Start()
   return core_->AcquireHost(slot);
 }
 
 void ShimCore::PageOutHostSlots::ReleaseAfter(uint32_t slot, uint64_t copy_seq) {
-  core_->mu_.AssertHeld();  // page_out_ calls it from FinishPageOut()
+  core_->mu_.AssertHeld();  // page_out_ calls it from Finish()
   core_->slot_releases_->Add(slot, copy_seq);
+}
+
+bool ShimCore::EvictorOwner::DeferChunkIdle(uint32_t chunk) {
+  core_->mu_.AssertHeld();  // evictor_ calls it from EvictSome()
+  return core_->DeferWaitChunkIdle(chunk);
+}
+
+bool ShimCore::EvictorOwner::DeferCopyWait(uint64_t copy_seq) {
+  core_->mu_.AssertHeld();  // evictor_ calls it under mu_
+  return core_->DeferCopyWait(copy_seq);
+}
+
+CUresult ShimCore::EvictorOwner::WaitChunkIdle(uint32_t chunk) {
+  core_->mu_.AssertHeld();  // evictor_ calls it from EvictSome()
+  return core_->WaitChunkIdle(chunk);
+}
+
+bool ShimCore::EvictorOwner::ReclaimFreedDevice() {
+  core_->mu_.AssertHeld();  // evictor_ calls it from EvictSome()
+  return core_->ReclaimFreed(/*device=*/true, /*host=*/false);
+}
+
+void ShimCore::EvictorOwner::OnOwnedDropped(uint32_t count) {
+  core_->mu_.AssertHeld();  // evictor_ calls it when it starts page-outs
+  core_->unbacked_owned_ += count;
 }
 
 bool ShimCore::SpillOwner::ChunkIdle(uint32_t chunk) {
@@ -624,7 +648,7 @@ bool ShimCore::SpillOwner::ChunkIdle(uint32_t chunk) {
 
 CUresult ShimCore::SpillOwner::AcquireDevice(uint32_t* index) {
   core_->mu_.AssertHeld();  // spill_ calls it from Promote()
-  return core_->AcquireDevice(index, /*may_evict=*/true);
+  return core_->evictor_->AcquireDevice(index, /*may_evict=*/true);
 }
 
 CUresult ShimCore::SpillOwner::AcquireHost(uint32_t* slot) {
@@ -712,12 +736,6 @@ CUresult ShimCore::Promote(uint32_t chunk) {
   return r;
 }
 
-uint32_t ShimCore::EvictBatch(const std::vector<uint32_t>& victims) {
-  const uint32_t dropped = StartPageOut(victims, /*may_wait=*/true);
-  if (DeferPageOutWait()) return dropped;  // finished by the repeat, or by the next eviction
-  return dropped + FinishPageOut();
-}
-
 bool ShimCore::WaitForDeferred() {
   ++stats_.host_waits;
   DeferredWaits waits = deferred_.Take();
@@ -779,10 +797,6 @@ bool ShimCore::WaitForDeferred() {
   return ok;
 }
 
-bool ShimCore::DeferPageOutWait() {
-  return !page_out_->empty() && DeferCopyWait(page_out_->copy_seq());
-}
-
 bool ShimCore::DeferCopyWait(uint64_t copy_seq) {
   return defer_waits_ && DeferUse(copy_index_, copy_seq);
 }
@@ -799,67 +813,6 @@ bool ShimCore::DeferHostReclaim(uint32_t chunks) {
     return false;
   }
   deferred_.host_chunks = std::max(deferred_.host_chunks, chunks);
-  return true;
-}
-
-void ShimCore::StartLookahead(uint32_t count) {
-  if (count == 0 || !lookahead_allowed_ || !page_out_->empty()) return;
-  std::vector<uint32_t> picked;
-  picker_->PickIdle(count, /*stream=*/kNoIndex, &picked);  // idle chunks only
-  if (!picked.empty()) StartPageOut(picked, /*may_wait=*/false);
-}
-
-void ShimCore::SettlePageOutsBeforeFence() {
-  if (page_out_->empty()) return;
-  if (tracker_->IsComplete(copy_index_, page_out_->copy_seq())) {
-    FinishPageOut();  // no wait: the copies completed
-  } else {
-    page_out_->CancelAll();  // the chunks stay on the device, where the launch finds them
-  }
-}
-
-bool ShimCore::EvictSome(uint32_t want, uint32_t lookahead) {
-  if (ReclaimFreed(/*device=*/true, /*host=*/false)) return true;
-  want = std::clamp<uint32_t>(want, 1, kSustainedBatchMax);
-  // Note [pipelined page-out]: the batch started last time has been copying
-  // while the caller worked; finish it (usually without waiting) and start
-  // the next one.
-  if (!page_out_->empty()) {
-    if (DeferPageOutWait()) return false;
-    if (FinishPageOut() > 0) {
-      StartLookahead(lookahead);
-      return true;
-    }
-  }
-  // Note [eviction]: finished work made visible first (events on streams
-  // with uncovered work), so that chunks whose work on other streams has
-  // completed are candidates beside those of earlier work on the
-  // operation's own stream.
-  tracker_->CoverAll();
-  if (ReclaimFreed(/*device=*/true, /*host=*/false)) return true;
-  std::vector<uint32_t> picked;
-  picker_->PickIdle(want, launch_stream_, &picked);
-  if (picked.empty()) {
-    // Everything evictable is still in use: the best candidate, waited for
-    // below.
-    uint32_t v;
-    if (picker_->PickInUse(&v)) picked.push_back(v);
-  }
-  // Note [eviction]: victims still in use (by earlier work on the operation's
-  // stream, or the best candidate above) are waited for before their
-  // page-out: without mu_ if the operation defers its waits (Note [waits
-  // outside the lock]: it runs again after them), else here.
-  bool deferred = false;
-  for (uint32_t c : picked) {
-    if (!uses_->Idle(c)) deferred |= DeferWaitChunkIdle(c);
-  }
-  if (deferred) return false;
-  std::erase_if(picked, [this](uint32_t c) MEMSHIM_REQUIRES(mu_) {
-    return !uses_->Idle(c) && WaitChunkIdle(c) != CUDA_SUCCESS;  // still in use: stays
-  });
-  if (picked.empty()) return false;
-  if (EvictBatch(picked) == 0) return false;
-  StartLookahead(lookahead);
   return true;
 }
 
@@ -890,19 +843,6 @@ CUresult ShimCore::AcquireHost(uint32_t* slot) {
   return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
-CUresult ShimCore::AcquireDevice(uint32_t* index, bool may_evict) {
-  // Batches sized to the budget (Note [eviction batches]).
-  bool sustained = false;
-  for (;;) {
-    if (pool_->AcquireDevice(index) == CUDA_SUCCESS) return CUDA_SUCCESS;
-    if (!may_evict) return CUDA_ERROR_OUT_OF_MEMORY;
-    const EvictionSizing size =
-        SizeEviction(pool_->device_limit(), sustained, lookahead_min_chunks_);
-    if (!EvictSome(size.batch, size.lookahead)) return CUDA_ERROR_OUT_OF_MEMORY;
-    sustained = true;
-  }
-}
-
 CUresult ShimCore::PageIn(uint32_t chunk, bool may_evict) {
   ChunkEntry& e = table_[chunk];
   const CUdeviceptr va = table_.AddressOf(chunk);
@@ -914,7 +854,7 @@ CUresult ShimCore::PageIn(uint32_t chunk, bool may_evict) {
     if (const CUresult r = WaitChunkIdle(chunk); r != CUDA_SUCCESS) return r;
   }
   uint32_t dev = 0;
-  CUresult r = AcquireDevice(&dev, may_evict);
+  CUresult r = evictor_->AcquireDevice(&dev, may_evict);
   if (r != CUDA_SUCCESS) {
     // With a deferred wait the operation is repeated after it, instead of
     // running from the host tier (Note [waits outside the lock]).
@@ -928,77 +868,19 @@ CUresult ShimCore::PageIn(uint32_t chunk, bool may_evict) {
     ++stats_.host_fallbacks;
     return CUDA_SUCCESS;
   }
-  if (e.residence == Residence::kHost) {
-    // Note [failed transitions]: until the fill is committed the host slot
-    // keeps the bytes; any failure here puts it back at the address.
-    if (!e.unmapped && (r = pool_->UnmapAt(va)) != CUDA_SUCCESS) {
-      MEMSHIM_LOG(kError, "unmapping a host-tier chunk failed (%d)", r);
-      pool_->ReleaseDevice(dev);
-      return r;
-    }
-    if ((r = pool_->MapAt(va, pool_->device_handle(dev))) != CUDA_SUCCESS) {
-      MEMSHIM_LOG(kError, "mapping a device chunk failed (%d); the chunk stays in host memory", r);
-      pool_->ReleaseDevice(dev);
-      (void)fills_->MapHostSlot(chunk);  // a failure marks it unmapped: mapped at its next use
-      return r;
-    }
-    if (e.live_data) {
-      r = driver_->cuMemcpyDtoDAsync_v2(va, pool_->mirror(e.phys), kChunkBytes, copy_stream_);
-      if (r != CUDA_SUCCESS) {
-        MEMSHIM_LOG(kError, "page-in copy failed (%d); the chunk stays in host memory", r);
-        if (pool_->UnmapAt(va) == CUDA_SUCCESS) {
-          pool_->ReleaseDevice(dev);
-        } else {  // still mapped: the device chunk is not reused
-          MEMSHIM_LOG(kError, "unmapping chunk %u failed; its device chunk is abandoned", chunk);
-        }
-        (void)fills_->MapHostSlot(chunk);
-        return r;
-      }
-    }
-    fills_->AddHostFill(chunk, e.phys);
-    table_.SetUnmapped(chunk, false);
-    ++stats_.page_ins;
-  } else {
-    if ((r = pool_->MapAt(va, pool_->device_handle(dev))) != CUDA_SUCCESS) {
-      MEMSHIM_LOG(kError, "mapping a device chunk failed (%d)", r);
-      pool_->ReleaseDevice(dev);
-      return r;
-    }
-    if (OwnedKind(e.kind)) --unbacked_owned_;
-    ++stats_.first_touches;
+  // Note [failed transitions]: until the fill is committed the host slot
+  // keeps the bytes; a failure puts it back at the address.
+  if (e.residence == Residence::kHost) return fills_->FillFromHost(chunk, dev);
+  if ((r = pool_->MapAt(va, pool_->device_handle(dev))) != CUDA_SUCCESS) {
+    MEMSHIM_LOG(kError, "mapping a device chunk failed (%d)", r);
+    pool_->ReleaseDevice(dev);
+    return r;
   }
+  if (OwnedKind(e.kind)) --unbacked_owned_;
+  ++stats_.first_touches;
   e.residence = Residence::kDevice;
   e.phys = dev;
   policy_->OnResident(chunk);
-  return CUDA_SUCCESS;
-}
-
-CUresult ShimCore::OrderFills(uint64_t need, uint32_t stream, bool host_wait) {
-  CUresult r = CUDA_SUCCESS;
-  if (need != 0) {
-    CUevent event = nullptr;
-    r = tracker_->Cover(copy_index_, need, &event);
-    if (r == CUDA_SUCCESS && event != nullptr) {
-      RelaxedCaptureMode relaxed(driver_);  // Note [relaxed driver sequences]
-      if (host_wait) {
-        ++stats_.host_waits;
-        r = driver_->cuEventSynchronize(event);
-      } else {
-        r = driver_->cuStreamWaitEvent(tracker_->HandleOf(stream), event, 0);
-      }
-    }
-    if (r != CUDA_SUCCESS) {
-      MEMSHIM_LOG(kWarn, "ordering work after its page-ins failed (%d); waiting on the host", r);
-      ++stats_.host_waits;
-      r = tracker_->WaitFor(copy_index_, need);
-    }
-  }
-  if (r != CUDA_SUCCESS) {
-    MEMSHIM_LOG(kError, "page-ins could not be awaited (%d); the operation fails", r);
-    fills_->Undo();
-    return r;
-  }
-  fills_->Commit(tracker_->issued(copy_index_));
   return CUDA_SUCCESS;
 }
 
@@ -1017,7 +899,7 @@ CUresult ShimCore::MakeResident(uint32_t stream, bool host_wait, bool capturing,
   }
   fills_->Clear();
   CUresult result = CUDA_SUCCESS;
-  launch_stream_ = capturing ? kNoIndex : stream;  // Note [eviction]
+  evictor_->set_launch_stream(capturing ? kNoIndex : stream);  // Note [eviction]
   for (const uint32_t c : touch_->touched()) {
     if (table_[c].residence == Residence::kDevice) continue;
     CUresult r = PageIn(c, /*may_evict=*/true);
@@ -1026,7 +908,7 @@ CUresult ShimCore::MakeResident(uint32_t stream, bool host_wait, bool capturing,
       break;
     }
   }
-  launch_stream_ = kNoIndex;
+  evictor_->set_launch_stream(kNoIndex);
   if (result == CUDA_SUCCESS && pool_->device_in_use() < pool_->device_limit()) {
     const uint64_t room = static_cast<uint64_t>(pool_->device_limit() - pool_->device_in_use())
                           << kChunkShift;
@@ -1061,7 +943,7 @@ CUresult ShimCore::MakeResident(uint32_t stream, bool host_wait, bool capturing,
     fills_->Commit(tracker_->issued(copy_index_));
     return CUDA_ERROR_NOT_READY;
   }
-  if (const CUresult r = OrderFills(need, stream, host_wait || capturing); r != CUDA_SUCCESS) {
+  if (const CUresult r = fills_->Order(need, stream, host_wait || capturing); r != CUDA_SUCCESS) {
     return r;
   }
   if (!capturing) {
@@ -1154,8 +1036,8 @@ CUresult ShimCore::BeforeLaunch(CUfunction function, void** params, void** extra
 CUresult ShimCore::OpaqueLocked(uint32_t index, bool capturing, Ticket* ticket) {
   if (!repeating_) ++stats_.opaque_launches;
   // The launch may reach chunks whose page-out is in flight.
-  if (DeferPageOutWait()) return CUDA_ERROR_NOT_READY;  // Note [waits outside the lock]
-  FinishPageOut();
+  if (evictor_->DeferPageOutWait()) return CUDA_ERROR_NOT_READY;  // Note [waits outside the lock]
+  evictor_->FinishPageOut();
   touch_->Clear();
   fills_->Clear();
   CUresult r = BackAllOwned();
@@ -1167,7 +1049,7 @@ CUresult ShimCore::OpaqueLocked(uint32_t index, bool capturing, Ticket* ticket) 
   // Wait for every fill, then count the launch as a use of every chunk.
   const uint64_t all = tracker_->issued(copy_index_);
   const uint64_t need = all != 0 && !tracker_->IsComplete(copy_index_, all) ? all : 0;
-  if ((r = OrderFills(need, index, capturing)) != CUDA_SUCCESS) return r;
+  if ((r = fills_->Order(need, index, capturing)) != CUDA_SUCCESS) return r;
   if (capturing) return CUDA_SUCCESS;
   uses_->AddFence(index, tracker_->Issue(index));
   *ticket = tracker_->BeginEnqueue(index);
@@ -1234,7 +1116,7 @@ void ShimCore::EnforceDeviceLimit() {
   touch_->Begin();  // nothing is protected
   while (pool_->device_in_use() > pool_->device_limit()) {
     // The excess is known: nothing speculative.
-    if (!EvictSome(pool_->device_in_use() - pool_->device_limit(), /*lookahead=*/0)) {
+    if (!evictor_->EvictSome(pool_->device_in_use() - pool_->device_limit(), /*lookahead=*/0)) {
       if (!WaitsDeferred()) {  // else repeated after the wait
         MEMSHIM_LOG(kWarn, "cannot shrink below %u device chunks yet", pool_->device_in_use());
       }
@@ -1334,7 +1216,7 @@ void ShimCore::MoveHostChunksToFreeDevice(uint32_t max) {
   const uint64_t copy_seq = fills_->Mark();
   if (copy_seq == 0) return;
   // Note [failed transitions]: a failed wait puts every chunk back in its slot.
-  if (OrderFills(copy_seq, copy_index_, /*host_wait=*/true) != CUDA_SUCCESS) return;
+  if (fills_->Order(copy_seq, copy_index_, /*host_wait=*/true) != CUDA_SUCCESS) return;
   ProcessDeferred();  // the copies are complete: their host slots go back
 }
 
@@ -1360,7 +1242,7 @@ void ShimCore::OnAppPhysicalRelease(CUmemGenericAllocationHandle handle) {
 CUresult ShimCore::TEST_Synchronize() {
   MutexLock lock(&mu_);
   CUresult r = tracker_->WaitForAll();
-  FinishPageOut();
+  evictor_->FinishPageOut();
   ProcessDeferred();
   return r;
 }

@@ -209,6 +209,7 @@
 #include "shim/core/core_stats.h"
 #include "shim/core/deferred_waits.h"
 #include "shim/core/eviction_sizing.h"
+#include "shim/core/evictor.h"
 #include "shim/core/fill_batch.h"
 #include "shim/core/freed_chunks.h"
 #include "shim/core/graph_walk.h"
@@ -543,38 +544,13 @@ class ShimCore {
   [[nodiscard]] CUresult MakeResident(uint32_t stream, bool host_wait, bool capturing,
                                       Ticket* ticket) MEMSHIM_REQUIRES(mu_);
   [[nodiscard]] CUresult PageIn(uint32_t chunk, bool may_evict) MEMSHIM_REQUIRES(mu_);
-  [[nodiscard]] CUresult AcquireDevice(uint32_t* index, bool may_evict) MEMSHIM_REQUIRES(mu_);
   // A host slot: a free one, else one of a dead chunk, else the slot a copy
   // still reads (slot_releases_) once that copy completed, else one freed by
   // demoting host chunks. With waits deferred, CUDA_ERROR_NOT_READY instead
   // of waiting for that copy (Note [waits outside the lock]).
   [[nodiscard]] CUresult AcquireHost(uint32_t* slot) MEMSHIM_REQUIRES(mu_);
-  // Waits (stream-ordered on `stream`, or on the host) for copy-stream
-  // sequence `need`; commits or undoes fills_ accordingly.
-  [[nodiscard]] CUresult OrderFills(uint64_t need, uint32_t stream, bool host_wait)
-      MEMSHIM_REQUIRES(mu_);
-  // Frees at least one device chunk, evicting up to `want` victims in one
-  // batch, then starts the page-out of `lookahead` more (Note [pipelined
-  // page-out]); false if nothing could be freed.
-  bool EvictSome(uint32_t want, uint32_t lookahead) MEMSHIM_REQUIRES(mu_);
-  // Note [eviction]: the stream of the operation MakeResident() is making
-  // resident (not captured), kNoIndex otherwise: a chunk whose only pending
-  // uses are earlier work on it is a candidate too.
-  uint32_t launch_stream_ MEMSHIM_GUARDED_BY(mu_) = kNoIndex;
   // freed_->ReclaimOne(): true if a chunk was released.
   bool ReclaimFreed(bool device, bool host) MEMSHIM_REQUIRES(mu_);
-  uint32_t EvictBatch(const std::vector<uint32_t>& victims) MEMSHIM_REQUIRES(mu_);
-  // page_out_'s Start() and Finish() with their results applied to the
-  // core's counters: the victims dropped without a copy, the chunks moved.
-  uint32_t StartPageOut(const std::vector<uint32_t>& victims, bool may_wait) MEMSHIM_REQUIRES(mu_);
-  uint32_t FinishPageOut() MEMSHIM_REQUIRES(mu_);
-  void StartLookahead(uint32_t count) MEMSHIM_REQUIRES(mu_);
-  // False while a fenced launch makes its chunks resident (Note [fenced
-  // page-outs]): no look-ahead page-out starts.
-  bool lookahead_allowed_ MEMSHIM_GUARDED_BY(mu_) = true;
-  // Note [fenced page-outs]: finishes the page-outs in flight whose copies
-  // completed, cancels the others; never waits.
-  void SettlePageOutsBeforeFence() MEMSHIM_REQUIRES(mu_);
   // uses_->WaitIdle(), counted as a host wait.
   [[nodiscard]] CUresult WaitChunkIdle(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
   // Note [waits outside the lock]: if the current operation defers its
@@ -584,10 +560,7 @@ class ShimCore {
   // Appends (stream, seq) to deferred_.uses unless it is known complete;
   // true if it did.
   bool DeferUse(uint32_t stream, uint64_t seq) MEMSHIM_REQUIRES(mu_);
-  // DeferUse() for the page-outs in flight (page_out_), if their copies are not
-  // known complete.
-  bool DeferPageOutWait() MEMSHIM_REQUIRES(mu_);
-  // The same for copy-stream sequence number `copy_seq`.
+  // DeferUse() for copy-stream sequence number `copy_seq`.
   bool DeferCopyWait(uint64_t copy_seq) MEMSHIM_REQUIRES(mu_);
   // If the current operation defers its waits and other cores hold host
   // slots of the shared budget, records that `chunks` slots are to be asked
@@ -759,7 +732,6 @@ class ShimCore {
   std::unique_ptr<ResidencyPolicy> policy_ MEMSHIM_GUARDED_BY(mu_);
   uint32_t copy_index_ MEMSHIM_GUARDED_BY(mu_) = 0;
   uint32_t device_budget_chunks_ MEMSHIM_GUARDED_BY(mu_) = 0;
-  uint32_t lookahead_min_chunks_ MEMSHIM_GUARDED_BY(mu_) = kLookaheadMinChunks;
   uint64_t app_pinned_bytes_ MEMSHIM_GUARDED_BY(mu_) = 0;
   // Note [application VMM]: virtual handles, the ranges the application
   // reserved in the reservation (first chunk -> count) and its mappings of
@@ -878,6 +850,24 @@ class ShimCore {
     ShimCore* const core_;
   };
   PageOutHostSlots page_out_slots_{this};
+  // Eviction: what to page out and when (evictor.h); created with page_out_.
+  std::unique_ptr<Evictor> evictor_ MEMSHIM_GUARDED_BY(mu_);
+  // The core's side for evictor_: its deferrable waits (DeferWaitChunkIdle,
+  // DeferCopyWait, WaitChunkIdle), freed_ and unbacked_owned_. Called only
+  // from evictor_, under mu_.
+  class EvictorOwner final : public Evictor::Owner {
+   public:
+    explicit EvictorOwner(ShimCore* core) : core_(core) {}
+    bool DeferChunkIdle(uint32_t chunk) override;
+    bool DeferCopyWait(uint64_t copy_seq) override;
+    CUresult WaitChunkIdle(uint32_t chunk) override;
+    bool ReclaimFreedDevice() override;
+    void OnOwnedDropped(uint32_t count) override;
+
+   private:
+    ShimCore* const core_;
+  };
+  EvictorOwner evictor_owner_{this};
   // Blocks freed while work may still use them (Note [pending frees]).
   std::unique_ptr<PendingFrees> pending_frees_ MEMSHIM_GUARDED_BY(mu_);
   // Freed chunks still backed (Note [freed chunks]).

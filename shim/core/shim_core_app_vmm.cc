@@ -182,7 +182,7 @@ CUresult ShimCore::AppAddressFree(CUdeviceptr ptr, uint64_t bytes) {
 
 CUresult ShimCore::DropBacking(uint32_t chunk) {
   ChunkEntry& e = table_[chunk];
-  if (e.evicting) FinishPageOut();  // its page-out copy reads it
+  if (e.evicting) evictor_->FinishPageOut();  // its page-out copy reads it
   if (e.residence == Residence::kUnbacked) return CUDA_SUCCESS;
   if (e.residence == Residence::kNvme) {
     spill_->Drop(chunk);
@@ -209,8 +209,8 @@ CUresult ShimCore::DropBacking(uint32_t chunk) {
 }
 
 CUresult ShimCore::SettleChunks(const std::pair<uint32_t, uint32_t>* ranges, size_t count) {
-  if (DeferPageOutWait()) return CUDA_ERROR_NOT_READY;
-  FinishPageOut();
+  if (evictor_->DeferPageOutWait()) return CUDA_ERROR_NOT_READY;
+  evictor_->FinishPageOut();
   tracker_->CoverAll();
   bool deferred = false;
   for (size_t i = 0; i < count; ++i) {

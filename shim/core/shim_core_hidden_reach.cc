@@ -300,12 +300,12 @@ CUresult ShimCore::FencedLocked(uint32_t stream, bool capturing, Reach reach, Ti
     const ChunkEntry& e = table_[c];
     if (e.residence == Residence::kNvme && e.hidden_target) touch_->Chunk(c);
   }
-  if (DeferPageOutWait()) return CUDA_ERROR_NOT_READY;  // Note [waits outside the lock]
-  FinishPageOut();
+  if (evictor_->DeferPageOutWait()) return CUDA_ERROR_NOT_READY;  // Note [waits outside the lock]
+  evictor_->FinishPageOut();
   // Note [fenced page-outs]
-  const bool lookahead = std::exchange(lookahead_allowed_, false);
+  const bool lookahead = evictor_->set_lookahead_allowed(false);
   const CUresult r = MakeResident(stream, /*host_wait=*/false, capturing, ticket);
-  lookahead_allowed_ = lookahead;
+  evictor_->set_lookahead_allowed(lookahead);
   if (r != CUDA_SUCCESS) return r;  // spilled_targets_ kept: the next one tries again
   spilled_targets_.clear();
   if (reach == Reach::kAddresses) {
@@ -320,7 +320,7 @@ CUresult ShimCore::FencedLocked(uint32_t stream, bool capturing, Reach reach, Ti
     for (uint32_t c : touch_->reached()) mark(c);
   }
   if (capturing) return r;
-  SettlePageOutsBeforeFence();  // page-outs MakeResident started for room
+  evictor_->SettleBeforeFence();  // page-outs MakeResident started for room
   uses_->AddFence(stream, tracker_->issued(stream));
   return CUDA_SUCCESS;
 }

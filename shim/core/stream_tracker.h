@@ -32,7 +32,7 @@
 //   share of a launch to each launch when kernels are issued back to back.
 //   Batched events only refresh completion knowledge early; whoever needs a
 //   specific completion records on demand (Cover), and eviction covers every
-//   stream before it waits (ShimCore::EvictSome). So with pacing on
+//   stream before it waits (Evictor::EvictSome). So with pacing on
 //   (`event_pace` = P > 0) a batched event is recorded only if the stream's
 //   last one is at least P times the measured cost of a batched event
 //   (poll + record, moving average) old, capped at kMaxEventIntervalNs: the

@@ -1,6 +1,7 @@
 // TransitionParts: the pieces of one ShimCore that a chunk transition
-// (page-out, spill demotion and promotion) works on, handed to the classes
-// that carry those transitions out (PageOutPipeline, SpillManager).
+// (page-in, page-out, spill demotion and promotion) works on, handed to the
+// classes that carry those transitions out (FillBatch, PageOutPipeline,
+// SpillManager, FreedChunks).
 //
 // Owns nothing: every pointer is the core's, and each piece outlives the
 // classes given them. Thread safety: the pieces are guarded by the core's

@@ -1,0 +1,288 @@
+// Evictor over the fake driver: a device of four chunks, full, and an
+// eviction for one more; which chunks go (the policy's order, the candidate
+// rule), when the owner is asked to defer or to wait, and where the bytes are
+// afterwards (checksums).
+#include "shim/core/evictor.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <vector>
+
+#include "shim/core/chunk_uses.h"
+#include "shim/core/shim_core_test_fixture.h"
+#include "shim/core/touch_set.h"
+#include "shim/core/victim_picker.h"
+#include "shim/testing/held_work.h"
+#include "shim/testing/transition_test.h"
+
+namespace memvirt::shim {
+namespace {
+
+// The owner's side: defers when told to, waits through ChunkUses, reclaims
+// the freed device chunks it was given, and records what it was asked.
+class RecordingOwner final : public Evictor::Owner {
+ public:
+  bool DeferChunkIdle(uint32_t chunk) override {
+    if (!defer) return false;
+    deferred_chunks.push_back(chunk);
+    return true;
+  }
+  bool DeferCopyWait(uint64_t copy_seq) override {
+    if (!defer) return false;
+    deferred_copies.push_back(copy_seq);
+    return true;
+  }
+  CUresult WaitChunkIdle(uint32_t chunk) override {
+    waited.push_back(chunk);
+    return uses->WaitIdle(chunk);
+  }
+  bool ReclaimFreedDevice() override {
+    if (freed_devices.empty()) return false;
+    pool->ReleaseDevice(freed_devices.back());
+    freed_devices.pop_back();
+    return true;
+  }
+  void OnOwnedDropped(uint32_t count) override { dropped_owned += count; }
+
+  bool defer = false;
+  ChunkUses* uses = nullptr;
+  PhysicalPool* pool = nullptr;
+  std::vector<uint32_t> freed_devices;  // released by ReclaimFreedDevice, last first
+  std::vector<uint32_t> deferred_chunks;
+  std::vector<uint64_t> deferred_copies;
+  std::vector<uint32_t> waited;
+  uint32_t dropped_owned = 0;
+};
+
+// Host slots for the page-outs: the pool's free ones.
+class FreeHostSlots final : public PageOutPipeline::HostSlots {
+ public:
+  CUresult AcquireWaiting(uint32_t* slot) override { return pool->AcquireHost(slot); }
+  void ReleaseAfter(uint32_t slot, uint64_t) override { pool->ReleaseHost(slot); }
+  PhysicalPool* pool = nullptr;
+};
+
+class EvictorTest : public testing::TransitionTest {
+ protected:
+  static constexpr uint32_t kChunks = 8;
+  static constexpr uint32_t kDeviceChunks = 4;
+
+  EvictorTest() : TransitionTest(kChunks) {}
+  void SetUp() override {
+    ASSERT_EQ(InitParts(kDeviceChunks, /*host_chunks=*/4), CUDA_SUCCESS);
+    uses_ = std::make_unique<ChunkUses>(&table_, tracker_.get(), copy_index_);
+    slots_.pool = pool_.get();
+    page_out_ = std::make_unique<PageOutPipeline>(PageOutPipeline::Parts{parts(), &slots_});
+    touch_ = std::make_unique<TouchSet>(&table_, page_out_.get());
+    touch_->Begin();
+    picker_ = std::make_unique<VictimPicker>(&table_, uses_.get(), &policy_, touch_.get());
+    owner_.uses = uses_.get();
+    owner_.pool = pool_.get();
+    for (uint32_t c = 0; c < kDeviceChunks; ++c) MakeDeviceChunk(c, 10 + c);
+    policy_.victim_order = {2, 0, 3, 1};
+  }
+  void TearDown() override {
+    TransitionTest::TearDown();
+    evictor_.reset();
+    picker_.reset();
+    touch_.reset();
+    page_out_.reset();
+  }
+  // The evictor, with look-ahead page-outs from `lookahead_min_chunks` (the
+  // four-chunk device has them from 4).
+  void MakeEvictor(uint32_t lookahead_min_chunks = kLookaheadMinChunks) {
+    evictor_ = std::make_unique<Evictor>(Evictor::Parts{
+        .page_out = page_out_.get(),
+        .picker = picker_.get(),
+        .tracker = tracker_.get(),
+        .copy_index = copy_index_,
+        .uses = uses_.get(),
+        .pool = pool_.get(),
+        .owner = &owner_,
+        .lookahead_min_chunks = lookahead_min_chunks,
+    });
+  }
+  // `c` paged out: in a host slot, mapped at its address, with its bytes.
+  void ExpectInHostTier(uint32_t c) {
+    const ChunkEntry& e = table_[c];
+    EXPECT_EQ(e.residence, Residence::kHost) << c;
+    EXPECT_FALSE(e.evicting) << c;
+    ASSERT_TRUE(fake_.IsMapped(Address(c), kChunkBytes)) << c;
+    EXPECT_EQ(BytesAt(Address(c)), PatternChecksum(kChunkBytes, 10 + c)) << c;
+  }
+  void ExpectOnDevice(uint32_t c) {
+    EXPECT_EQ(table_[c].residence, Residence::kDevice) << c;
+    EXPECT_FALSE(table_[c].evicting) << c;
+    EXPECT_EQ(BytesAt(Address(c)), PatternChecksum(kChunkBytes, 10 + c)) << c;
+  }
+  // A use of `c` by work queued on a held application stream.
+  CUstream UseOnHeldStream(uint32_t c) {
+    CUstream s = testing::HeldStream(&fake_);
+    const StreamUse op = testing::IssueOn(&fake_, tracker_.get(), s);
+    uses_->Add(c, op.stream, op.seq);
+    return s;
+  }
+
+  std::unique_ptr<ChunkUses> uses_;
+  FreeHostSlots slots_;
+  std::unique_ptr<PageOutPipeline> page_out_;
+  std::unique_ptr<TouchSet> touch_;
+  std::unique_ptr<VictimPicker> picker_;
+  RecordingOwner owner_;
+  std::unique_ptr<Evictor> evictor_;
+};
+
+TEST_F(EvictorTest, AFreeDeviceChunkIsTakenWithoutEvicting) {
+  MakeEvictor();
+  pool_->ReleaseDevice(table_[1].phys);  // as if chunk 1's block had been freed
+  table_[1].residence = Residence::kUnbacked;
+  ASSERT_EQ(driver_.cuMemUnmap(Address(1), kChunkBytes), CUDA_SUCCESS);
+  uint32_t dev = kNoIndex;
+  ASSERT_EQ(evictor_->AcquireDevice(&dev, /*may_evict=*/true), CUDA_SUCCESS);
+  EXPECT_NE(dev, kNoIndex);
+  EXPECT_EQ(pool_->host_in_use(), 0u);
+  EXPECT_EQ(stats_.evictions, 0u);
+}
+
+TEST_F(EvictorTest, WithoutEvictionAFullDeviceHasNoChunk) {
+  MakeEvictor();
+  uint32_t dev = 0;
+  EXPECT_EQ(evictor_->AcquireDevice(&dev, /*may_evict=*/false), CUDA_ERROR_OUT_OF_MEMORY);
+  for (uint32_t c = 0; c < kDeviceChunks; ++c) ExpectOnDevice(c);
+}
+
+TEST_F(EvictorTest, AFreedChunkIsReclaimedBeforeAnyVictim) {
+  MakeEvictor();
+  // Chunk 3's block was freed: the owner still holds its device chunk.
+  const uint32_t spare = table_[3].phys;
+  ASSERT_EQ(driver_.cuMemUnmap(Address(3), kChunkBytes), CUDA_SUCCESS);
+  table_[3].residence = Residence::kUnbacked;
+  table_[3].kind = ChunkKind::kFree;
+  owner_.freed_devices = {spare};
+  uint32_t dev = kNoIndex;
+  ASSERT_EQ(evictor_->AcquireDevice(&dev, /*may_evict=*/true), CUDA_SUCCESS);
+  EXPECT_EQ(dev, spare);
+  EXPECT_TRUE(owner_.freed_devices.empty());
+  EXPECT_EQ(pool_->host_in_use(), 0u) << "nothing paged out";
+}
+
+TEST_F(EvictorTest, AMissPagesOutThePolicysFirstIdleCandidate) {
+  MakeEvictor();
+  touch_->Chunk(2);  // the operation's own: not a candidate
+  uint32_t dev = kNoIndex;
+  ASSERT_EQ(evictor_->AcquireDevice(&dev, /*may_evict=*/true), CUDA_SUCCESS);
+  ExpectInHostTier(0);
+  for (uint32_t c : {1u, 2u, 3u}) ExpectOnDevice(c);
+  EXPECT_EQ(stats_.evictions, 1u);
+  EXPECT_EQ(policy_.evicted, (std::vector<uint32_t>{0}));
+  EXPECT_TRUE(owner_.waited.empty());
+}
+
+// Note [eviction]: a candidate still in use on another stream is skipped
+// for an idle one; when none is idle, the best is waited for, by the owner
+// without its lock if it defers, else here.
+TEST_F(EvictorTest, AVictimInUseIsWaitedForOnlyWhenNothingIsIdle) {
+  MakeEvictor();
+  CUstream busy = UseOnHeldStream(2);
+  uint32_t dev = kNoIndex;
+  ASSERT_EQ(evictor_->AcquireDevice(&dev, /*may_evict=*/true), CUDA_SUCCESS);
+  ExpectInHostTier(0);
+  EXPECT_TRUE(owner_.waited.empty()) << "an idle chunk went instead";
+  fake_.Release(busy);
+
+  // Now every device chunk is in use: chunk 0 back on the device, too.
+  ASSERT_EQ(driver_.cuMemUnmap(Address(0), kChunkBytes), CUDA_SUCCESS);
+  pool_->ReleaseHost(table_[0].phys);
+  pool_->ReleaseDevice(dev);
+  MakeDeviceChunk(0, 10);
+  for (uint32_t c = 0; c < kDeviceChunks; ++c) UseOnHeldStream(c);
+  owner_.defer = true;
+  EXPECT_EQ(evictor_->AcquireDevice(&dev, /*may_evict=*/true), CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(owner_.deferred_chunks, (std::vector<uint32_t>{2})) << "the policy's first";
+  for (uint32_t c = 0; c < kDeviceChunks; ++c) ExpectOnDevice(c);
+
+  owner_.defer = false;  // waited for here (the fake runs the held stream)
+  ASSERT_EQ(evictor_->AcquireDevice(&dev, /*may_evict=*/true), CUDA_SUCCESS);
+  EXPECT_EQ(owner_.waited, (std::vector<uint32_t>{2}));
+  ExpectInHostTier(2);
+}
+
+TEST_F(EvictorTest, AnOperationsOwnStreamDoesNotMakeAChunkBusy) {
+  MakeEvictor();
+  CUstream s = UseOnHeldStream(2);
+  evictor_->set_launch_stream(tracker_->IndexOf(s, /*per_thread=*/false));
+  owner_.defer = true;
+  uint32_t dev = kNoIndex;
+  EXPECT_EQ(evictor_->AcquireDevice(&dev, /*may_evict=*/true), CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(owner_.deferred_chunks, (std::vector<uint32_t>{2}))
+      << "taken though its work is queued, and waited for (deferred)";
+  fake_.Release(s);
+}
+
+TEST_F(EvictorTest, ADeadVictimIsDroppedWithoutACopyAndReported) {
+  MakeEvictor();
+  table_[2].live_data = false;  // the policy's first: a live block's chunk never written
+  uint32_t dev = kNoIndex;
+  ASSERT_EQ(evictor_->AcquireDevice(&dev, /*may_evict=*/true), CUDA_SUCCESS);
+  EXPECT_EQ(table_[2].residence, Residence::kUnbacked);
+  EXPECT_EQ(owner_.dropped_owned, 1u);
+  EXPECT_EQ(pool_->host_in_use(), 0u);
+}
+
+// Note [pipelined page-out]: with look-ahead, the next batch starts behind
+// the one finished, and the next miss finishes it instead of picking.
+TEST_F(EvictorTest, ALookAheadBatchStartsBehindTheMissAndServesTheNextOne) {
+  MakeEvictor(/*lookahead_min_chunks=*/kDeviceChunks);
+  uint32_t dev = kNoIndex;
+  ASSERT_EQ(evictor_->AcquireDevice(&dev, /*may_evict=*/true), CUDA_SUCCESS);
+  ExpectInHostTier(2);
+  EXPECT_TRUE(table_[0].evicting) << "the look-ahead page-out, in flight";
+  EXPECT_EQ(table_[0].residence, Residence::kDevice);
+  uint32_t next = kNoIndex;
+  ASSERT_EQ(evictor_->AcquireDevice(&next, /*may_evict=*/true), CUDA_SUCCESS);
+  ExpectInHostTier(0);
+  EXPECT_TRUE(table_[3].evicting) << "and the next look-ahead";
+  EXPECT_EQ(policy_.evicted, (std::vector<uint32_t>{2, 0}));
+  pool_->ReleaseDevice(dev);
+}
+
+TEST_F(EvictorTest, NoLookAheadWhileDisallowed) {
+  MakeEvictor(/*lookahead_min_chunks=*/kDeviceChunks);
+  EXPECT_TRUE(evictor_->set_lookahead_allowed(false));
+  uint32_t dev = kNoIndex;
+  ASSERT_EQ(evictor_->AcquireDevice(&dev, /*may_evict=*/true), CUDA_SUCCESS);
+  for (uint32_t c = 0; c < kChunks; ++c) EXPECT_FALSE(table_[c].evicting) << c;
+  EXPECT_FALSE(evictor_->set_lookahead_allowed(true));
+}
+
+// Note [fenced page-outs]: page-outs whose copies completed are finished,
+// the others cancelled; nothing waits.
+TEST_F(EvictorTest, SettlingBeforeAFenceFinishesPageOutsWhoseCopiesCompleted) {
+  MakeEvictor(/*lookahead_min_chunks=*/kDeviceChunks);
+  uint32_t dev = kNoIndex;
+  ASSERT_EQ(evictor_->AcquireDevice(&dev, /*may_evict=*/true), CUDA_SUCCESS);
+  ASSERT_TRUE(table_[0].evicting);  // the look-ahead, its copy run by the fake
+  evictor_->SettleBeforeFence();
+  ExpectInHostTier(0);
+  EXPECT_EQ(evictor_->FinishPageOut(), 0u) << "nothing left in flight";
+  pool_->ReleaseDevice(dev);
+}
+
+TEST_F(EvictorTest, SettlingBeforeAFenceCancelsPageOutsStillCopying) {
+  MakeEvictor(/*lookahead_min_chunks=*/kDeviceChunks);
+  fake_.Hold(copy_stream_);  // the miss's own batch is waited for (which runs it)
+  uint32_t dev = kNoIndex;
+  ASSERT_EQ(evictor_->AcquireDevice(&dev, /*may_evict=*/true), CUDA_SUCCESS);
+  ExpectInHostTier(2);
+  ASSERT_TRUE(table_[0].evicting);  // the look-ahead copy, queued
+  const uint64_t host_waits = stats_.host_waits;
+  evictor_->SettleBeforeFence();
+  EXPECT_EQ(stats_.host_waits, host_waits) << "no wait";
+  ExpectOnDevice(0);
+  EXPECT_EQ(evictor_->FinishPageOut(), 0u) << "cancelled: nothing moves";
+  pool_->ReleaseDevice(dev);
+}
+
+}  // namespace
+}  // namespace memvirt::shim
