@@ -1213,10 +1213,16 @@ void ShimCore::MoveHostChunksToFreeDevice(uint32_t max) {
     }
     if (PageIn(c, /*may_evict=*/false) != CUDA_SUCCESS) break;
   }
+  // Committed at once, as a launch's page-ins ordered on its stream: each
+  // chunk's next use waits for its copy (fill_seq), and each slot goes back
+  // once its copy completed (slot_releases_).
   const uint64_t copy_seq = fills_->Mark();
+  fills_->Commit(copy_seq);
   if (copy_seq == 0) return;
-  // Note [failed transitions]: a failed wait puts every chunk back in its slot.
-  if (fills_->Order(copy_seq, copy_index_, /*host_wait=*/true) != CUDA_SUCCESS) return;
+  // Note [waits outside the lock]: the wait that frees the slots before
+  // GiveBackHostBytes returns is made without mu_. A failed wait leaves the
+  // slots to a later ProcessDeferred(), once the copies completed.
+  if (DeferUse(copy_index_, copy_seq)) (void)WaitForDeferred();
   ProcessDeferred();  // the copies are complete: their host slots go back
 }
 

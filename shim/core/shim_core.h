@@ -678,8 +678,9 @@ class ShimCore {
   // (demotions_finished_); clears *batch. Returns the chunks moved.
   uint32_t FinishDemotion(SpillManager::DemotionBatch* batch) MEMSHIM_REQUIRES(mu_);
   // Moves up to `max` idle host chunks into free device chunks (never
-  // evicting), waits for their copies and releases their host slots
-  // (GiveBackHostBytes).
+  // evicting), waits for their copies without mu_ and releases their host
+  // slots (GiveBackHostBytes). REQUIRES: no operation is being prepared (a
+  // control-plane call), as others run while mu_ is released.
   void MoveHostChunksToFreeDevice(uint32_t max) MEMSHIM_REQUIRES(mu_);
   // Promotes kNvme `chunk`; a success is a fill of the operation (fills_).
   [[nodiscard]] CUresult Promote(uint32_t chunk) MEMSHIM_REQUIRES(mu_);

@@ -566,6 +566,54 @@ void ShimCoreWaitTest::LowerTheLimitWhileEveryChunkIsInUse(
   EXPECT_EQ(fake_.faults(), 0u);
 }
 
+// Host slots given back to the shared host budget (GiveBackHostBytes, asked
+// by another core) by moving host chunks into free device chunks: the wait
+// for those copies is made without the core lock.
+TEST_F(ShimCoreWaitTest, GivingHostSlotsBackWaitsForTheMovesWithoutTheLock) {
+  MakeHooked(8 * kMiB, 64 * kMiB);                       // four device chunks
+  const CUstream copy = fake_.created_streams().back();  // the core's copy stream
+  CUstream s = fake_.CreateStream();
+  std::vector<std::pair<CUdeviceptr, uint64_t>> blocks;
+  for (int i = 0; i < 6; ++i) {
+    CUdeviceptr p = 0;
+    ASSERT_EQ(core_->Alloc(&p, 2 * kMiB), CUDA_SUCCESS);
+    ASSERT_EQ(Write(s, p, 2 * kMiB, 300 + i), CUDA_SUCCESS);
+    blocks.push_back({p, 300 + i});
+  }
+  // Two blocks on the device are freed: room for the two in host memory.
+  std::vector<std::pair<CUdeviceptr, uint64_t>> kept;
+  int freed = 0;
+  for (const auto& block : blocks) {
+    if (freed < 2 && core_->TEST_ResidenceOf(block.first) == Residence::kDevice) {
+      ASSERT_EQ(core_->Free(block.first), CUDA_SUCCESS);
+      ++freed;
+    } else {
+      kept.push_back(block);
+    }
+  }
+  ASSERT_EQ(freed, 2);
+  const uint32_t host_before = core_->stats().host_slots_in_use;
+  ASSERT_EQ(host_before, 2u);
+  fake_.Hold(copy);  // the moves' copies stay queued until waited for
+  uint64_t given = 0;
+  size_t free_bytes = 0, total_bytes = 0;
+  const WaitOutcome w = RunWithOtherDuringWait(
+      [&] {
+        given = core_->GiveBackHostBytes(4 * kMiB);
+        return CUDA_SUCCESS;
+      },
+      [&] { return core_->GetInfo(&free_bytes, &total_bytes); });
+  fake_.Release(copy);
+  ASSERT_NO_FATAL_FAILURE(ExpectServedDuringWait(w, "it did not wait for the copies"));
+  EXPECT_EQ(given, 4 * kMiB);
+  EXPECT_EQ(core_->stats().host_slots_in_use, 0u);
+  for (const auto& [p, seed] : kept) {
+    EXPECT_EQ(core_->TEST_ResidenceOf(p), Residence::kDevice) << seed;
+  }
+  ExpectPatterns(s, 2 * kMiB, kept);
+  EXPECT_EQ(fake_.faults(), 0u);
+}
+
 TEST_F(ShimCoreWaitTest, EvictionWaitLetsOtherThreadsUseTheCore) {
   MakeHooked(4 * kMiB, 64 * kMiB);
   CUstream held = fake_.CreateStream();
