@@ -116,12 +116,8 @@ class EvictorTest : public testing::TransitionTest {
     EXPECT_FALSE(table_[c].evicting) << c;
     EXPECT_EQ(BytesAt(Address(c)), PatternChecksum(kChunkBytes, 10 + c)) << c;
   }
-  // A use of `c` by work queued on a held application stream.
   CUstream UseOnHeldStream(uint32_t c) {
-    CUstream s = testing::HeldStream(&fake_);
-    const StreamUse op = testing::IssueOn(&fake_, tracker_.get(), s);
-    uses_->Add(c, op.stream, op.seq);
-    return s;
+    return testing::UseOnHeldStream(&fake_, tracker_.get(), uses_.get(), c);
   }
 
   std::unique_ptr<ChunkUses> uses_;

@@ -39,12 +39,8 @@ class FreedChunksTest : public testing::TransitionTest {
     }
     freed_->Add(c);
   }
-  // A use of `c` by work held on a new stream until released.
   CUstream UseOnHeldStream(uint32_t c) {
-    CUstream s = testing::HeldStream(&fake_);
-    const StreamUse op = testing::IssueOn(&fake_, tracker_.get(), s);
-    uses_->Add(c, op.stream, op.seq);
-    return s;
+    return testing::UseOnHeldStream(&fake_, tracker_.get(), uses_.get(), c);
   }
 
   std::unique_ptr<ChunkUses> uses_;

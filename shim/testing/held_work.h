@@ -37,6 +37,16 @@ inline StreamUse IssueOn(FakeDriver* fake, StreamTracker* tracker, CUstream stre
   return {index, seq};
 }
 
+// A use of `chunk` (recorded in `uses`) by work queued on a new held
+// stream, which it returns.
+inline CUstream UseOnHeldStream(FakeDriver* fake, StreamTracker* tracker, ChunkUses* uses,
+                                uint32_t chunk) {
+  CUstream s = HeldStream(fake);
+  const StreamUse op = IssueOn(fake, tracker, s);
+  uses->Add(chunk, op.stream, op.seq);
+  return s;
+}
+
 class HeldWorkTest : public ::testing::Test {
  protected:
   // A table of `chunks` chunks, all free until MakeBlock().
