@@ -269,6 +269,38 @@ TEST(LifetimePolicyTest, EvictsAheadOnlyWhatMinEvicts) {
   EXPECT_EQ(q->PickVictimForPrefetch(Any(), 3), 1u);
 }
 
+// Note [data left by the learning iteration] in planner.h: data the
+// learning (LRU) iteration left on the device leaves only on demand, in the
+// first planned iteration as in any other, until its next use; from then on
+// the plan evicts it ahead.
+TEST(LifetimePolicyTest, DataLeftByTheLearningIterationLeavesOnlyOnDemand) {
+  const std::vector<std::vector<BlockAccess>> iteration = {{{1, R}, {2, R}}, {{3, R}}, {{1, R}}};
+  auto p = MakeLifetimePolicy();
+  for (BlockId b : {1, 2, 3}) p->OnAlloc(b, BlockInfo{10, BlockKind::kWeight, true});
+  p->OnBudgetChange(20);
+  Step step = 0;
+  for (const auto& s : iteration) p->OnAccess(step++, s);
+  // The learning iteration leaves 3 and 1 resident. MIN has 3 off from its
+  // use at step 1 to the next iteration's (the gap crosses the boundary).
+  p->OnResident(3);
+  p->OnResident(1);
+  p->OnIterationMark();
+  EXPECT_TRUE(p->EvictAheadCandidates(Any(), 0).empty());
+  // The first planned step: 2, used there and off until the next
+  // iteration, goes ahead; 3 does not.
+  p->OnResident(2);
+  p->OnAccess(step++, iteration[0]);
+  EXPECT_EQ(p->EvictAheadCandidates(Any(), 0), std::vector<BlockId>{2});
+  p->OnEvicted(2);
+  EXPECT_TRUE(p->EvictAheadCandidates(Any(), 0).empty());
+  // On demand it is the victim (MIN has it off; 1 is kept).
+  EXPECT_EQ(p->PickVictim(Any()), 3u);
+  // Used in the planned iteration, it is the plan's: evicted ahead after its
+  // use.
+  p->OnAccess(step++, iteration[1]);
+  EXPECT_EQ(p->EvictAheadCandidates(Any(), 0), std::vector<BlockId>{3});
+}
+
 }  // namespace
 }  // namespace memvirt::policy
 

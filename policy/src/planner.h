@@ -27,6 +27,17 @@
 //   fetched back early for the use that ends the gap they rank between the
 //   off and the kept ones: evicting one only undoes a prefetch (the block is
 //   clean), where evicting a kept block is a write back MIN does not make.
+//
+// Note [data left by the learning iteration]
+//   Data the learning (unplanned) iteration left resident is not evicted
+//   ahead, whatever its gap: Resident() marks it fetched back early
+//   (`refetched`), which ranks it below the off blocks EvictOffBlocks()
+//   takes, so it leaves only when its room is needed, until its next use,
+//   as in the demand MIN bound. So the write backs by which the first
+//   planned iteration exceeds the bound (docs/policy.md, GPT at 2x) are not
+//   these: they are that iteration's own end-of-iteration data (optimizer
+//   state, weights), evicted ahead as the steady state needs, on top of the
+//   learning iteration's dirty data written back on demand.
 
 #ifndef MEMVIRT_POLICY_SRC_PLANNER_H_
 #define MEMVIRT_POLICY_SRC_PLANNER_H_

@@ -18,6 +18,7 @@ CUresult Evictor::AcquireDevice(uint32_t* index, bool may_evict) {
 
 bool Evictor::EvictSome(uint32_t want, uint32_t lookahead) {
   Owner& owner = *parts_.owner;
+  CoreWaits& waits = *parts_.waits;
   if (owner.ReclaimFreedDevice()) return true;
   want = std::clamp<uint32_t>(want, 1, kSustainedBatchMax);
   // Note [pipelined page-out]: the batch started last time has been copying
@@ -50,11 +51,11 @@ bool Evictor::EvictSome(uint32_t want, uint32_t lookahead) {
   // (Note [waits outside the lock]: it runs again after them), else here.
   bool deferred = false;
   for (uint32_t c : picked) {
-    if (!parts_.uses->Idle(c)) deferred |= owner.DeferChunkIdle(c);
+    if (!parts_.uses->Idle(c)) deferred |= waits.DeferChunkIdle(c);
   }
   if (deferred) return false;
-  std::erase_if(picked, [this, &owner](uint32_t c) {
-    return !parts_.uses->Idle(c) && owner.WaitChunkIdle(c) != CUDA_SUCCESS;  // in use: stays
+  std::erase_if(picked, [this, &waits](uint32_t c) {
+    return !parts_.uses->Idle(c) && waits.WaitChunkIdle(c) != CUDA_SUCCESS;  // in use: stays
   });
   if (picked.empty()) return false;
   if (EvictBatch(picked) == 0) return false;
@@ -68,7 +69,7 @@ uint32_t Evictor::FinishPageOut() {
 }
 
 bool Evictor::DeferPageOutWait() {
-  return !parts_.page_out->empty() && parts_.owner->DeferCopyWait(parts_.page_out->copy_seq());
+  return !parts_.page_out->empty() && parts_.waits->DeferCopyWait(parts_.page_out->copy_seq());
 }
 
 void Evictor::SettleBeforeFence() {

@@ -11,16 +11,15 @@
 // them. The moves themselves are the PageOutPipeline's.
 //
 // Waits: a wait for a victim's uses or for page-out copies is first offered
-// to the owner to defer (Note [waits outside the lock]: the owner's public
-// call then waits without its lock and repeats the operation); only if it
-// does not defer is the wait made here (through the owner, which counts it).
+// to the core to defer (CoreWaits); only if it does not defer is the wait
+// made here (through the core, which counts it).
 //
 // Owns: the eviction's state between calls: the stream of the operation
 // being made resident (Note [eviction]) and whether look-ahead page-outs may
 // start. Not owned, given at construction and outliving it: the page-out
 // pipeline, the victim picker, the stream tracker with the copy stream's
-// index, the physical pool (device chunks acquired and counted) and the
-// owner.
+// index, the physical pool (device chunks acquired and counted), the core's
+// waits and the owner.
 //
 // Thread safety: not thread-safe; the owner (ShimCore) serializes every call
 // with its mutex (its member is guarded by it), as it does for the
@@ -35,6 +34,7 @@
 
 #include "shim/core/chunk_table.h"
 #include "shim/core/chunk_uses.h"
+#include "shim/core/core_waits.h"
 #include "shim/core/eviction_sizing.h"
 #include "shim/core/page_out_pipeline.h"
 #include "shim/core/physical_pool.h"
@@ -45,18 +45,10 @@ namespace memvirt::shim {
 
 class Evictor {
  public:
-  // The owner's side: its deferrable waits, its freed chunks and its count
-  // of unbacked chunks of live blocks.
+  // The owner's side: its freed chunks and its count of unbacked chunks of
+  // live blocks.
   class Owner {
    public:
-    // If the current operation defers its waits, records a wait for
-    // `chunk`'s pending uses and returns true (the caller gives up instead
-    // of waiting); false if it does not defer or nothing is pending.
-    virtual bool DeferChunkIdle(uint32_t chunk) = 0;
-    // The same for copy-stream sequence number `copy_seq`.
-    virtual bool DeferCopyWait(uint64_t copy_seq) = 0;
-    // Waits on the host for `chunk`'s uses.
-    [[nodiscard]] virtual CUresult WaitChunkIdle(uint32_t chunk) = 0;
     // Releases the device chunk of one freed chunk; true if one was.
     virtual bool ReclaimFreedDevice() = 0;
     // `count` victims of live blocks were dropped without a copy (their
@@ -74,6 +66,7 @@ class Evictor {
     uint32_t copy_index = 0;  // the copy stream's index in `tracker`
     ChunkUses* uses = nullptr;
     PhysicalPool* pool = nullptr;
+    CoreWaits* waits = nullptr;
     Owner* owner = nullptr;
     // The smallest budget with look-ahead page-outs (kLookaheadMinChunks
     // outside tests).
@@ -88,7 +81,7 @@ class Evictor {
   // A free device chunk in *index; if none is free and `may_evict`, evicts
   // for one, in batches sized to the budget (Note [eviction batches]).
   // CUDA_ERROR_OUT_OF_MEMORY if none can be had (or a wait was deferred:
-  // the owner's WaitsDeferred()).
+  // CoreWaits::WaitsDeferred()).
   [[nodiscard]] CUresult AcquireDevice(uint32_t* index, bool may_evict);
 
   // Frees at least one device chunk, evicting up to `want` victims in one
@@ -99,7 +92,7 @@ class Evictor {
   // The page-outs in flight, finished (waiting for their copies); returns the
   // chunks moved to the host tier (0 if none was in flight).
   uint32_t FinishPageOut();
-  // Owner::DeferCopyWait() for the page-outs in flight, if any.
+  // CoreWaits::DeferCopyWait() for the page-outs in flight, if any.
   bool DeferPageOutWait();
   // Note [fenced page-outs]: finishes the page-outs in flight whose copies
   // completed, cancels the others; never waits.

@@ -19,9 +19,10 @@
 namespace memvirt::shim {
 namespace {
 
-// The owner's side: defers when told to, waits through ChunkUses, reclaims
-// the freed device chunks it was given, and records what it was asked.
-class RecordingOwner final : public Evictor::Owner {
+// The core's side (its waits and the owner's): defers when told to, waits
+// through ChunkUses, reclaims the freed device chunks it was given, and
+// records what it was asked.
+class RecordingOwner final : public Evictor::Owner, public CoreWaits {
  public:
   bool DeferChunkIdle(uint32_t chunk) override {
     if (!defer) return false;
@@ -44,6 +45,9 @@ class RecordingOwner final : public Evictor::Owner {
     return true;
   }
   void OnOwnedDropped(uint32_t count) override { dropped_owned += count; }
+  bool WaitsDeferred() const override {
+    return !deferred_chunks.empty() || !deferred_copies.empty();
+  }
 
   bool defer = false;
   ChunkUses* uses = nullptr;
@@ -99,6 +103,7 @@ class EvictorTest : public testing::TransitionTest {
         .copy_index = copy_index_,
         .uses = uses_.get(),
         .pool = pool_.get(),
+        .waits = &owner_,
         .owner = &owner_,
         .lookahead_min_chunks = lookahead_min_chunks,
     });

@@ -210,6 +210,7 @@ CUresult ShimCore::Create(const Driver* driver, const CoreOptions& options, Cont
         .copy_index = core->copy_index_,
         .uses = core->uses_.get(),
         .pool = core->pool_.get(),
+        .waits = &core->waits_,
         .owner = &core->evictor_owner_,
         .lookahead_min_chunks = options.lookahead_min_chunks,
     });
@@ -222,6 +223,16 @@ CUresult ShimCore::Create(const Driver* driver, const CoreOptions& options, Cont
         core->pool_.get(), core->tracker_.get(), core->copy_index_);
     core->fills_ =
         std::make_unique<FillBatch>(parts, core->slot_releases_.get(), core->spill_.get());
+    core->residency_ = std::make_unique<Residency>(Residency::Parts{
+        .transition = parts,
+        .uses = core->uses_.get(),
+        .touch = core->touch_.get(),
+        .evictor = core->evictor_.get(),
+        .fills = core->fills_.get(),
+        .spill = core->spill_.get(),
+        .waits = &core->waits_,
+        .owner = &core->residency_owner_,
+    });
     MEMSHIM_LOG(kInfo,
                 "virtual device memory: %llu MiB device budget, %llu MiB host tier, %llu MiB "
                 "spill tier, %llu MiB address space, policy %s",
@@ -537,25 +548,6 @@ CUresult ShimCore::PointerAttributes(unsigned count, const CUpointer_attribute* 
 
 // True if every chunk the operation touches is on the device with its fill
 // complete: the launch then needs no residency work at all.
-bool ShimCore::AllResident() {
-  for (uint32_t c : touch_->touched()) {
-    ChunkEntry& e = table_[c];
-    if (e.residence != Residence::kDevice) return false;
-    if (e.fill_seq != 0) {
-      if (!tracker_->IsComplete(copy_index_, e.fill_seq)) return false;
-      e.fill_seq = 0;  // known complete: later checks stop here
-    }
-  }
-  for (uint32_t c : touch_->reached()) {  // wherever they are, their fills must be complete
-    ChunkEntry& e = table_[c];
-    if (e.fill_seq != 0) {
-      if (!tracker_->IsComplete(copy_index_, e.fill_seq)) return false;
-      e.fill_seq = 0;
-    }
-  }
-  return true;
-}
-
 bool ShimCore::WithinOneBlock(const MemRange& range) {
   if (range.bytes == 0 || !Owns(range.ptr)) return true;
   if (!table_.Contains(range.ptr)) return false;  // past every block (Note [sparse chunk table])
@@ -616,19 +608,34 @@ void ShimCore::PageOutHostSlots::ReleaseAfter(uint32_t slot, uint64_t copy_seq) 
   core_->slot_releases_->Add(slot, copy_seq);
 }
 
-bool ShimCore::EvictorOwner::DeferChunkIdle(uint32_t chunk) {
-  core_->mu_.AssertHeld();  // evictor_ calls it from EvictSome()
+bool ShimCore::Waits::DeferChunkIdle(uint32_t chunk) {
+  core_->mu_.AssertHeld();  // evictor_ and residency_ call it under mu_
   return core_->DeferWaitChunkIdle(chunk);
 }
 
-bool ShimCore::EvictorOwner::DeferCopyWait(uint64_t copy_seq) {
-  core_->mu_.AssertHeld();  // evictor_ calls it under mu_
+bool ShimCore::Waits::DeferCopyWait(uint64_t copy_seq) {
+  core_->mu_.AssertHeld();  // evictor_ and residency_ call it under mu_
   return core_->DeferCopyWait(copy_seq);
 }
 
-CUresult ShimCore::EvictorOwner::WaitChunkIdle(uint32_t chunk) {
-  core_->mu_.AssertHeld();  // evictor_ calls it from EvictSome()
+CUresult ShimCore::Waits::WaitChunkIdle(uint32_t chunk) {
+  core_->mu_.AssertHeld();  // evictor_ and residency_ call it under mu_
   return core_->WaitChunkIdle(chunk);
+}
+
+bool ShimCore::Waits::WaitsDeferred() const {
+  core_->mu_.AssertHeld();  // evictor_ and residency_ call it under mu_
+  return core_->WaitsDeferred();
+}
+
+CUresult ShimCore::ResidencyOwner::AcquireHost(uint32_t* slot) {
+  core_->mu_.AssertHeld();  // residency_ calls it from PlaceOnHost()
+  return core_->AcquireHost(slot);
+}
+
+void ShimCore::ResidencyOwner::OnOwnedBacked() {
+  core_->mu_.AssertHeld();  // residency_ calls it when it backs a chunk
+  --core_->unbacked_owned_;
 }
 
 bool ShimCore::EvictorOwner::ReclaimFreedDevice() {
@@ -726,14 +733,6 @@ uint32_t ShimCore::FinishDemotion(SpillManager::DemotionBatch* batch) {
   demotions_finished_.fetch_add(1, std::memory_order_release);
   demotions_finished_.notify_all();
   return demoted.moved;
-}
-
-CUresult ShimCore::Promote(uint32_t chunk) {
-  uint64_t stored = 0;
-  const CUresult r = spill_->Promote(chunk, &stored);
-  // The stored copy is discarded once the fill is ordered (FillBatch::Commit).
-  if (r == CUDA_SUCCESS) fills_->AddPromotion(chunk, stored);
-  return r;
 }
 
 bool ShimCore::WaitForDeferred() {
@@ -843,118 +842,6 @@ CUresult ShimCore::AcquireHost(uint32_t* slot) {
   return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
-CUresult ShimCore::PageIn(uint32_t chunk, bool may_evict) {
-  ChunkEntry& e = table_[chunk];
-  const CUdeviceptr va = table_.AddressOf(chunk);
-  if (e.residence == Residence::kNvme) return may_evict ? Promote(chunk) : CUDA_ERROR_NOT_READY;
-  if (e.residence == Residence::kHost && !uses_->Idle(chunk)) {
-    if (!may_evict) return CUDA_ERROR_NOT_READY;
-    // Its host mapping may still be in use.
-    if (DeferWaitChunkIdle(chunk)) return CUDA_ERROR_NOT_READY;  // Note [waits outside the lock]
-    if (const CUresult r = WaitChunkIdle(chunk); r != CUDA_SUCCESS) return r;
-  }
-  uint32_t dev = 0;
-  CUresult r = evictor_->AcquireDevice(&dev, may_evict);
-  if (r != CUDA_SUCCESS) {
-    // With a deferred wait the operation is repeated after it, instead of
-    // running from the host tier (Note [waits outside the lock]).
-    if (!may_evict || WaitsDeferred()) return r;
-    if (e.residence == Residence::kHost) {
-      if (e.unmapped && (r = fills_->MapHostSlot(chunk)) != CUDA_SUCCESS) return r;
-      ++stats_.host_fallbacks;  // runs from host memory; see Note [host mapping]
-      return CUDA_SUCCESS;
-    }
-    if ((r = PlaceOnHost(chunk)) != CUDA_SUCCESS) return r;
-    ++stats_.host_fallbacks;
-    return CUDA_SUCCESS;
-  }
-  // Note [failed transitions]: until the fill is committed the host slot
-  // keeps the bytes; a failure puts it back at the address.
-  if (e.residence == Residence::kHost) return fills_->FillFromHost(chunk, dev);
-  if ((r = pool_->MapAt(va, pool_->device_handle(dev))) != CUDA_SUCCESS) {
-    MEMSHIM_LOG(kError, "mapping a device chunk failed (%d)", r);
-    pool_->ReleaseDevice(dev);
-    return r;
-  }
-  if (OwnedKind(e.kind)) --unbacked_owned_;
-  ++stats_.first_touches;
-  e.residence = Residence::kDevice;
-  e.phys = dev;
-  policy_->OnResident(chunk);
-  return CUDA_SUCCESS;
-}
-
-CUresult ShimCore::MakeResident(uint32_t stream, bool host_wait, bool capturing, Ticket* ticket) {
-  if (!repeating_) {
-    policy_->OnAccess(++step_, touch_->touched().data(), touch_->touched().size());
-  }
-  if (!capturing && AllResident() &&
-      (!policy_->MayPrefetch() || pool_->device_in_use() >= pool_->device_limit())) {
-    // Fast path: nothing to page, fill or prefetch; only the use is recorded.
-    const uint64_t seq = tracker_->Issue(stream);
-    for (uint32_t c : touch_->touched()) uses_->Add(c, stream, seq);
-    for (uint32_t c : touch_->reached()) uses_->Add(c, stream, seq);
-    *ticket = tracker_->BeginEnqueue(stream);
-    return CUDA_SUCCESS;
-  }
-  fills_->Clear();
-  CUresult result = CUDA_SUCCESS;
-  evictor_->set_launch_stream(capturing ? kNoIndex : stream);  // Note [eviction]
-  for (const uint32_t c : touch_->touched()) {
-    if (table_[c].residence == Residence::kDevice) continue;
-    CUresult r = PageIn(c, /*may_evict=*/true);
-    if (r != CUDA_SUCCESS) {
-      result = r;
-      break;
-    }
-  }
-  evictor_->set_launch_stream(kNoIndex);
-  if (result == CUDA_SUCCESS && pool_->device_in_use() < pool_->device_limit()) {
-    const uint64_t room = static_cast<uint64_t>(pool_->device_limit() - pool_->device_in_use())
-                          << kChunkShift;
-    policy_->PrefetchCandidatesInto(room, &prefetch_);  // reused buffer: no allocation
-    for (uint32_t c : prefetch_) {
-      const ChunkEntry& e = table_[c];
-      if (!OwnedKind(e.kind) || e.residence != Residence::kHost) continue;
-      if (PageIn(c, /*may_evict=*/false) != CUDA_SUCCESS) break;
-      ++stats_.prefetches;
-    }
-  }
-  if (result == CUDA_SUCCESS && spill_ != nullptr) spill_->Prefetch();
-  (void)fills_->Mark();
-  if (result != CUDA_SUCCESS) {
-    // Nothing will be enqueued; the chunks filled so far keep their fill_seq,
-    // which whatever uses them next waits for.
-    fills_->Commit(tracker_->issued(copy_index_));
-    return result;
-  }
-  uint64_t need = 0;
-  for (const std::vector<uint32_t>* chunks : {&touch_->touched(), &touch_->reached()}) {
-    for (uint32_t c : *chunks) {  // a reached chunk may have been prefetched just now
-      const uint64_t fill = table_[c].fill_seq;
-      if (fill > need && !tracker_->IsComplete(copy_index_, fill)) need = fill;
-    }
-  }
-  // Note [waits outside the lock]: a host wait for the fills (a synchronous
-  // access, or one being captured) is made without mu_. The fills stay
-  // committed, as for a failed operation, and the repeat finds the chunks
-  // filled (or fills them again, if another thread evicted them meanwhile).
-  if (need != 0 && (host_wait || capturing) && DeferCopyWait(need)) {
-    fills_->Commit(tracker_->issued(copy_index_));
-    return CUDA_ERROR_NOT_READY;
-  }
-  if (const CUresult r = fills_->Order(need, stream, host_wait || capturing); r != CUDA_SUCCESS) {
-    return r;
-  }
-  if (!capturing) {
-    const uint64_t seq = tracker_->Issue(stream);
-    for (uint32_t c : touch_->touched()) uses_->Add(c, stream, seq);
-    for (uint32_t c : touch_->reached()) uses_->Add(c, stream, seq);
-    *ticket = tracker_->BeginEnqueue(stream);
-  }
-  return result;
-}
-
 CUresult ShimCore::BackAllOwned() {
   if (unbacked_owned_ == 0 && SpilledChunks() == 0 && table_.unmapped_count() == 0) {
     return CUDA_SUCCESS;
@@ -977,7 +864,7 @@ CUresult ShimCore::BackAllOwned() {
       continue;
     }
     touch_->Chunk(c);  // protect it from eviction by the chunks backed after it
-    CUresult r = PageIn(c, /*may_evict=*/true);
+    CUresult r = residency_->PageIn(c, /*may_evict=*/true);
     if (r != CUDA_SUCCESS) return r;
   }
   return CUDA_SUCCESS;
@@ -1211,7 +1098,7 @@ void ShimCore::MoveHostChunksToFreeDevice(uint32_t max) {
         !uses_->Idle(c)) {
       continue;
     }
-    if (PageIn(c, /*may_evict=*/false) != CUDA_SUCCESS) break;
+    if (residency_->PageIn(c, /*may_evict=*/false) != CUDA_SUCCESS) break;
   }
   // Committed at once, as a launch's page-ins ordered on its stream: each
   // chunk's next use waits for its copy (fill_seq), and each slot goes back

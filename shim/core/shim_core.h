@@ -3,7 +3,8 @@
 // A process has one core per device it allocates on (Note [one core per
 // device]). Each core owns its VA reservation, the block allocator, the chunk table, physical
 // chunks (device and host tier), stream sequence tracking, the policy, the
-// page-outs in flight (PageOutPipeline, page_out_pipeline.h) and the spill
+// page-outs in flight (PageOutPipeline, page_out_pipeline.h), eviction
+// (Evictor, evictor.h), residency (Residency, residency.h) and the spill
 // tier's demotions and promotions (SpillManager, spill_manager.h). The
 // hook layer calls it around every intercepted driver call; it reaches the
 // driver only through the injected Driver table.
@@ -207,6 +208,7 @@
 #include "shim/core/chunk_uses.h"
 #include "shim/core/control_plane.h"
 #include "shim/core/core_stats.h"
+#include "shim/core/core_waits.h"
 #include "shim/core/deferred_waits.h"
 #include "shim/core/eviction_sizing.h"
 #include "shim/core/evictor.h"
@@ -223,6 +225,7 @@
 #include "shim/core/pending_frees.h"
 #include "shim/core/physical_pool.h"
 #include "shim/core/pointer_attributes.h"
+#include "shim/core/residency.h"
 #include "shim/core/residency_policy.h"
 #include "shim/core/spill_manager.h"
 #include "shim/core/spill_tier.h"
@@ -532,18 +535,16 @@ class ShimCore {
   // Note [segment windows] in touch_set.cc: the window of an application
   // VMM block made resident per argument word is device_limit / this.
   static constexpr uint32_t kSegmentWindowDivisor = 16;
-  // True if every chunk of touch_ is on the device with its fill complete
-  // (reached ones: their fills complete): the operation needs no residency
-  // work.
-  bool AllResident() MEMSHIM_REQUIRES(mu_);
   // Note [copy ranges]: false if `range` starts in the reservation but does
   // not lie within one live block.
   bool WithinOneBlock(const MemRange& range) MEMSHIM_REQUIRES(mu_);
 
-  // Residency mechanism.
+  // Residency mechanism: residency_->MakeResident() for the current
+  // operation (repeating_ passed).
   [[nodiscard]] CUresult MakeResident(uint32_t stream, bool host_wait, bool capturing,
-                                      Ticket* ticket) MEMSHIM_REQUIRES(mu_);
-  [[nodiscard]] CUresult PageIn(uint32_t chunk, bool may_evict) MEMSHIM_REQUIRES(mu_);
+                                      Ticket* ticket) MEMSHIM_REQUIRES(mu_) {
+    return residency_->MakeResident(stream, host_wait, capturing, repeating_, ticket);
+  }
   // A host slot: a free one, else one of a dead chunk, else the slot a copy
   // still reads (slot_releases_) once that copy completed, else one freed by
   // demoting host chunks. With waits deferred, CUDA_ERROR_NOT_READY instead
@@ -635,8 +636,6 @@ class ShimCore {
   // Note [backed from allocation]: backs each unbacked chunk of
   // [first, first + count) as a first use would (device, else host).
   void BackAtAllocation(uint32_t first, uint32_t count) MEMSHIM_REQUIRES(mu_);
-  // Maps a host slot at unbacked `chunk` (residence kHost).
-  [[nodiscard]] CUresult PlaceOnHost(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
   bool IsCapturing(CUstream handle) MEMSHIM_REQUIRES(mu_);
   void OnChunksCommitted(uint32_t first, uint32_t count) MEMSHIM_REQUIRES(mu_);
   void OnChunksFreed(uint32_t first, uint32_t count) MEMSHIM_REQUIRES(mu_);
@@ -682,8 +681,6 @@ class ShimCore {
   // slots (GiveBackHostBytes). REQUIRES: no operation is being prepared (a
   // control-plane call), as others run while mu_ is released.
   void MoveHostChunksToFreeDevice(uint32_t max) MEMSHIM_REQUIRES(mu_);
-  // Promotes kNvme `chunk`; a success is a fill of the operation (fills_).
-  [[nodiscard]] CUresult Promote(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
   // Demotion and promotion to and from the spill tier (spill_manager.h);
   // null without a usable tier. Created with page_out_.
   std::unique_ptr<SpillManager> spill_ MEMSHIM_GUARDED_BY(mu_);
@@ -809,7 +806,6 @@ class ShimCore {
   std::unique_ptr<TouchSet> touch_ MEMSHIM_GUARDED_BY(mu_);
   // Eviction victims in the policy's order (Note [eviction]).
   std::unique_ptr<VictimPicker> picker_ MEMSHIM_GUARDED_BY(mu_);
-  uint64_t step_ MEMSHIM_GUARDED_BY(mu_) = 0;
   // Note [waits outside the lock]: set by RunWithWaitsOutsideLock for the
   // operation it runs.
   bool defer_waits_ MEMSHIM_GUARDED_BY(mu_) = false;  // waits are deferred
@@ -832,7 +828,6 @@ class ShimCore {
   bool peer_frees_asked_ MEMSHIM_GUARDED_BY(mu_) = false;
   // The page-ins of the operation being prepared (fill_batch.h).
   std::unique_ptr<FillBatch> fills_ MEMSHIM_GUARDED_BY(mu_);
-  std::vector<uint32_t> prefetch_ MEMSHIM_GUARDED_BY(mu_);  // MakeResident's candidates
   // Host slots a copy may still use, released once it completed.
   std::unique_ptr<HostSlotReleases> slot_releases_ MEMSHIM_GUARDED_BY(mu_);
   // Page-outs copying on the copy stream, remapped at the next eviction
@@ -853,15 +848,11 @@ class ShimCore {
   PageOutHostSlots page_out_slots_{this};
   // Eviction: what to page out and when (evictor.h); created with page_out_.
   std::unique_ptr<Evictor> evictor_ MEMSHIM_GUARDED_BY(mu_);
-  // The core's side for evictor_: its deferrable waits (DeferWaitChunkIdle,
-  // DeferCopyWait, WaitChunkIdle), freed_ and unbacked_owned_. Called only
+  // The core's side for evictor_: freed_ and unbacked_owned_. Called only
   // from evictor_, under mu_.
   class EvictorOwner final : public Evictor::Owner {
    public:
     explicit EvictorOwner(ShimCore* core) : core_(core) {}
-    bool DeferChunkIdle(uint32_t chunk) override;
-    bool DeferCopyWait(uint64_t copy_seq) override;
-    CUresult WaitChunkIdle(uint32_t chunk) override;
     bool ReclaimFreedDevice() override;
     void OnOwnedDropped(uint32_t count) override;
 
@@ -869,6 +860,36 @@ class ShimCore {
     ShimCore* const core_;
   };
   EvictorOwner evictor_owner_{this};
+  // Page-ins and residency of the operation being prepared (residency.h);
+  // created with fills_.
+  std::unique_ptr<Residency> residency_ MEMSHIM_GUARDED_BY(mu_);
+  // The core's side for residency_: AcquireHost() and unbacked_owned_.
+  // Called only from residency_, under mu_.
+  class ResidencyOwner final : public Residency::Owner {
+   public:
+    explicit ResidencyOwner(ShimCore* core) : core_(core) {}
+    CUresult AcquireHost(uint32_t* slot) override;
+    void OnOwnedBacked() override;
+
+   private:
+    ShimCore* const core_;
+  };
+  ResidencyOwner residency_owner_{this};
+  // The core's deferrable waits for evictor_ and residency_ (core_waits.h):
+  // DeferWaitChunkIdle(), DeferCopyWait(), WaitChunkIdle(), WaitsDeferred().
+  // Called only from them, under mu_.
+  class Waits final : public CoreWaits {
+   public:
+    explicit Waits(ShimCore* core) : core_(core) {}
+    bool DeferChunkIdle(uint32_t chunk) override;
+    bool DeferCopyWait(uint64_t copy_seq) override;
+    CUresult WaitChunkIdle(uint32_t chunk) override;
+    bool WaitsDeferred() const override;
+
+   private:
+    ShimCore* const core_;
+  };
+  Waits waits_{this};
   // Blocks freed while work may still use them (Note [pending frees]).
   std::unique_ptr<PendingFrees> pending_frees_ MEMSHIM_GUARDED_BY(mu_);
   // Freed chunks still backed (Note [freed chunks]).

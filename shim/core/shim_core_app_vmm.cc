@@ -431,7 +431,7 @@ CUresult ShimCore::Materialize(CUmemGenericAllocationHandle handle, VirtualHandl
   for (const auto& [first, m] : mappings) {
     for (uint32_t i = 0; i < m.count && r == CUDA_SUCCESS; ++i) {
       const uint32_t c = first + i;
-      if (table_[c].residence == Residence::kNvme) r = PageIn(c, /*may_evict=*/true);
+      if (table_[c].residence == Residence::kNvme) r = residency_->PageIn(c, /*may_evict=*/true);
       if (r != CUDA_SUCCESS || table_[c].residence == Residence::kUnbacked) continue;  // no bytes
       const ChunkEntry& e = table_[c];
       const CUdeviceptr src =

@@ -117,28 +117,13 @@ void ShimCore::BackAtAllocation(uint32_t first, uint32_t count) {
     // A failure leaves it unbacked: backed at its first decoded use, or
     // before a launch with hidden reach (BackAllOwned). A deferred wait
     // ends the attempt; the repeat backs the rest.
-    if (PageIn(c, /*may_evict=*/true) != CUDA_SUCCESS) {
+    if (residency_->PageIn(c, /*may_evict=*/true) != CUDA_SUCCESS) {
       if (WaitsDeferred()) break;
       continue;
     }
     if (table_[c].residence == Residence::kHost) ++stats_.backed_on_host_at_allocation;
   }
   touch_->Clear();
-}
-
-CUresult ShimCore::PlaceOnHost(uint32_t chunk) {
-  ChunkEntry& e = table_[chunk];
-  uint32_t slot;
-  if (AcquireHost(&slot) != CUDA_SUCCESS) return CUDA_ERROR_OUT_OF_MEMORY;
-  if (const CUresult r = pool_->MapAt(table_.AddressOf(chunk), pool_->host_handle(slot));
-      r != CUDA_SUCCESS) {
-    pool_->ReleaseHost(slot);
-    return r;
-  }
-  e.residence = Residence::kHost;
-  e.phys = slot;
-  if (OwnedKind(e.kind)) --unbacked_owned_;
-  return CUDA_SUCCESS;
 }
 
 void ShimCore::MarkTargetBlock(uint32_t chunk) {
