@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <memory>
+#include <vector>
+
 #include "memvirt/policy/policy.h"
 
 namespace memvirt::policy {
@@ -229,16 +232,27 @@ TEST(LifetimePolicyTest, QueriesAfterManyStepsSeeCurrentNextUses) {
   EXPECT_EQ(p->PickVictim([](BlockId b) { return b != 3; }), 2u);
 }
 
-// Near the limit, data leaves the device only where MIN lets it leave (Note
-// [residency plan]). Cyclic steps 0:{1,2} 1:{3} 2:{1}, 10 bytes each, room
-// for two: MIN keeps 1 throughout and has 2 and 3 off between their uses.
-TEST(LifetimePolicyTest, EvictsAheadOnlyWhatMinEvicts) {
-  const std::vector<std::vector<BlockAccess>> iteration = {{{1, R}, {2, R}}, {{3, R}}, {{1, R}}};
+// Cyclic steps 0:{1,2} 1:{3} 2:{1} over blocks 1..3, 10 bytes each, room for
+// two: MIN keeps 1 throughout and has 2 and 3 off between their uses.
+const std::vector<std::vector<BlockAccess>> kCyclic = {{{1, R}, {2, R}}, {{3, R}}, {{1, R}}};
+
+// A lifetime policy that has seen one kCyclic iteration (not yet marked);
+// *step is the next step.
+std::unique_ptr<Policy> AfterOneCyclicIteration(Step* step) {
   auto p = MakeLifetimePolicy();
   for (BlockId b : {1, 2, 3}) p->OnAlloc(b, BlockInfo{10, BlockKind::kWeight, true});
   p->OnBudgetChange(20);
+  *step = 0;
+  for (const auto& s : kCyclic) p->OnAccess((*step)++, s);
+  return p;
+}
+
+// Near the limit, data leaves the device only where MIN lets it leave (Note
+// [residency plan]).
+TEST(LifetimePolicyTest, EvictsAheadOnlyWhatMinEvicts) {
+  const std::vector<std::vector<BlockAccess>>& iteration = kCyclic;
   Step step = 0;
-  for (const auto& s : iteration) p->OnAccess(step++, s);
+  auto p = AfterOneCyclicIteration(&step);
   p->OnIterationMark();
   p->OnResident(1);
   p->OnResident(2);
@@ -274,12 +288,9 @@ TEST(LifetimePolicyTest, EvictsAheadOnlyWhatMinEvicts) {
 // first planned iteration as in any other, until its next use; from then on
 // the plan evicts it ahead.
 TEST(LifetimePolicyTest, DataLeftByTheLearningIterationLeavesOnlyOnDemand) {
-  const std::vector<std::vector<BlockAccess>> iteration = {{{1, R}, {2, R}}, {{3, R}}, {{1, R}}};
-  auto p = MakeLifetimePolicy();
-  for (BlockId b : {1, 2, 3}) p->OnAlloc(b, BlockInfo{10, BlockKind::kWeight, true});
-  p->OnBudgetChange(20);
+  const std::vector<std::vector<BlockAccess>>& iteration = kCyclic;
   Step step = 0;
-  for (const auto& s : iteration) p->OnAccess(step++, s);
+  auto p = AfterOneCyclicIteration(&step);
   // The learning iteration leaves 3 and 1 resident. MIN has 3 off from its
   // use at step 1 to the next iteration's (the gap crosses the boundary).
   p->OnResident(3);

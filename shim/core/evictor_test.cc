@@ -9,104 +9,23 @@
 #include <memory>
 #include <vector>
 
-#include "shim/core/chunk_uses.h"
 #include "shim/core/shim_core_test_fixture.h"
-#include "shim/core/touch_set.h"
-#include "shim/core/victim_picker.h"
+#include "shim/testing/eviction_test.h"
 #include "shim/testing/held_work.h"
-#include "shim/testing/transition_test.h"
 
 namespace memvirt::shim {
 namespace {
 
-// The core's side (its waits and the owner's): defers when told to, waits
-// through ChunkUses, reclaims the freed device chunks it was given, and
-// records what it was asked.
-class RecordingOwner final : public Evictor::Owner, public CoreWaits {
- public:
-  bool DeferChunkIdle(uint32_t chunk) override {
-    if (!defer) return false;
-    deferred_chunks.push_back(chunk);
-    return true;
-  }
-  bool DeferCopyWait(uint64_t copy_seq) override {
-    if (!defer) return false;
-    deferred_copies.push_back(copy_seq);
-    return true;
-  }
-  CUresult WaitChunkIdle(uint32_t chunk) override {
-    waited.push_back(chunk);
-    return uses->WaitIdle(chunk);
-  }
-  bool ReclaimFreedDevice() override {
-    if (freed_devices.empty()) return false;
-    pool->ReleaseDevice(freed_devices.back());
-    freed_devices.pop_back();
-    return true;
-  }
-  void OnOwnedDropped(uint32_t count) override { dropped_owned += count; }
-  bool WaitsDeferred() const override {
-    return !deferred_chunks.empty() || !deferred_copies.empty();
-  }
-
-  bool defer = false;
-  ChunkUses* uses = nullptr;
-  PhysicalPool* pool = nullptr;
-  std::vector<uint32_t> freed_devices;  // released by ReclaimFreedDevice, last first
-  std::vector<uint32_t> deferred_chunks;
-  std::vector<uint64_t> deferred_copies;
-  std::vector<uint32_t> waited;
-  uint32_t dropped_owned = 0;
-};
-
-// Host slots for the page-outs: the pool's free ones.
-class FreeHostSlots final : public PageOutPipeline::HostSlots {
- public:
-  CUresult AcquireWaiting(uint32_t* slot) override { return pool->AcquireHost(slot); }
-  void ReleaseAfter(uint32_t slot, uint64_t) override { pool->ReleaseHost(slot); }
-  PhysicalPool* pool = nullptr;
-};
-
-class EvictorTest : public testing::TransitionTest {
+class EvictorTest : public testing::EvictionTest {
  protected:
   static constexpr uint32_t kChunks = 8;
   static constexpr uint32_t kDeviceChunks = 4;
 
-  EvictorTest() : TransitionTest(kChunks) {}
+  EvictorTest() : EvictionTest(kChunks) {}
   void SetUp() override {
-    ASSERT_EQ(InitParts(kDeviceChunks, /*host_chunks=*/4), CUDA_SUCCESS);
-    uses_ = std::make_unique<ChunkUses>(&table_, tracker_.get(), copy_index_);
-    slots_.pool = pool_.get();
-    page_out_ = std::make_unique<PageOutPipeline>(PageOutPipeline::Parts{parts(), &slots_});
-    touch_ = std::make_unique<TouchSet>(&table_, page_out_.get());
-    touch_->Begin();
-    picker_ = std::make_unique<VictimPicker>(&table_, uses_.get(), &policy_, touch_.get());
-    owner_.uses = uses_.get();
-    owner_.pool = pool_.get();
+    ASSERT_EQ(InitEviction(kDeviceChunks, /*host_chunks=*/4), CUDA_SUCCESS);
     for (uint32_t c = 0; c < kDeviceChunks; ++c) MakeDeviceChunk(c, 10 + c);
     policy_.victim_order = {2, 0, 3, 1};
-  }
-  void TearDown() override {
-    TransitionTest::TearDown();
-    evictor_.reset();
-    picker_.reset();
-    touch_.reset();
-    page_out_.reset();
-  }
-  // The evictor, with look-ahead page-outs from `lookahead_min_chunks` (the
-  // four-chunk device has them from 4).
-  void MakeEvictor(uint32_t lookahead_min_chunks = kLookaheadMinChunks) {
-    evictor_ = std::make_unique<Evictor>(Evictor::Parts{
-        .page_out = page_out_.get(),
-        .picker = picker_.get(),
-        .tracker = tracker_.get(),
-        .copy_index = copy_index_,
-        .uses = uses_.get(),
-        .pool = pool_.get(),
-        .waits = &owner_,
-        .owner = &owner_,
-        .lookahead_min_chunks = lookahead_min_chunks,
-    });
   }
   // `c` paged out: in a host slot, mapped at its address, with its bytes.
   void ExpectInHostTier(uint32_t c) {
@@ -124,14 +43,6 @@ class EvictorTest : public testing::TransitionTest {
   CUstream UseOnHeldStream(uint32_t c) {
     return testing::UseOnHeldStream(&fake_, tracker_.get(), uses_.get(), c);
   }
-
-  std::unique_ptr<ChunkUses> uses_;
-  FreeHostSlots slots_;
-  std::unique_ptr<PageOutPipeline> page_out_;
-  std::unique_ptr<TouchSet> touch_;
-  std::unique_ptr<VictimPicker> picker_;
-  RecordingOwner owner_;
-  std::unique_ptr<Evictor> evictor_;
 };
 
 TEST_F(EvictorTest, AFreeDeviceChunkIsTakenWithoutEvicting) {
@@ -160,11 +71,11 @@ TEST_F(EvictorTest, AFreedChunkIsReclaimedBeforeAnyVictim) {
   ASSERT_EQ(driver_.cuMemUnmap(Address(3), kChunkBytes), CUDA_SUCCESS);
   table_[3].residence = Residence::kUnbacked;
   table_[3].kind = ChunkKind::kFree;
-  owner_.freed_devices = {spare};
+  core_.freed_devices = {spare};
   uint32_t dev = kNoIndex;
   ASSERT_EQ(evictor_->AcquireDevice(&dev, /*may_evict=*/true), CUDA_SUCCESS);
   EXPECT_EQ(dev, spare);
-  EXPECT_TRUE(owner_.freed_devices.empty());
+  EXPECT_TRUE(core_.freed_devices.empty());
   EXPECT_EQ(pool_->host_in_use(), 0u) << "nothing paged out";
 }
 
@@ -177,7 +88,7 @@ TEST_F(EvictorTest, AMissPagesOutThePolicysFirstIdleCandidate) {
   for (uint32_t c : {1u, 2u, 3u}) ExpectOnDevice(c);
   EXPECT_EQ(stats_.evictions, 1u);
   EXPECT_EQ(policy_.evicted, (std::vector<uint32_t>{0}));
-  EXPECT_TRUE(owner_.waited.empty());
+  EXPECT_TRUE(core_.waited.empty());
 }
 
 // Note [eviction]: a candidate still in use on another stream is skipped
@@ -189,7 +100,7 @@ TEST_F(EvictorTest, AVictimInUseIsWaitedForOnlyWhenNothingIsIdle) {
   uint32_t dev = kNoIndex;
   ASSERT_EQ(evictor_->AcquireDevice(&dev, /*may_evict=*/true), CUDA_SUCCESS);
   ExpectInHostTier(0);
-  EXPECT_TRUE(owner_.waited.empty()) << "an idle chunk went instead";
+  EXPECT_TRUE(core_.waited.empty()) << "an idle chunk went instead";
   fake_.Release(busy);
 
   // Now every device chunk is in use: chunk 0 back on the device, too.
@@ -198,14 +109,14 @@ TEST_F(EvictorTest, AVictimInUseIsWaitedForOnlyWhenNothingIsIdle) {
   pool_->ReleaseDevice(dev);
   MakeDeviceChunk(0, 10);
   for (uint32_t c = 0; c < kDeviceChunks; ++c) UseOnHeldStream(c);
-  owner_.defer = true;
+  core_.defer = true;
   EXPECT_EQ(evictor_->AcquireDevice(&dev, /*may_evict=*/true), CUDA_ERROR_OUT_OF_MEMORY);
-  EXPECT_EQ(owner_.deferred_chunks, (std::vector<uint32_t>{2})) << "the policy's first";
+  EXPECT_EQ(core_.deferred_chunks, (std::vector<uint32_t>{2})) << "the policy's first";
   for (uint32_t c = 0; c < kDeviceChunks; ++c) ExpectOnDevice(c);
 
-  owner_.defer = false;  // waited for here (the fake runs the held stream)
+  core_.defer = false;  // waited for here (the fake runs the held stream)
   ASSERT_EQ(evictor_->AcquireDevice(&dev, /*may_evict=*/true), CUDA_SUCCESS);
-  EXPECT_EQ(owner_.waited, (std::vector<uint32_t>{2}));
+  EXPECT_EQ(core_.waited, (std::vector<uint32_t>{2}));
   ExpectInHostTier(2);
 }
 
@@ -213,10 +124,10 @@ TEST_F(EvictorTest, AnOperationsOwnStreamDoesNotMakeAChunkBusy) {
   MakeEvictor();
   CUstream s = UseOnHeldStream(2);
   evictor_->set_launch_stream(tracker_->IndexOf(s, /*per_thread=*/false));
-  owner_.defer = true;
+  core_.defer = true;
   uint32_t dev = kNoIndex;
   EXPECT_EQ(evictor_->AcquireDevice(&dev, /*may_evict=*/true), CUDA_ERROR_OUT_OF_MEMORY);
-  EXPECT_EQ(owner_.deferred_chunks, (std::vector<uint32_t>{2}))
+  EXPECT_EQ(core_.deferred_chunks, (std::vector<uint32_t>{2}))
       << "taken though its work is queued, and waited for (deferred)";
   fake_.Release(s);
 }
@@ -227,7 +138,7 @@ TEST_F(EvictorTest, ADeadVictimIsDroppedWithoutACopyAndReported) {
   uint32_t dev = kNoIndex;
   ASSERT_EQ(evictor_->AcquireDevice(&dev, /*may_evict=*/true), CUDA_SUCCESS);
   EXPECT_EQ(table_[2].residence, Residence::kUnbacked);
-  EXPECT_EQ(owner_.dropped_owned, 1u);
+  EXPECT_EQ(core_.dropped_owned, 1u);
   EXPECT_EQ(pool_->host_in_use(), 0u);
 }
 

@@ -10,79 +10,22 @@
 #include <memory>
 #include <vector>
 
-#include "shim/core/chunk_uses.h"
 #include "shim/core/host_slot_releases.h"
 #include "shim/core/shim_core_test_fixture.h"
-#include "shim/core/victim_picker.h"
+#include "shim/testing/eviction_test.h"
 #include "shim/testing/held_work.h"
-#include "shim/testing/transition_test.h"
 
 namespace memvirt::shim {
 namespace {
 
-// The core's side: defers when told to, waits through ChunkUses, hands out
-// the pool's free host slots and counts backed chunks.
-class RecordingCore final : public Residency::Owner, public Evictor::Owner, public CoreWaits {
- public:
-  bool DeferChunkIdle(uint32_t chunk) override {
-    if (!defer) return false;
-    deferred_chunks.push_back(chunk);
-    return true;
-  }
-  bool DeferCopyWait(uint64_t copy_seq) override {
-    if (!defer) return false;
-    deferred_copies.push_back(copy_seq);
-    return true;
-  }
-  CUresult WaitChunkIdle(uint32_t chunk) override { return uses->WaitIdle(chunk); }
-  bool WaitsDeferred() const override {
-    return !deferred_chunks.empty() || !deferred_copies.empty();
-  }
-  CUresult AcquireHost(uint32_t* slot) override { return pool->AcquireHost(slot); }
-  void OnOwnedBacked() override { ++backed; }
-  bool ReclaimFreedDevice() override { return false; }
-  void OnOwnedDropped(uint32_t) override {}
-
-  bool defer = false;
-  ChunkUses* uses = nullptr;
-  PhysicalPool* pool = nullptr;
-  std::vector<uint32_t> deferred_chunks;
-  std::vector<uint64_t> deferred_copies;
-  uint32_t backed = 0;
-};
-
-class FreeHostSlots final : public PageOutPipeline::HostSlots {
- public:
-  CUresult AcquireWaiting(uint32_t* slot) override { return pool->AcquireHost(slot); }
-  void ReleaseAfter(uint32_t slot, uint64_t) override { pool->ReleaseHost(slot); }
-  PhysicalPool* pool = nullptr;
-};
-
-class ResidencyTest : public testing::TransitionTest {
+class ResidencyTest : public testing::EvictionTest {
  protected:
   static constexpr uint32_t kChunks = 8;
 
-  ResidencyTest() : TransitionTest(kChunks) {}
+  ResidencyTest() : EvictionTest(kChunks) {}
   void SetUp() override {
-    ASSERT_EQ(InitParts(/*device_chunks=*/2, /*host_chunks=*/4), CUDA_SUCCESS);
-    uses_ = std::make_unique<ChunkUses>(&table_, tracker_.get(), copy_index_);
-    slots_.pool = pool_.get();
-    page_out_ = std::make_unique<PageOutPipeline>(PageOutPipeline::Parts{parts(), &slots_});
-    touch_ = std::make_unique<TouchSet>(&table_, page_out_.get());
-    touch_->Begin();  // operation 1: the one that last used the host chunks made below
-    picker_ = std::make_unique<VictimPicker>(&table_, uses_.get(), &policy_, touch_.get());
-    core_.uses = uses_.get();
-    core_.pool = pool_.get();
-    evictor_ = std::make_unique<Evictor>(Evictor::Parts{
-        .page_out = page_out_.get(),
-        .picker = picker_.get(),
-        .tracker = tracker_.get(),
-        .copy_index = copy_index_,
-        .uses = uses_.get(),
-        .pool = pool_.get(),
-        .waits = &core_,
-        .owner = &core_,
-    });
+    ASSERT_EQ(InitEviction(/*device_chunks=*/2, /*host_chunks=*/4), CUDA_SUCCESS);
+    MakeEvictor();
     releases_ = std::make_unique<HostSlotReleases>(pool_.get(), tracker_.get(), copy_index_);
     fills_ = std::make_unique<FillBatch>(parts(), releases_.get(), /*spill=*/nullptr);
     residency_ = std::make_unique<Residency>(Residency::Parts{
@@ -100,14 +43,10 @@ class ResidencyTest : public testing::TransitionTest {
   }
   void TearDown() override {
     fake_.Release(stream_);
-    TransitionTest::TearDown();
+    EvictionTest::TearDown();
     residency_.reset();
     fills_.reset();
     releases_.reset();
-    evictor_.reset();
-    picker_.reset();
-    touch_.reset();
-    page_out_.reset();
   }
   // Makes `chunks` resident for an operation on stream_ (host_wait false).
   CUresult MakeResident(const std::vector<uint32_t>& chunks, bool host_wait = false) {
@@ -128,13 +67,6 @@ class ResidencyTest : public testing::TransitionTest {
     return seen;
   }
 
-  std::unique_ptr<ChunkUses> uses_;
-  FreeHostSlots slots_;
-  std::unique_ptr<PageOutPipeline> page_out_;
-  std::unique_ptr<TouchSet> touch_;
-  std::unique_ptr<VictimPicker> picker_;
-  RecordingCore core_;
-  std::unique_ptr<Evictor> evictor_;
   std::unique_ptr<HostSlotReleases> releases_;
   std::unique_ptr<FillBatch> fills_;
   std::unique_ptr<Residency> residency_;
