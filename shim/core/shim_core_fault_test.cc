@@ -121,6 +121,36 @@ TEST_F(ShimCoreFaultTest, FailedStreamWaitFallsBackToAHostWait) {
   EXPECT_EQ(sum, PatternChecksum(2 * kMiB, seed));
 }
 
+// Host slots given back to other cores (GiveBackHostBytes) by moving host
+// chunks into free device chunks: a move whose step fails keeps the chunk in
+// its slot with its bytes, and only what moved is given back.
+TEST_F(ShimCoreFaultTest, AFailedMoveForAnotherCoreKeepsTheChunkInItsSlot) {
+  for (const bool copy_fails : {true, false}) {
+    SCOPED_TRACE(copy_fails ? "the copy fails" : "the map fails");
+    MakeWithFaults(4 * kMiB, 64 * kMiB);
+    CUstream s = fake_.CreateStream();
+    uint64_t seed = 0;
+    const CUdeviceptr p = HostChunk(s, &seed);
+    if (copy_fails) {
+      faults_->FailCopy(1);
+    } else {
+      faults_->FailMemMap(1);
+    }
+    EXPECT_EQ(core_->GiveBackHostBytes(2 * kMiB), 0u);
+    Disarm();
+    EXPECT_EQ(core_->TEST_ResidenceOf(p), Residence::kHost);
+    ASSERT_TRUE(fake_.IsMapped(p, 2 * kMiB));
+    EXPECT_EQ(BytesAt(p), PatternChecksum(2 * kMiB, seed));
+    EXPECT_EQ(core_->GiveBackHostBytes(2 * kMiB), 2 * kMiB) << "the retry moves it";
+    EXPECT_EQ(core_->TEST_ResidenceOf(p), Residence::kDevice);
+    uint64_t sum = 0;
+    ASSERT_EQ(Read(s, p, 2 * kMiB, &sum), CUDA_SUCCESS);
+    ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
+    EXPECT_EQ(sum, PatternChecksum(2 * kMiB, seed));
+    EXPECT_EQ(fake_.faults(), 0u);
+  }
+}
+
 // ---- Page-out (device -> host tier) -----------------------------------------
 
 // A one-chunk device: every page-in pages out the one resident chunk, the

@@ -64,6 +64,7 @@ class ShimCoreTest : public ::testing::Test {
   // clear them with Disarm(); TearDown destroys the core before the injector.
   testing::FaultInjector* NewFaultInjector() {
     core_.reset();
+    faults_.reset();  // before the new one: an injector's destructor unregisters the live one
     faults_ = std::make_unique<testing::FaultInjector>(fake_.driver());
     return faults_.get();
   }
