@@ -1,7 +1,7 @@
 // Evictor: makes room on the device for the operation being prepared by
-// paging chunks out (Note [eviction], Note [pipelined page-out] and Note
-// [fenced page-outs] in shim_core.h; batch sizes: Note [eviction batches] in
-// eviction_sizing.h).
+// paging chunks out (Note [eviction] and Note [pipelined page-out] in
+// shim_core.h, Note [fenced page-outs] in shim_core_hidden_reach.cc; batch
+// sizes: Note [eviction batches] in eviction_sizing.h).
 //
 // It decides what to evict and when to start and finish page-outs: a freed
 // chunk is reclaimed first (no copy); the batch started last time is

@@ -113,7 +113,7 @@ class PageOutPipeline {
   void Cancel(uint32_t chunk);
   // Cancel() for every move in flight (the owner's next operation may touch
   // any chunk and cannot wait for the copies: Note [fenced page-outs] in
-  // shim_core.h).
+  // shim_core_hidden_reach.cc).
   void CancelAll();
 
   struct Finished {

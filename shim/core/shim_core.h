@@ -155,7 +155,7 @@
 //   BeforeGraphLaunch) do not make those waits with mu_ held: they run with
 //   waits deferred, so such an eviction records what it would wait for (the
 //   victim's uses, or the copy-stream sequence number that covers the page-out
-//   copies) and fails instead, PageIn does not fall back to the host tier for
+//   copies) and fails instead, Residency::PageIn does not fall back to the host tier for
 //   it, and the operation unwinds as any failed operation does (Note [failed
 //   transitions]: chunks already filled stay filled, nothing is enqueued). The
 //   public call then takes held events for those uses (Note [held events] in
