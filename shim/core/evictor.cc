@@ -17,9 +17,8 @@ CUresult Evictor::AcquireDevice(uint32_t* index, bool may_evict) {
 }
 
 bool Evictor::EvictSome(uint32_t want, uint32_t lookahead) {
-  Owner& owner = *parts_.owner;
   CoreWaits& waits = *parts_.waits;
-  if (owner.ReclaimFreedDevice()) return true;
+  if (ReclaimFreedDevice()) return true;
   want = std::clamp<uint32_t>(want, 1, kSustainedBatchMax);
   // Note [pipelined page-out]: the batch started last time has been copying
   // while the caller worked; finish it (usually without waiting) and start
@@ -36,7 +35,7 @@ bool Evictor::EvictSome(uint32_t want, uint32_t lookahead) {
   // completed are candidates beside those of earlier work on the
   // operation's own stream.
   parts_.tracker->CoverAll();
-  if (owner.ReclaimFreedDevice()) return true;
+  if (ReclaimFreedDevice()) return true;
   std::vector<uint32_t> picked;
   parts_.picker->PickIdle(want, launch_stream_, &picked);
   if (picked.empty()) {
@@ -61,6 +60,10 @@ bool Evictor::EvictSome(uint32_t want, uint32_t lookahead) {
   if (EvictBatch(picked) == 0) return false;
   StartLookahead(lookahead);
   return true;
+}
+
+bool Evictor::ReclaimFreedDevice() {
+  return parts_.freed->ReclaimOne(/*device=*/true, /*host=*/false).chunks > 0;
 }
 
 uint32_t Evictor::FinishPageOut() {

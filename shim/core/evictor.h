@@ -18,8 +18,9 @@
 // being made resident (Note [eviction]) and whether look-ahead page-outs may
 // start. Not owned, given at construction and outliving it: the page-out
 // pipeline, the victim picker, the stream tracker with the copy stream's
-// index, the physical pool (device chunks acquired and counted), the core's
-// waits and the owner.
+// index, the chunk uses, the physical pool (device chunks acquired and
+// counted), the freed chunks (released first), the core's waits and the
+// owner.
 //
 // Thread safety: not thread-safe; the owner (ShimCore) serializes every call
 // with its mutex (its member is guarded by it), as it does for the
@@ -36,6 +37,7 @@
 #include "shim/core/chunk_uses.h"
 #include "shim/core/core_waits.h"
 #include "shim/core/eviction_sizing.h"
+#include "shim/core/freed_chunks.h"
 #include "shim/core/page_out_pipeline.h"
 #include "shim/core/physical_pool.h"
 #include "shim/core/stream_tracker.h"
@@ -45,12 +47,9 @@ namespace memvirt::shim {
 
 class Evictor {
  public:
-  // The owner's side: its freed chunks and its count of unbacked chunks of
-  // live blocks.
+  // The owner's side: its count of unbacked chunks of live blocks.
   class Owner {
    public:
-    // Releases the device chunk of one freed chunk; true if one was.
-    virtual bool ReclaimFreedDevice() = 0;
     // `count` victims of live blocks were dropped without a copy (their
     // data was dead): they are unbacked now.
     virtual void OnOwnedDropped(uint32_t count) = 0;
@@ -66,6 +65,7 @@ class Evictor {
     uint32_t copy_index = 0;  // the copy stream's index in `tracker`
     ChunkUses* uses = nullptr;
     PhysicalPool* pool = nullptr;
+    FreedChunks* freed = nullptr;
     CoreWaits* waits = nullptr;
     Owner* owner = nullptr;
     // The smallest budget with look-ahead page-outs (kLookaheadMinChunks
@@ -111,6 +111,8 @@ class Evictor {
   }
 
  private:
+  // Releases the device chunk of one freed chunk; true if one was.
+  bool ReclaimFreedDevice();
   // page_out's Start() with its drops reported to the owner; returns the
   // victims dropped without a copy.
   uint32_t StartPageOut(const std::vector<uint32_t>& victims, bool may_wait);

@@ -66,16 +66,17 @@ TEST_F(EvictorTest, WithoutEvictionAFullDeviceHasNoChunk) {
 
 TEST_F(EvictorTest, AFreedChunkIsReclaimedBeforeAnyVictim) {
   MakeEvictor();
-  // Chunk 3's block was freed: the owner still holds its device chunk.
+  // Chunk 3's block was freed: its device chunk stays mapped (Note [freed
+  // chunks]).
   const uint32_t spare = table_[3].phys;
-  ASSERT_EQ(driver_.cuMemUnmap(Address(3), kChunkBytes), CUDA_SUCCESS);
-  table_[3].residence = Residence::kUnbacked;
   table_[3].kind = ChunkKind::kFree;
-  core_.freed_devices = {spare};
+  table_[3].live_data = false;
+  freed_->Add(3);
   uint32_t dev = kNoIndex;
   ASSERT_EQ(evictor_->AcquireDevice(&dev, /*may_evict=*/true), CUDA_SUCCESS);
   EXPECT_EQ(dev, spare);
-  EXPECT_TRUE(core_.freed_devices.empty());
+  EXPECT_EQ(table_[3].residence, Residence::kUnbacked);
+  EXPECT_FALSE(fake_.IsMapped(Address(3), kChunkBytes));
   EXPECT_EQ(pool_->host_in_use(), 0u) << "nothing paged out";
 }
 

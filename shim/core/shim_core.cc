@@ -210,6 +210,7 @@ CUresult ShimCore::Create(const Driver* driver, const CoreOptions& options, Cont
         .copy_index = core->copy_index_,
         .uses = core->uses_.get(),
         .pool = core->pool_.get(),
+        .freed = core->freed_.get(),
         .waits = &core->waits_,
         .owner = &core->evictor_owner_,
         .lookahead_min_chunks = options.lookahead_min_chunks,
@@ -546,8 +547,6 @@ CUresult ShimCore::PointerAttributes(unsigned count, const CUpointer_attribute* 
 
 // ---- The operation's chunks (touch_: Note [touch set] in touch_set.h) ----------
 
-// True if every chunk the operation touches is on the device with its fill
-// complete: the launch then needs no residency work at all.
 bool ShimCore::WithinOneBlock(const MemRange& range) {
   if (range.bytes == 0 || !Owns(range.ptr)) return true;
   if (!table_.Contains(range.ptr)) return false;  // past every block (Note [sparse chunk table])
@@ -636,11 +635,6 @@ CUresult ShimCore::ResidencyOwner::AcquireHost(uint32_t* slot) {
 void ShimCore::ResidencyOwner::OnOwnedBacked() {
   core_->mu_.AssertHeld();  // residency_ calls it when it backs a chunk
   --core_->unbacked_owned_;
-}
-
-bool ShimCore::EvictorOwner::ReclaimFreedDevice() {
-  core_->mu_.AssertHeld();  // evictor_ calls it from EvictSome()
-  return core_->ReclaimFreed(/*device=*/true, /*host=*/false);
 }
 
 void ShimCore::EvictorOwner::OnOwnedDropped(uint32_t count) {

@@ -848,12 +848,11 @@ class ShimCore {
   PageOutHostSlots page_out_slots_{this};
   // Eviction: what to page out and when (evictor.h); created with page_out_.
   std::unique_ptr<Evictor> evictor_ MEMSHIM_GUARDED_BY(mu_);
-  // The core's side for evictor_: freed_ and unbacked_owned_. Called only
-  // from evictor_, under mu_.
+  // The core's side for evictor_: unbacked_owned_. Called only from
+  // evictor_, under mu_.
   class EvictorOwner final : public Evictor::Owner {
    public:
     explicit EvictorOwner(ShimCore* core) : core_(core) {}
-    bool ReclaimFreedDevice() override;
     void OnOwnedDropped(uint32_t count) override;
 
    private:

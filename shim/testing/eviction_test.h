@@ -1,6 +1,6 @@
 // EvictionTest: a TransitionTest with the pieces an eviction works with
-// (chunk uses, a page-out pipeline over the pool's free host slots, a touch
-// set, a victim picker) and RecordingCore, the core's side for Evictor and
+// (chunk uses, freed chunks, a page-out pipeline over the pool's free host
+// slots, a touch set, a victim picker) and RecordingCore, the core's side for Evictor and
 // Residency (its waits and both owners), which records what it is asked; for
 // the unit tests of Evictor and Residency.
 //
@@ -19,6 +19,7 @@
 #include "shim/core/chunk_uses.h"
 #include "shim/core/core_waits.h"
 #include "shim/core/evictor.h"
+#include "shim/core/freed_chunks.h"
 #include "shim/core/page_out_pipeline.h"
 #include "shim/core/residency.h"
 #include "shim/core/touch_set.h"
@@ -28,8 +29,7 @@
 namespace memvirt::shim::testing {
 
 // Defers when told to, waits through ChunkUses, hands out the pool's free
-// host slots, releases the freed device chunks it was given, and records
-// what it was asked.
+// host slots, and records what it was asked.
 class RecordingCore final : public CoreWaits, public Evictor::Owner, public Residency::Owner {
  public:
   bool DeferChunkIdle(uint32_t chunk) override {
@@ -49,12 +49,6 @@ class RecordingCore final : public CoreWaits, public Evictor::Owner, public Resi
   bool WaitsDeferred() const override {
     return !deferred_chunks.empty() || !deferred_copies.empty();
   }
-  bool ReclaimFreedDevice() override {
-    if (freed_devices.empty()) return false;
-    pool->ReleaseDevice(freed_devices.back());
-    freed_devices.pop_back();
-    return true;
-  }
   void OnOwnedDropped(uint32_t count) override { dropped_owned += count; }
   CUresult AcquireHost(uint32_t* slot) override { return pool->AcquireHost(slot); }
   void OnOwnedBacked() override { ++backed; }
@@ -62,7 +56,6 @@ class RecordingCore final : public CoreWaits, public Evictor::Owner, public Resi
   bool defer = false;
   ChunkUses* uses = nullptr;
   PhysicalPool* pool = nullptr;
-  std::vector<uint32_t> freed_devices;  // released by ReclaimFreedDevice, last first
   std::vector<uint32_t> deferred_chunks;
   std::vector<uint64_t> deferred_copies;
   std::vector<uint32_t> waited;
@@ -84,6 +77,7 @@ class EvictionTest : public TransitionTest {
   void TearDown() override {
     TransitionTest::TearDown();
     evictor_.reset();
+    freed_.reset();
     picker_.reset();
     touch_.reset();
     page_out_.reset();
@@ -94,6 +88,7 @@ class EvictionTest : public TransitionTest {
   CUresult InitEviction(uint32_t device_chunks, uint32_t host_chunks) {
     if (const CUresult r = InitParts(device_chunks, host_chunks); r != CUDA_SUCCESS) return r;
     uses_ = std::make_unique<ChunkUses>(&table_, tracker_.get(), copy_index_);
+    freed_ = std::make_unique<FreedChunks>(parts(), uses_.get());
     slots_.pool = pool_.get();
     page_out_ = std::make_unique<PageOutPipeline>(PageOutPipeline::Parts{parts(), &slots_});
     touch_ = std::make_unique<TouchSet>(&table_, page_out_.get());
@@ -112,6 +107,7 @@ class EvictionTest : public TransitionTest {
         .copy_index = copy_index_,
         .uses = uses_.get(),
         .pool = pool_.get(),
+        .freed = freed_.get(),
         .waits = &core_,
         .owner = &core_,
         .lookahead_min_chunks = lookahead_min_chunks,
@@ -119,6 +115,7 @@ class EvictionTest : public TransitionTest {
   }
 
   std::unique_ptr<ChunkUses> uses_;
+  std::unique_ptr<FreedChunks> freed_;
   FreeHostSlots slots_;
   std::unique_ptr<PageOutPipeline> page_out_;
   std::unique_ptr<TouchSet> touch_;
