@@ -265,6 +265,13 @@ ShimCore::~ShimCore() {
   {
     MutexLock lock(&mu_);
     if (tracker_ != nullptr) (void)tracker_->WaitForAll();  // teardown: best effort
+    for (const ExportInFlight& x : exports_) {  // never finished: the driver memory goes
+      if (x.staging != 0) {
+        (void)driver_->cuMemUnmap(x.staging, x.bytes);
+        (void)driver_->cuMemAddressFree(x.staging, x.bytes);
+      }
+      if (x.real != 0) (void)driver_->cuMemRelease(x.real);
+    }
     for (uint32_t c = 0; c < table_.size(); ++c) {
       const Residence r = table_[c].residence;
       if ((r == Residence::kDevice || r == Residence::kHost) && !table_[c].unmapped) {
@@ -667,6 +674,11 @@ bool ShimCore::SpillOwner::DeferLoadWait(uint32_t slot) {
   return true;
 }
 
+bool ShimCore::SpillOwner::DeferCopyWait(uint64_t copy_seq) {
+  core_->mu_.AssertHeld();  // spill_ calls it from Promote()
+  return core_->DeferCopyWait(copy_seq);
+}
+
 uint64_t ShimCore::SpillOwner::Fences() {
   core_->mu_.AssertHeld();  // spill_ calls it from StartDemotion() and FinishDemotion()
   return core_->uses_->fences();
@@ -710,11 +722,13 @@ bool ShimCore::StoreWithoutLock(bool held, CUevent event, SpillManager::Demotion
 
 bool ShimCore::DeferDemotion(uint32_t max) {
   if (spill_ == nullptr || !defer_waits_) return false;
-  spill_->StartDemotion(max, touch_->op(), &deferred_.demotion);
+  const size_t copy_waits = deferred_.uses.size();
+  spill_->StartDemotion(max, touch_->op(), &deferred_.demotion, /*may_defer=*/true);
   if (!deferred_.demotion.empty()) {
     ++demotions_outside_;
     return true;
   }
+  if (deferred_.uses.size() > copy_waits) return true;  // a staging buffer's copy to wait for
   if (demotions_outside_ == 0) return false;
   deferred_.demotion_wait = demotions_finished_.load(std::memory_order_relaxed);
   return true;
@@ -878,6 +892,7 @@ CUresult ShimCore::BeforeLaunch(CUfunction function, void** params, void** extra
                                                               bool per_thread, Ticket* ticket) {
   if (!repeating_) ++stats_.launches;
   ProcessDeferred();
+  if (const CUresult r = SettleExports(); r != CUDA_SUCCESS) return r;  // Note [exports in flight]
   touch_->Begin();
   bool decodable = true;
   const ParamLayout* layout = nullptr;  // null: no parameters, or an `extra` buffer
@@ -941,6 +956,8 @@ CUresult ShimCore::BeforeOpaque(CUstream stream, bool per_thread, Ticket* ticket
   return RunWithWaitsOutsideLock([&]() MEMSHIM_REQUIRES(mu_) {
     if (!repeating_) ++stats_.launches;
     ProcessDeferred();
+    if (const CUresult r = SettleExports(); r != CUDA_SUCCESS)
+      return r;  // Note [exports in flight]
     touch_->Begin();
     const uint32_t index = tracker_->IndexOf(stream, per_thread);
     return OpaqueLocked(index, IsCapturing(tracker_->HandleOf(index)), ticket);
@@ -954,6 +971,8 @@ CUresult ShimCore::BeforeAccess(const MemRange* ranges, int count, CUstream stre
       if (!WithinOneBlock(ranges[i])) return CUDA_ERROR_INVALID_VALUE;  // as the driver answers
     }
     ProcessDeferred();
+    if (const CUresult r = SettleExports(); r != CUDA_SUCCESS)
+      return r;  // Note [exports in flight]
     touch_->Begin();
     for (int i = 0; i < count; ++i) touch_->Range(ranges[i]);
     if (touch_->touched().empty()) return CUDA_SUCCESS;

@@ -181,11 +181,17 @@
 //   tier whose load is still running (the NVMe read) leaves it running in its staging buffer and
 //   fails (SpillOwner::DeferLoadWait, deferred_.loads); the public call waits for it with
 //   SpillTier::WaitLoad() without mu_, and the repeat takes the loaded buffer as one loaded ahead.
+//   A promotion that finds every staging buffer busy defers its wait for one the same way: for
+//   the oldest copy to the device (SpillOwner::DeferCopyWait) or for a load ahead it gives up;
+//   so does a demotion the operation starts (DeferDemotion) for that copy.
 //   A use on a stream whose enqueue window another thread holds open cannot be covered by an event
 //   yet: StreamTracker::Hold() hands back a WindowWait, made without mu_ like the event waits (Note
 //   [enqueue window] in stream_tracker.h). cuMemUnmap and cuMemExportToShareableHandle of the
 //   application's handles (AppUnmap, AppExport) wait for the chunks' work
-//   so too (SettleChunks). Other waits still happen under mu_
+//   so too (SettleChunks), and so does cuMemMap (AppMap, BeginForeignMap) for
+//   what a range still holds from a release that failed earlier (a
+//   dead-listed chunk, DropRangeBacking); AppMap defers the waits of backing
+//   the mapped chunks as Alloc does. Other waits still happen under mu_
 //   (docs/architecture.md, "Inside one core").
 #ifndef MEMVIRT_SHIM_CORE_SHIM_CORE_H_
 #define MEMVIRT_SHIM_CORE_SHIM_CORE_H_
@@ -658,7 +664,9 @@ class ShimCore {
   // Note [waits outside the lock]: starts a demotion that the public call
   // finishes without mu_ (deferred_.demotion); if none can start while
   // other threads' batches are outside the lock, waits for one of them to
-  // finish instead (deferred_.demotion_wait). False if neither.
+  // finish instead (deferred_.demotion_wait); a staging buffer's copy to the
+  // device that a batch needs is waited for the same way (deferred_.uses).
+  // False if none of these.
   bool DeferDemotion(uint32_t max) MEMSHIM_REQUIRES(mu_);
   // Chunks in the spill tier now (0 without one).
   uint32_t SpilledChunks() const MEMSHIM_REQUIRES(mu_) {
@@ -693,6 +701,7 @@ class ShimCore {
     CUresult AcquireDevice(uint32_t* index) override;
     CUresult AcquireHost(uint32_t* slot) override;
     bool DeferLoadWait(uint32_t slot) override;
+    bool DeferCopyWait(uint64_t copy_seq) override;
     uint64_t Fences() override;
 
    private:
@@ -731,6 +740,11 @@ class ShimCore {
   uint32_t copy_index_ MEMSHIM_GUARDED_BY(mu_) = 0;
   uint32_t device_budget_chunks_ MEMSHIM_GUARDED_BY(mu_) = 0;
   uint64_t app_pinned_bytes_ MEMSHIM_GUARDED_BY(mu_) = 0;
+  struct AppMapping {
+    CUmemGenericAllocationHandle handle;
+    uint32_t offset_chunks;  // where in the handle
+    uint32_t count;          // chunks
+  };
   // Note [application VMM]: virtual handles, the ranges the application
   // reserved in the reservation (first chunk -> count) and its mappings of
   // virtual handles (first chunk -> handle and chunk offset in it).
@@ -745,11 +759,64 @@ class ShimCore {
     // Once exported (Note [exported handles]): the driver's memory that
     // holds it now; its mappings are the driver's (kForeign).
     CUmemGenericAllocationHandle real = 0;
+    // What finishing its export in flight found wrong, for the exporting
+    // call's repeat to report (Note [exports in flight]).
+    CUresult export_error = CUDA_SUCCESS;
   };
-  // Moves a virtual handle's bytes into driver memory of its own, mapped
-  // where the handle was (Note [exported handles]).
-  [[nodiscard]] CUresult Materialize(CUmemGenericAllocationHandle handle, VirtualHandle* v)
+  // An export whose copies into driver memory were issued and not yet waited
+  // for (Note [exports in flight]). `staging`: where `real` is mapped for the
+  // copies (0: not mapped); `issue_result`: the first error issuing them.
+  struct ExportInFlight {
+    CUmemGenericAllocationHandle handle = 0;
+    CUmemGenericAllocationHandle real = 0;
+    CUdeviceptr staging = 0;
+    uint64_t bytes = 0;
+    uint64_t copy_seq = 0;
+    CUresult issue_result = CUDA_SUCCESS;
+    std::vector<std::pair<uint32_t, AppMapping>> mappings;  // (first chunk, mapping)
+  };
+  std::vector<ExportInFlight> exports_ MEMSHIM_GUARDED_BY(mu_);
+  // Starts moving a virtual handle's bytes into driver memory of its own
+  // (Note [exported handles]): settles its chunks, pins its size in the device
+  // budget, issues the copies and adds the export to exports_.
+  // CUDA_ERROR_NOT_READY when a wait was deferred (nothing started).
+  [[nodiscard]] CUresult StartExport(CUmemGenericAllocationHandle handle, VirtualHandle* v)
       MEMSHIM_REQUIRES(mu_);
+  // Brings the chunks of `mappings` that are in the spill tier back (their
+  // loads, and the evictions they need, deferred as any operation's waits:
+  // CUDA_ERROR_NOT_READY, the promotions made kept).
+  [[nodiscard]] CUresult PromoteSpilled(
+      const std::vector<std::pair<uint32_t, AppMapping>>& mappings) MEMSHIM_REQUIRES(mu_);
+  // Finishes every export in flight once its copies completed; called first by
+  // every operation that may touch the core's chunks (Note [exports in
+  // flight]). CUDA_ERROR_NOT_READY when the wait for the copies was deferred;
+  // otherwise CUDA_SUCCESS (an export's own failure goes to its handle).
+  [[nodiscard]] CUresult SettleExports() MEMSHIM_REQUIRES(mu_) {
+    if (exports_.empty()) [[likely]]
+      return CUDA_SUCCESS;
+    return SettleExportsSlow();
+  }
+  [[nodiscard]] CUresult SettleExportsSlow() MEMSHIM_REQUIRES(mu_);
+  // Maps the driver memory where the handle was mapped, or, if a copy failed
+  // or the handle is gone, releases it (REQUIRES: its copies complete).
+  void FinishExport(ExportInFlight* x) MEMSHIM_REQUIRES(mu_);
+  // Chunks [first, first + count).
+  struct ChunkRange {
+    uint32_t first = 0;
+    uint32_t count = 0;
+  };
+  // AppMap() under mu_, run by RunWithWaitsOutsideLock: *backing holds the
+  // chunks an attempt mapped whose backing a repeat goes on with (count 0:
+  // none yet). Local to the call.
+  [[nodiscard]] CUresult AppMapLocked(CUdeviceptr ptr, uint64_t bytes, uint64_t offset,
+                                      CUmemGenericAllocationHandle handle, ChunkRange* backing)
+      MEMSHIM_REQUIRES(mu_);
+  // Note [backed from allocation] for mapped chunks *backing: CUDA_ERROR_NOT_READY
+  // when a wait was deferred (the repeat backs the rest), else clears *backing.
+  [[nodiscard]] CUresult BackMappedChunks(ChunkRange* backing) MEMSHIM_REQUIRES(mu_);
+  // DropBacking() of each of chunks [first, first + count), after their work
+  // (SettleChunks: deferred when the operation defers its waits).
+  [[nodiscard]] CUresult DropRangeBacking(uint32_t first, uint32_t count) MEMSHIM_REQUIRES(mu_);
   // AppUnmap() and AppExport() under mu_, run by RunWithWaitsOutsideLock.
   [[nodiscard]] CUresult AppUnmapLocked(CUdeviceptr ptr, uint64_t bytes) MEMSHIM_REQUIRES(mu_);
   [[nodiscard]] CUresult AppExportLocked(void* shareable, CUmemGenericAllocationHandle handle,
@@ -761,11 +828,6 @@ class ShimCore {
   // waits, records them instead and returns CUDA_ERROR_NOT_READY.
   [[nodiscard]] CUresult SettleChunks(const std::pair<uint32_t, uint32_t>* ranges, size_t count)
       MEMSHIM_REQUIRES(mu_);
-  struct AppMapping {
-    CUmemGenericAllocationHandle handle;
-    uint32_t offset_chunks;  // where in the handle
-    uint32_t count;          // chunks
-  };
   std::unordered_map<CUmemGenericAllocationHandle, VirtualHandle> virtual_handles_
       MEMSHIM_GUARDED_BY(mu_);
   uint64_t next_virtual_handle_ MEMSHIM_GUARDED_BY(mu_) = 1;

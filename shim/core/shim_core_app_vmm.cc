@@ -229,8 +229,21 @@ CUresult ShimCore::SettleChunks(const std::pair<uint32_t, uint32_t>* ranges, siz
 
 CUresult ShimCore::AppMap(CUdeviceptr ptr, uint64_t bytes, uint64_t offset,
                           CUmemGenericAllocationHandle handle) {
-  MutexLock lock(&mu_);
+  ChunkRange backing;
+  return RunWithWaitsOutsideLock([&]() MEMSHIM_REQUIRES(mu_) {
+    return AppMapLocked(ptr, bytes, offset, handle, &backing);  // Note [waits outside the lock]
+  });
+}
+
+// Waits deferred: those for the last uses of what an exported handle's range
+// still holds (a dead-listed chunk), before anything changes; and those of
+// backing the mapped chunks, after the mapping is made: the repeat backs the
+// rest of *backing, as Alloc's does (BackNewBlock).
+CUresult ShimCore::AppMapLocked(CUdeviceptr ptr, uint64_t bytes, uint64_t offset,
+                                CUmemGenericAllocationHandle handle, ChunkRange* backing) {
+  if (backing->count != 0) return BackMappedChunks(backing);  // a repeat: it is mapped
   ProcessDeferred();
+  if (const CUresult r = SettleExports(); r != CUDA_SUCCESS) return r;  // Note [exports in flight]
   auto h = virtual_handles_.find(handle);
   if (h == virtual_handles_.end() || h->second.refs == 0) return CUDA_ERROR_INVALID_VALUE;
   VirtualHandle& v = h->second;
@@ -244,9 +257,7 @@ CUresult ShimCore::AppMap(CUdeviceptr ptr, uint64_t bytes, uint64_t offset,
   }
   const uint32_t at = static_cast<uint32_t>(offset >> kChunkShift);
   if (v.real != 0) {  // Note [exported handles]: the driver's memory, mapped by the driver
-    for (uint32_t c = first; c < first + count; ++c) {
-      if (const CUresult r = DropBacking(c); r != CUDA_SUCCESS) return r;
-    }
+    if (const CUresult r = DropRangeBacking(first, count); r != CUDA_SUCCESS) return r;
     const CUresult r = driver_->cuMemMap(ptr, bytes, offset, v.real, 0);
     if (r == CUDA_SUCCESS) {
       for (uint32_t c = first; c < first + count; ++c) table_[c].kind = ChunkKind::kForeign;
@@ -284,8 +295,15 @@ CUresult ShimCore::AppMap(CUdeviceptr ptr, uint64_t bytes, uint64_t offset,
   }
   if (lo != first || hi != first + count) allocator_->Regroup(lo, hi - lo);
   OnChunksCommitted(first, count);
-  BackAtAllocation(first, count);
   alloc_events_.Record(static_cast<uint64_t>(first) << kChunkShift, bytes, /*freed=*/false);
+  *backing = {first, count};
+  return BackMappedChunks(backing);
+}
+
+CUresult ShimCore::BackMappedChunks(ChunkRange* backing) {
+  BackAtAllocation(backing->first, backing->count);
+  if (WaitsDeferred()) return CUDA_ERROR_NOT_READY;  // repeated after the wait
+  *backing = {};
   return CUDA_SUCCESS;
 }
 
@@ -311,6 +329,7 @@ CUresult ShimCore::AppUnmap(CUdeviceptr ptr, uint64_t bytes) {
 
 CUresult ShimCore::AppUnmapLocked(CUdeviceptr ptr, uint64_t bytes) {
   ProcessDeferred();
+  if (const CUresult r = SettleExports(); r != CUDA_SUCCESS) return r;  // Note [exports in flight]
   uint32_t first = 0, count = 0;
   if (!AppRange(ptr, bytes, &first, &count)) return CUDA_ERROR_INVALID_VALUE;
   // Whole mappings only (Note [application VMM]).
@@ -359,7 +378,8 @@ CUresult ShimCore::AppUnmapLocked(CUdeviceptr ptr, uint64_t bytes) {
 //   device memory that shrinks the device budget, as for memory the shim
 //   does not page), copies every mapped chunk's bytes into it after the
 //   work using them (from the device chunk, the host slot's mirror, or
-//   promoted from the spill tier), and maps it where the handle was mapped,
+//   promoted from the spill tier), and, once they completed (Note [exports in
+//   flight]), maps it where the handle was mapped,
 //   with the core's access; those chunks become the driver's (kForeign), and
 //   the driver's handle is exported. Later mappings of the handle map the
 //   driver's memory; its last release releases that. An unmapped part of
@@ -368,6 +388,27 @@ CUresult ShimCore::AppUnmapLocked(CUdeviceptr ptr, uint64_t bytes) {
 //   to share a segment with another process (torch.multiprocessing); NCCL
 //   exports its buffers for peers: both keep working, without paging that
 //   memory.
+// Note [exports in flight]
+//   The export's copies into driver memory are waited for without mu_, as
+//   any wait of an operation (Note [waits outside the lock] in shim_core.h):
+//   StartExport issues them and records the export in exports_; each copy is
+//   a use of its chunk, so no eviction, demotion or move copies over it, and
+//   the chunks keep their backing and their mappings. An export in flight is
+//   a transition of its chunks that other operations must not see halfway:
+//   a write to a chunk after its copy was issued would be lost when the
+//   driver memory replaces it. So every operation that may touch the core's
+//   chunks (launches, graph launches, copies and memsets, cuMemMap and
+//   cuMemUnmap of the application's handles, another export) first settles
+//   the exports in flight (SettleExports): once their copies completed, the
+//   first such operation to take mu_ finishes them (FinishExport: the
+//   handle's mappings move to the driver memory, kForeign); before that it
+//   defers a wait for the copies, so it waits without mu_ and runs again.
+//   The exporting call is one of them: its repeat finds the export finished
+//   and exports the driver's handle. Operations that touch no chunk
+//   (allocation, frees of other blocks, queries) go on meanwhile. A copy
+//   that fails leaves every chunk where its bytes are, releases the driver
+//   memory and gives its size back to the device budget; the error waits in
+//   the handle (export_error) for the exporting call to report it.
 CUresult ShimCore::AppExport(void* shareable, CUmemGenericAllocationHandle handle,
                              CUmemAllocationHandleType type, unsigned long long flags) {
   return RunWithWaitsOutsideLock(
@@ -380,16 +421,23 @@ CUresult ShimCore::AppExportLocked(void* shareable, CUmemGenericAllocationHandle
   if (shareable == nullptr || it == virtual_handles_.end() || it->second.refs == 0) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  VirtualHandle& v = it->second;
-  if ((v.prop.requestedHandleTypes & type) == 0) return CUDA_ERROR_INVALID_VALUE;
+  if ((it->second.prop.requestedHandleTypes & type) == 0) return CUDA_ERROR_INVALID_VALUE;
   if (driver_->cuMemExportToShareableHandle == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  // Note [exports in flight]: this call's own export, or another's.
+  if (const CUresult r = SettleExports(); r != CUDA_SUCCESS) return r;
+  VirtualHandle& v = virtual_handles_.at(handle);
+  if (v.export_error != CUDA_SUCCESS) return std::exchange(v.export_error, CUDA_SUCCESS);
   if (v.real == 0) {
-    if (const CUresult r = Materialize(handle, &v); r != CUDA_SUCCESS) return r;
+    if (const CUresult r = StartExport(handle, &v); r != CUDA_SUCCESS) return r;
+    // In flight: finished once its copies complete, after a wait without
+    // mu_ (the repeat finds it finished), or here when waits are not deferred.
+    if (const CUresult r = SettleExports(); r != CUDA_SUCCESS) return r;
+    if (v.export_error != CUDA_SUCCESS) return std::exchange(v.export_error, CUDA_SUCCESS);
   }
   return driver_->cuMemExportToShareableHandle(shareable, v.real, type, flags);
 }
 
-CUresult ShimCore::Materialize(CUmemGenericAllocationHandle handle, VirtualHandle* v) {
+CUresult ShimCore::StartExport(CUmemGenericAllocationHandle handle, VirtualHandle* v) {
   for (uint8_t state : v->state) {
     if (state == 2) {
       MEMSHIM_LOG(kWarn,
@@ -398,37 +446,39 @@ CUresult ShimCore::Materialize(CUmemGenericAllocationHandle handle, VirtualHandl
       return CUDA_ERROR_NOT_SUPPORTED;
     }
   }
-  const uint64_t bytes = static_cast<uint64_t>(v->chunks) << kChunkShift;
-  std::vector<std::pair<uint32_t, AppMapping>> mappings;
+  ExportInFlight x;
+  x.handle = handle;
+  x.bytes = static_cast<uint64_t>(v->chunks) << kChunkShift;
   std::vector<std::pair<uint32_t, uint32_t>> ranges;
   for (const auto& [first, m] : app_mappings_) {
     if (m.handle != handle) continue;
-    mappings.push_back({first, m});
+    x.mappings.push_back({first, m});
     ranges.push_back({first, m.count});
   }
   // Work that may use its chunks completes first; then room on the device.
   if (const CUresult r = SettleChunks(ranges.data(), ranges.size()); r != CUDA_SUCCESS) return r;
-  app_pinned_bytes_ += bytes;
+  app_pinned_bytes_ += x.bytes;
   EnforceDeviceLimit();
-  if (WaitsDeferred()) {  // repeated after the wait, from the start
-    app_pinned_bytes_ -= bytes;
+  CUresult r = WaitsDeferred() ? CUDA_ERROR_NOT_READY : PromoteSpilled(x.mappings);
+  if (r != CUDA_SUCCESS) {  // repeated after a deferred wait, from the start
+    app_pinned_bytes_ -= x.bytes;
     EnforceDeviceLimit();
-    return CUDA_ERROR_NOT_READY;
+    return r;
   }
-  // Note [waits outside the lock]: from here on the core's own copies and the
-  // spill tier's loads are waited for under mu_ (the export is rare).
-  defer_waits_ = false;
-  CUmemGenericAllocationHandle real = 0;
-  CUdeviceptr staging = 0;
-  CUresult r = driver_->cuMemCreate(&real, bytes, &v->prop, 0);
-  if (r == CUDA_SUCCESS) r = driver_->cuMemAddressReserve(&staging, bytes, 0, 0, 0);
-  if (r == CUDA_SUCCESS && (r = pool_->MapRange(staging, bytes, 0, real)) != CUDA_SUCCESS) {
-    (void)driver_->cuMemAddressFree(staging, bytes);
-    staging = 0;
+  // No wait from here on: nothing is left to promote or evict (were a chunk
+  // found in the spill tier anyway, it would be promoted with waits under mu_).
+  const bool may_defer = std::exchange(defer_waits_, false);
+  r = driver_->cuMemCreate(&x.real, x.bytes, &v->prop, 0);
+  if (r == CUDA_SUCCESS) r = driver_->cuMemAddressReserve(&x.staging, x.bytes, 0, 0, 0);
+  if (r == CUDA_SUCCESS && (r = pool_->MapRange(x.staging, x.bytes, 0, x.real)) != CUDA_SUCCESS) {
+    (void)driver_->cuMemAddressFree(x.staging, x.bytes);
+    x.staging = 0;
   }
-  // The bytes, chunk by chunk, from wherever they are now.
+  // The bytes, chunk by chunk, from wherever they are now; each copy is a use
+  // of its chunk (no eviction, demotion or move copies over it).
   fills_->Clear();
-  for (const auto& [first, m] : mappings) {
+  std::vector<uint32_t> copied;
+  for (const auto& [first, m] : x.mappings) {
     for (uint32_t i = 0; i < m.count && r == CUDA_SUCCESS; ++i) {
       const uint32_t c = first + i;
       if (table_[c].residence == Residence::kNvme) r = residency_->PageIn(c, /*may_evict=*/true);
@@ -437,27 +487,82 @@ CUresult ShimCore::Materialize(CUmemGenericAllocationHandle handle, VirtualHandl
       const CUdeviceptr src =
           e.residence == Residence::kHost ? pool_->mirror(e.phys) : table_.AddressOf(c);
       r = driver_->cuMemcpyDtoDAsync_v2(
-          staging + (static_cast<uint64_t>(m.offset_chunks + i) << kChunkShift), src, kChunkBytes,
+          x.staging + (static_cast<uint64_t>(m.offset_chunks + i) << kChunkShift), src, kChunkBytes,
           copy_stream_);
+      if (r == CUDA_SUCCESS) copied.push_back(c);
     }
   }
-  const uint64_t seq = tracker_->Issue(copy_index_);
-  if (const CUresult w = tracker_->WaitFor(copy_index_, seq); r == CUDA_SUCCESS) r = w;
-  fills_->Commit(seq);
-  if (staging != 0) {
-    (void)driver_->cuMemUnmap(staging, bytes);
-    (void)driver_->cuMemAddressFree(staging, bytes);
+  defer_waits_ = may_defer;
+  x.copy_seq = tracker_->Issue(copy_index_);
+  fills_->Commit(x.copy_seq);
+  for (uint32_t c : copied) uses_->Add(c, copy_index_, x.copy_seq);
+  x.issue_result = r;
+  exports_.push_back(std::move(x));
+  return CUDA_SUCCESS;
+}
+
+CUresult ShimCore::PromoteSpilled(const std::vector<std::pair<uint32_t, AppMapping>>& mappings) {
+  if (SpilledChunks() == 0) return CUDA_SUCCESS;
+  touch_->Begin();
+  for (const auto& [first, m] : mappings) {  // none is a victim for the others
+    for (uint32_t c = first; c < first + m.count; ++c) touch_->Chunk(c);
   }
-  if (r != CUDA_SUCCESS) {  // nothing changed for the application
-    if (real != 0) (void)driver_->cuMemRelease(real);
-    app_pinned_bytes_ -= bytes;
-    EnforceDeviceLimit();
-    MEMSHIM_LOG(kError, "handle %#llx could not be moved to driver memory for export (%d)",
-                static_cast<unsigned long long>(handle), r);
+  fills_->Clear();
+  CUresult r = CUDA_SUCCESS;
+  for (const auto& [first, m] : mappings) {
+    for (uint32_t c = first; c < first + m.count && r == CUDA_SUCCESS; ++c) {
+      if (table_[c].residence == Residence::kNvme) r = residency_->PageIn(c, /*may_evict=*/true);
+    }
+  }
+  fills_->Commit(fills_->Mark());  // promotions made stay made; the export's copies follow them
+  touch_->Clear();
+  return r;
+}
+
+CUresult ShimCore::SettleExportsSlow() {
+  uint64_t last = 0;
+  for (const ExportInFlight& x : exports_) last = std::max(last, x.copy_seq);
+  if (!tracker_->IsComplete(copy_index_, last)) {
+    if (DeferCopyWait(last)) return CUDA_ERROR_NOT_READY;  // Note [waits outside the lock]
+    ++stats_.host_waits;
+    (void)tracker_->WaitFor(copy_index_, last);  // each export's own result below
+  }
+  // Anything the core itself started on the chunks since (a page-out of one
+  // whose copy completed) completes before their backing is dropped.
+  std::vector<std::pair<uint32_t, uint32_t>> ranges;
+  for (const ExportInFlight& x : exports_) {
+    for (const auto& [first, m] : x.mappings) ranges.push_back({first, m.count});
+  }
+  if (const CUresult r = SettleChunks(ranges.data(), ranges.size()); r == CUDA_ERROR_NOT_READY) {
     return r;
   }
+  std::vector<ExportInFlight> done = std::move(exports_);
+  exports_.clear();
+  for (ExportInFlight& x : done) FinishExport(&x);
+  return CUDA_SUCCESS;
+}
+
+void ShimCore::FinishExport(ExportInFlight* x) {
+  CUresult r = x->issue_result;
+  if (const CUresult w = tracker_->WaitFor(copy_index_, x->copy_seq); r == CUDA_SUCCESS) r = w;
+  if (x->staging != 0) {
+    (void)driver_->cuMemUnmap(x->staging, x->bytes);
+    (void)driver_->cuMemAddressFree(x->staging, x->bytes);
+  }
+  auto it = virtual_handles_.find(x->handle);
+  if (r != CUDA_SUCCESS || it == virtual_handles_.end()) {  // nothing changed for the application
+    if (x->real != 0) (void)driver_->cuMemRelease(x->real);
+    app_pinned_bytes_ -= x->bytes;
+    EnforceDeviceLimit();
+    if (it == virtual_handles_.end()) return;  // released meanwhile, with nothing mapped
+    it->second.export_error = r;
+    MEMSHIM_LOG(kError, "handle %#llx could not be moved to driver memory for export (%d)",
+                static_cast<unsigned long long>(x->handle), r);
+    return;
+  }
+  VirtualHandle& v = it->second;
   // Where the handle was mapped, the driver's memory now.
-  for (const auto& [m, mapping] : mappings) {
+  for (const auto& [m, mapping] : x->mappings) {
     const uint32_t n = mapping.count;
     app_mappings_.erase(m);
     ReleaseMappingChunks(m, n);
@@ -466,35 +571,49 @@ CUresult ShimCore::Materialize(CUmemGenericAllocationHandle handle, VirtualHandl
     }
     const CUresult mapped =
         pool_->MapRange(table_.AddressOf(m), static_cast<uint64_t>(n) << kChunkShift,
-                        static_cast<uint64_t>(mapping.offset_chunks) << kChunkShift, real);
+                        static_cast<uint64_t>(mapping.offset_chunks) << kChunkShift, x->real);
     if (mapped != CUDA_SUCCESS) {
       MEMSHIM_LOG(kError, "mapping exported handle %#llx at %p failed (%d); that range is unmapped",
-                  static_cast<unsigned long long>(handle),
+                  static_cast<unsigned long long>(x->handle),
                   reinterpret_cast<void*>(table_.AddressOf(m)), mapped);
       if (r == CUDA_SUCCESS) r = mapped;
       continue;
     }
     for (uint32_t c = m; c < m + n; ++c) table_[c].kind = ChunkKind::kForeign;
   }
-  v->mapped = 0;
-  v->real = real;
-  allocator_->Uncommit(v->chunks);
+  v.mapped = 0;
+  v.real = x->real;
+  v.export_error = r;
+  allocator_->Uncommit(v.chunks);
   MEMSHIM_LOG(kInfo, "handle %#llx exported: %llu bytes pinned in driver memory",
-              static_cast<unsigned long long>(handle), static_cast<unsigned long long>(bytes));
-  return r;
+              static_cast<unsigned long long>(x->handle),
+              static_cast<unsigned long long>(x->bytes));
 }
 
 CUresult ShimCore::BeginForeignMap(CUdeviceptr ptr, uint64_t bytes) {
-  MutexLock lock(&mu_);
-  uint32_t first = 0, count = 0;
-  if (!AppRange(ptr, bytes, &first, &count)) return CUDA_ERROR_INVALID_VALUE;
+  return RunWithWaitsOutsideLock([&]() MEMSHIM_REQUIRES(mu_) {
+    uint32_t first = 0, count = 0;
+    if (!AppRange(ptr, bytes, &first, &count)) return CUDA_ERROR_INVALID_VALUE;
+    for (uint32_t c = first; c < first + count; ++c) {
+      if (table_[c].kind != ChunkKind::kReserved) return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (const CUresult r = DropRangeBacking(first, count); r != CUDA_SUCCESS) return r;
+    for (uint32_t c = first; c < first + count; ++c) table_[c].kind = ChunkKind::kForeign;
+    return CUDA_SUCCESS;
+  });
+}
+
+CUresult ShimCore::DropRangeBacking(uint32_t first, uint32_t count) {
+  bool backed = false;
   for (uint32_t c = first; c < first + count; ++c) {
-    if (table_[c].kind != ChunkKind::kReserved) return CUDA_ERROR_INVALID_VALUE;
+    if (table_[c].residence != Residence::kUnbacked) backed = true;
   }
+  if (!backed) return CUDA_SUCCESS;  // the common case: nothing left there
+  const std::pair<uint32_t, uint32_t> range{first, count};
+  if (const CUresult r = SettleChunks(&range, 1); r != CUDA_SUCCESS) return r;
   for (uint32_t c = first; c < first + count; ++c) {
     if (const CUresult r = DropBacking(c); r != CUDA_SUCCESS) return r;
   }
-  for (uint32_t c = first; c < first + count; ++c) table_[c].kind = ChunkKind::kForeign;
   return CUDA_SUCCESS;
 }
 

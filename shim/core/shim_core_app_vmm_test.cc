@@ -240,6 +240,47 @@ TEST_F(ShimCoreAppVmmTest, AnExportedHandleIsPinnedInDriverMemory) {
   EXPECT_EQ(fake_.faults(), 0u);
 }
 
+// Note [exports in flight]: a copy into driver memory that fails leaves the
+// handle's bytes where they are and the handle paged, gives the pinned size
+// back and fails the export; the next export works.
+TEST_F(ShimCoreAppVmmTest, AFailedExportCopyKeepsTheBytesAndReportsTheError) {
+  MakeWithFaults(16 * kMiB, 64 * kMiB);
+  CUstream s = fake_.CreateStream();
+  std::vector<CUdeviceptr> at;
+  MapSeparately(3, 4 * kMiB, &at);
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(Write(s, at[i], 4 * kMiB, 60 + i), CUDA_SUCCESS);
+  ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
+  const uint64_t free_before = FreeBytes();
+  for (int h = 0; h < 2; ++h) {
+    int fd = -1;
+    faults_->FailCopy(1);  // the export's first copy
+    EXPECT_EQ(core_->AppExport(&fd, handles_[h], CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+              CUDA_ERROR_LAUNCH_FAILED);
+    Disarm();
+    EXPECT_EQ(fd, -1);
+    EXPECT_FALSE(core_->IsForeign(at[h], 4 * kMiB)) << "still the core's";
+    EXPECT_EQ(core_->stats().device_chunk_limit, 8u) << "the pinned size given back";
+    EXPECT_EQ(FreeBytes(), free_before);
+  }
+  for (int i = 0; i < 3; ++i) {  // every handle kept its bytes and pages on
+    uint64_t sum = 0;
+    ASSERT_EQ(Read(s, at[i], 4 * kMiB, &sum), CUDA_SUCCESS);
+    ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
+    EXPECT_EQ(sum, PatternChecksum(4 * kMiB, 60 + i)) << "handle " << i;
+  }
+  int fd = -1;
+  ASSERT_EQ(core_->AppExport(&fd, handles_[0], CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+            CUDA_SUCCESS);
+  ASSERT_GE(fd, 0);
+  void* exported = mmap(nullptr, 4 * kMiB, PROT_READ, MAP_SHARED, fd, 0);
+  ASSERT_NE(exported, MAP_FAILED);
+  EXPECT_EQ(Checksum(exported, 4 * kMiB), PatternChecksum(4 * kMiB, 60));
+  munmap(exported, 4 * kMiB);
+  close(fd);
+  EXPECT_TRUE(core_->IsForeign(at[0], 4 * kMiB));
+  EXPECT_EQ(fake_.faults(), 0u);
+}
+
 // Note [segment windows]: a segment four times the device budget, read one
 // 2 MiB tensor per kernel, pages about one chunk per kernel instead of the
 // device's worth; a kernel reading all of it from its first address sees

@@ -137,6 +137,8 @@ CUresult ShimCore::BeforeReferences(const uint64_t* words, size_t num_words, con
   return RunWithWaitsOutsideLock([&]() MEMSHIM_REQUIRES(mu_) {
     if (!repeating_) ++stats_.launches;
     ProcessDeferred();
+    if (const CUresult r = SettleExports(); r != CUDA_SUCCESS)
+      return r;  // Note [exports in flight]
     const uint32_t index = tracker_->IndexOf(stream, per_thread);
     const bool capturing = IsCapturing(tracker_->HandleOf(index));
     return ReferencesLocked(words, num_words, ranges, num_ranges, index, capturing,
@@ -149,6 +151,8 @@ CUresult ShimCore::BeforeGraphLaunch(CUgraphExec exec, CUstream stream, bool per
   return RunWithWaitsOutsideLock([&]() MEMSHIM_REQUIRES(mu_) {
     if (!repeating_) ++stats_.launches;
     ProcessDeferred();
+    if (const CUresult r = SettleExports(); r != CUDA_SUCCESS)
+      return r;  // Note [exports in flight]
     const uint32_t index = tracker_->IndexOf(stream, per_thread);
     const bool capturing = IsCapturing(tracker_->HandleOf(index));
     auto it = graph_plans_.find(exec);  // looked up on each run: the lock was released between

@@ -1,6 +1,8 @@
 // Note [spill tier]: demotion of host chunks to a spill tier and their
 // promotion, over an in-memory tier with failure switches.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -152,6 +154,41 @@ TEST_F(ShimCoreSpillTest, SpillLoadWaitLetsOtherThreadsUseTheCore) {
   ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
   EXPECT_EQ(sum, PatternChecksum(2 * kMiB, 500));
   ExpectBlocks(s, blocks, 24);
+  EXPECT_EQ(fake_.faults(), 0u);
+}
+
+// Note [exports in flight] (shim_core_app_vmm.cc): an export of a handle whose
+// bytes went to the spill tier promotes them with the load waited for
+// without the core lock, and exports the bytes.
+TEST_F(ShimCoreSpillTest, ExportOfASpilledHandleLoadsItWithoutTheCoreLock) {
+  CUstream s = fake_.CreateStream();
+  CUdeviceptr base = 0;
+  CUmemGenericAllocationHandle handle = 0;
+  ASSERT_EQ(core_->AppReserve(4 * kMiB, 0, &base), CUDA_SUCCESS);
+  ASSERT_EQ(core_->AppCreate(4 * kMiB, AppProp(), &handle), CUDA_SUCCESS);
+  ASSERT_EQ(core_->AppMap(base, 4 * kMiB, 0, handle), CUDA_SUCCESS);
+  ASSERT_EQ(Write(s, base, 4 * kMiB, 77), CUDA_SUCCESS);
+  std::vector<CUdeviceptr> blocks = WriteBlocks(s, 20);  // the handle goes to the spill tier
+  ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
+  ASSERT_EQ(core_->TEST_ResidenceOf(base), Residence::kNvme);
+  tier_.slow_loads = true;
+  CallFromAnotherThread other(core_.get());
+  tier_.during_wait = other.Hook();
+  int fd = -1;
+  const CUresult r = core_->AppExport(&fd, handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+  tier_.during_wait = nullptr;
+  tier_.slow_loads = false;
+  ASSERT_TRUE(other.Ran()) << "the export did not wait for a load";
+  ASSERT_EQ(r, CUDA_SUCCESS);
+  EXPECT_TRUE(other.Served()) << "the load was waited for under the core lock";
+  ASSERT_GE(fd, 0);
+  void* exported = mmap(nullptr, 4 * kMiB, PROT_READ, MAP_SHARED, fd, 0);
+  ASSERT_NE(exported, MAP_FAILED);
+  EXPECT_EQ(Checksum(exported, 4 * kMiB), PatternChecksum(4 * kMiB, 77));
+  munmap(exported, 4 * kMiB);
+  close(fd);
+  EXPECT_TRUE(core_->IsForeign(base, 4 * kMiB));
+  ExpectBlocks(s, blocks, 20);
   EXPECT_EQ(fake_.faults(), 0u);
 }
 

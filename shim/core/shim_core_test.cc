@@ -903,6 +903,39 @@ TEST_F(ShimCoreWaitTest, AppUnmapWaitLetsOtherThreadsUseTheCore) {
   EXPECT_EQ(core_->AppAddressFree(base, 4 * kMiB), CUDA_SUCCESS);
 }
 
+// The same for cuMemMap of a handle whose chunks can be backed (Note [backed
+// from allocation]) only by evicting chunks still in use: the repeat backs the
+// mapping the first attempt made (a second mapping of the handle would fail).
+TEST_F(ShimCoreWaitTest, AppMapBackingWaitLetsOtherThreadsUseTheCore) {
+  MakeHooked(4 * kMiB, 64 * kMiB);  // two device chunks
+  CUstream held = fake_.CreateStream();
+  const auto blocks = WriteBlocksOnHeldStream(held, 2, 41);
+  CUdeviceptr base = 0;
+  CUmemGenericAllocationHandle handle = 0;
+  ASSERT_EQ(core_->AppReserve(4 * kMiB, 0, &base), CUDA_SUCCESS);
+  ASSERT_EQ(core_->AppCreate(4 * kMiB, AppProp(), &handle), CUDA_SUCCESS);
+  const uint64_t host_waits = core_->stats().host_waits;
+  size_t free_bytes = 0, total_bytes = 0;
+  const WaitOutcome w =
+      RunWithOtherDuringWait([&] { return core_->AppMap(base, 4 * kMiB, 0, handle); },
+                             [&] { return core_->GetInfo(&free_bytes, &total_bytes); });
+  fake_.Release(held);
+  ASSERT_EQ(w.result, CUDA_SUCCESS);
+  ASSERT_NO_FATAL_FAILURE(
+      ExpectServedDuringWait(w, "the mapping did not wait for the chunks in use"));
+  EXPECT_GT(core_->stats().host_waits, host_waits) << "the wait was made outside the lock";
+  EXPECT_EQ(core_->stats().backed_on_host_at_allocation, 0u);
+  EXPECT_EQ(core_->TEST_ResidenceOf(base), Residence::kDevice) << "backed after the wait";
+  EXPECT_EQ(core_->AppMap(base, 4 * kMiB, 0, handle), CUDA_ERROR_INVALID_VALUE) << "mapped once";
+  ASSERT_EQ(Write(held, base, 4 * kMiB, 43), CUDA_SUCCESS);
+  ExpectPatterns(held, 2 * kMiB, {{blocks[0].first, 41}, {blocks[1].first, 42}});
+  ExpectPatterns(held, 4 * kMiB, {{base, 43}});
+  EXPECT_EQ(fake_.faults(), 0u);
+  ASSERT_EQ(core_->AppUnmap(base, 4 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(core_->AppRelease(handle), CUDA_SUCCESS);
+  EXPECT_EQ(core_->AppAddressFree(base, 4 * kMiB), CUDA_SUCCESS);
+}
+
 // The same for an export (Note [exported handles]): the handle's bytes move
 // to driver memory after the work using them, waited for without the lock.
 TEST_F(ShimCoreWaitTest, AppExportWaitLetsOtherThreadsUseTheCore) {
@@ -928,6 +961,47 @@ TEST_F(ShimCoreWaitTest, AppExportWaitLetsOtherThreadsUseTheCore) {
   close(fd);
   EXPECT_TRUE(core_->IsForeign(base, 4 * kMiB));
   EXPECT_EQ(core_->stats().device_chunk_limit, 2u) << "pinned in the device budget";
+  EXPECT_EQ(fake_.faults(), 0u);
+}
+
+// Note [exports in flight]: the export's own copies into driver memory are
+// waited for without the lock too; a write that another thread launches on
+// the handle meanwhile waits for the export and lands in the driver memory.
+TEST_F(ShimCoreWaitTest, AppExportCopyWaitLetsOtherThreadsUseTheCore) {
+  MakeHooked(8 * kMiB, 64 * kMiB);
+  const CUstream copy = fake_.created_streams().back();  // the new core's copy stream
+  CUstream s = fake_.CreateStream();
+  CUdeviceptr base = 0;
+  CUmemGenericAllocationHandle handle = 0;
+  ASSERT_EQ(core_->AppReserve(4 * kMiB, 0, &base), CUDA_SUCCESS);
+  ASSERT_EQ(core_->AppCreate(4 * kMiB, AppProp(), &handle), CUDA_SUCCESS);
+  ASSERT_EQ(core_->AppMap(base, 4 * kMiB, 0, handle), CUDA_SUCCESS);
+  ASSERT_EQ(Write(s, base, 4 * kMiB, 97), CUDA_SUCCESS);
+  ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);  // nothing but the copies to wait for
+  fake_.Hold(copy);
+  // The other thread's write runs only once the export copied: without the
+  // wait for the export it would land in the memory the export replaces.
+  CUstream later = fake_.CreateStream();
+  fake_.Hold(later);
+  const uint64_t host_waits = core_->stats().host_waits;
+  int fd = -1;
+  const WaitOutcome w = RunWithOtherDuringWait(
+      [&] { return core_->AppExport(&fd, handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0); },
+      [&] { return Write(later, base, 4 * kMiB, 98); });
+  fake_.Release(copy);
+  fake_.Release(later);
+  ASSERT_EQ(w.result, CUDA_SUCCESS);
+  ASSERT_NO_FATAL_FAILURE(ExpectServedDuringWait(w, "the export did not wait for its copies"));
+  EXPECT_GT(core_->stats().host_waits, host_waits) << "the wait was made outside the lock";
+  EXPECT_TRUE(core_->IsForeign(base, 4 * kMiB));
+  ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
+  ASSERT_GE(fd, 0);
+  void* exported = mmap(nullptr, 4 * kMiB, PROT_READ, MAP_SHARED, fd, 0);
+  ASSERT_NE(exported, MAP_FAILED);
+  EXPECT_EQ(Checksum(exported, 4 * kMiB), PatternChecksum(4 * kMiB, 98))
+      << "the write made during the export is in the exported memory";
+  munmap(exported, 4 * kMiB);
+  close(fd);
   EXPECT_EQ(fake_.faults(), 0u);
 }
 

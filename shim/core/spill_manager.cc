@@ -68,7 +68,7 @@ bool SpillManager::ReadyStaging(uint32_t* slot) {
   return false;
 }
 
-CUresult SpillManager::AcquireStaging(uint32_t keep_chunk, uint32_t* slot) {
+CUresult SpillManager::AcquireStaging(uint32_t keep_chunk, bool may_defer, uint32_t* slot) {
   // Free (or its copy done) first, then wait for the oldest copy, then give
   // up a prefetched load (its chunk stays stored; nothing is lost).
   if (ReadyStaging(slot)) return CUDA_SUCCESS;
@@ -83,6 +83,9 @@ CUresult SpillManager::AcquireStaging(uint32_t keep_chunk, uint32_t* slot) {
     }
   }
   if (oldest != kNoIndex) {
+    if (may_defer && parts_.owner->DeferCopyWait(staging_[oldest].copy_seq)) {
+      return CUDA_ERROR_NOT_READY;  // Note [waits outside the lock] in shim_core.h
+    }
     ++stats().host_waits;
     // The copy reads the staging buffer: a failed wait leaves it unusable now.
     if (tracker().WaitFor(parts_.copy_index, staging_[oldest].copy_seq) != CUDA_SUCCESS) {
@@ -95,7 +98,15 @@ CUresult SpillManager::AcquireStaging(uint32_t keep_chunk, uint32_t* slot) {
   if (victim_load == kNoIndex) return CUDA_ERROR_OUT_OF_MEMORY;
   StagingSlot& st = staging_[victim_load];
   if (st.state == StagingSlot::State::kLoading) {
-    (void)tier().FinishLoad(victim_load, /*wait=*/true);
+    if (may_defer) {
+      const SpillResult res = tier().FinishLoad(victim_load, /*wait=*/false);
+      if (res == SpillResult::kPending && parts_.owner->DeferLoadWait(victim_load)) {
+        return CUDA_ERROR_NOT_READY;  // the repeat finds it loaded
+      }
+      if (res == SpillResult::kPending) (void)tier().FinishLoad(victim_load, /*wait=*/true);
+    } else {
+      (void)tier().FinishLoad(victim_load, /*wait=*/true);
+    }
   }
   st = StagingSlot{};
   --staging_loads_;
@@ -161,7 +172,8 @@ bool SpillManager::Demoting(uint32_t chunk) const {
   return false;
 }
 
-void SpillManager::StartDemotion(uint32_t max, uint64_t stamp, DemotionBatch* batch) {
+void SpillManager::StartDemotion(uint32_t max, uint64_t stamp, DemotionBatch* batch,
+                                 bool may_defer) {
   if (batch->empty()) batch->fences = parts_.owner->Fences();
   const size_t want = std::min<size_t>(max, kDemoteBatch);
   size_t started = 0;
@@ -180,7 +192,7 @@ void SpillManager::StartDemotion(uint32_t max, uint64_t stamp, DemotionBatch* ba
     // may be queued again by the rebuild above.
     if (Demoting(d.chunk)) continue;
     uint32_t slot;
-    if (AcquireStaging(kNoIndex, &slot) != CUDA_SUCCESS) {
+    if (AcquireStaging(kNoIndex, may_defer, &slot) != CUDA_SUCCESS) {
       demotion_queue_.push_back(d);
       break;
     }
@@ -280,7 +292,7 @@ CUresult SpillManager::Promote(uint32_t chunk, uint64_t* stored) {
   }
   SpillResult res = SpillResult::kOk;
   if (slot == kNoIndex) {
-    if (const CUresult r = AcquireStaging(chunk, &slot); r != CUDA_SUCCESS) {
+    if (const CUresult r = AcquireStaging(chunk, /*may_defer=*/true, &slot); r != CUDA_SUCCESS) {
       release();
       return r;
     }

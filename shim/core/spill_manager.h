@@ -51,7 +51,11 @@
 //   * A promotion whose load the owner waits for outside its lock
 //     (Owner::DeferLoadWait) fails with CUDA_ERROR_NOT_READY: the chunk
 //     stays kNvme, the target is released and the load stays in its staging
-//     buffer, as one started ahead, for the promotion's repeat.
+//     buffer, as one started ahead, for the promotion's repeat. So does one
+//     that finds every staging buffer busy and whose wait for one the owner
+//     makes outside its lock: for the oldest copy to the device
+//     (Owner::DeferCopyWait) or for a load ahead it is to give up
+//     (Owner::DeferLoadWait); the repeat takes the buffer.
 //
 // Note [demotion queue]
 //   Demotion victims are host chunks with live data that the operation being
@@ -134,6 +138,10 @@ class SpillManager {
     // releasing the owner's lock (SpillTier::WaitLoad) and then runs again;
     // false if Promote() is to wait for it here.
     virtual bool DeferLoadWait(uint32_t slot) = 0;
+    // The same for copy-stream sequence number `copy_seq` (a staging
+    // buffer's copy to the device, which a promotion needing that buffer
+    // waits for); false if Promote() is to wait for it here.
+    virtual bool DeferCopyWait(uint64_t copy_seq) = 0;
     // Launches so far that may write memory they do not name (opaque and
     // fenced launches): Note [demotion outside the lock].
     virtual uint64_t Fences() = 0;
@@ -194,8 +202,10 @@ class SpillManager {
   };
   // Picks up to `max` victims as Demote() does and enqueues their copies into
   // staging buffers; appends them to *batch (the chunks and slots are then
-  // reserved for it). REQUIRES: FinishDemotion() is called for *batch.
-  void StartDemotion(uint32_t max, uint64_t stamp, DemotionBatch* batch);
+  // reserved for it). With `may_defer`, a wait for a staging buffer's copy to
+  // the device is offered to the owner (Owner::DeferCopyWait): if it takes it,
+  // the batch ends there. REQUIRES: FinishDemotion() is called for *batch.
+  void StartDemotion(uint32_t max, uint64_t stamp, DemotionBatch* batch, bool may_defer = false);
   // Stores each staged chunk of *batch. REQUIRES: batch->copy_seq is
   // complete; the owner's lock is not needed.
   static void StoreDemotion(SpillTier* tier, DemotionBatch* batch);
@@ -244,9 +254,11 @@ class SpillManager {
   bool ReadyStaging(uint32_t* slot);
   // A staging slot for a demotion or for the promotion of `keep_chunk`:
   // ready, else the oldest slot whose copy to the device runs, after that
-  // copy, else one a load ahead holds (given up). CUDA_ERROR_OUT_OF_MEMORY
-  // when none can be had.
-  [[nodiscard]] CUresult AcquireStaging(uint32_t keep_chunk, uint32_t* slot);
+  // copy, else one a load ahead holds (given up, after its load).
+  // CUDA_ERROR_OUT_OF_MEMORY when none can be had; with `may_defer`,
+  // CUDA_ERROR_NOT_READY when the owner defers the wait (Owner::DeferCopyWait,
+  // Owner::DeferLoadWait).
+  [[nodiscard]] CUresult AcquireStaging(uint32_t keep_chunk, bool may_defer, uint32_t* slot);
   bool DemotionEligible(uint32_t chunk, uint64_t stamp);
   // True if a demotion holds `chunk` (its staging slot is kStoring).
   bool Demoting(uint32_t chunk) const;

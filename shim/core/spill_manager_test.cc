@@ -44,12 +44,20 @@ class TestOwner final : public SpillManager::Owner {
     return true;
   }
 
+  bool DeferCopyWait(uint64_t copy_seq) override {
+    if (!defer_copies) return false;
+    deferred_copies.push_back(copy_seq);
+    return true;
+  }
+
   uint64_t Fences() override { return fences; }
 
   PhysicalPool* pool = nullptr;
   uint64_t fences = 0;
   bool defer_loads = false;
   std::vector<uint32_t> deferred_loads;
+  bool defer_copies = false;
+  std::vector<uint64_t> deferred_copies;
   std::set<uint32_t> busy;
   bool refuse_device = false;
   bool refuse_host = false;
@@ -383,6 +391,101 @@ TEST_F(SpillManagerTest, PromotionWaitsForAStagingCopyWhenTheOwnerDoesNotDefer) 
   const CUdeviceptr bytes = e.residence == Residence::kHost ? pool_->mirror(e.phys) : Address(2);
   EXPECT_EQ(BytesAt(bytes), Pattern(32));
   for (uint64_t s : stored) spill_->Discard(s);
+}
+
+// An owner that waits without its lock: a promotion that finds both staging
+// buffers copying leaves the wait for the oldest copy to it and fails; the
+// repeat takes that buffer.
+TEST_F(SpillManagerTest, PromotionLeavesTheWaitForAStagingCopyToTheOwner) {
+  uint64_t stored[3] = {};
+  FillBothStagingBuffers(30, stored);
+  ASSERT_FALSE(HasFailure());
+  owner_.defer_copies = true;
+  const uint64_t waits = stats_.host_waits;
+  const uint32_t host_in_use = pool_->host_in_use();
+  ASSERT_EQ(spill_->Promote(2, &stored[2]), CUDA_ERROR_NOT_READY);
+  EXPECT_EQ(owner_.deferred_copies, std::vector<uint64_t>{table_[0].fill_seq}) << "the oldest";
+  EXPECT_EQ(stats_.host_waits, waits) << "nothing waited for here";
+  EXPECT_EQ(table_[2].residence, Residence::kNvme);
+  EXPECT_EQ(pool_->host_in_use(), host_in_use) << "the target is released";
+  fake_.Release(copy_stream_);  // as the owner waits, without its lock
+  ASSERT_EQ(tracker_->WaitFor(copy_index_, owner_.deferred_copies[0]), CUDA_SUCCESS);
+  ASSERT_EQ(spill_->Promote(2, &stored[2]), CUDA_SUCCESS);
+  EXPECT_EQ(owner_.deferred_copies.size(), 1u) << "a completed copy is not waited for again";
+  ASSERT_EQ(tracker_->WaitFor(copy_index_, table_[2].fill_seq), CUDA_SUCCESS);
+  const ChunkEntry& e = table_[2];
+  const CUdeviceptr bytes = e.residence == Residence::kHost ? pool_->mirror(e.phys) : Address(2);
+  EXPECT_EQ(BytesAt(bytes), Pattern(32));
+  for (uint64_t s : stored) spill_->Discard(s);
+  EXPECT_EQ(fake_.faults(), 0u);
+}
+
+// The same for a staging buffer that a load ahead holds: the promotion leaves
+// the wait for that load to the owner (it is given up after it), and the
+// repeat takes the buffer; the chunk loaded ahead stays stored.
+TEST_F(SpillManagerTest, PromotionLeavesTheWaitForALoadAheadItGivesUpToTheOwner) {
+  static_assert(kStagingSlots == 2);
+  MakeSpilledChunk(0, 7);
+  MakeSpilledChunk(1, 8);
+  tier_.slow_loads = true;
+  policy_.upcoming = {0};
+  spill_->Prefetch();  // one staging buffer: chunk 0's load, still running
+  ASSERT_EQ(tier_.started_loads, 1);
+  MakeHostChunk(2, 9);
+  SpillManager::DemotionBatch batch;
+  spill_->StartDemotion(1, kNow, &batch);  // the other: chunk 2's demotion, being stored
+  ASSERT_EQ(batch.moves.size(), 1u);
+  owner_.defer_loads = true;
+  uint64_t stored = 0;
+  ASSERT_EQ(spill_->Promote(1, &stored), CUDA_ERROR_NOT_READY);
+  ASSERT_EQ(owner_.deferred_loads.size(), 1u);
+  EXPECT_EQ(tier_.wait_loads, 0) << "nothing waited for here";
+  EXPECT_EQ(table_[1].residence, Residence::kNvme);
+  EXPECT_EQ(pool_->device_in_use(), 0u) << "the target is released";
+  tier_.WaitLoad(owner_.deferred_loads[0]);  // as the owner does without its lock
+  tier_.slow_loads = false;                  // chunk 1's own load completes at once
+  ASSERT_EQ(spill_->Promote(1, &stored), CUDA_SUCCESS);
+  EXPECT_EQ(owner_.deferred_loads.size(), 1u) << "a finished load is not waited for again";
+  EXPECT_EQ(tier_.started_loads, 2) << "chunk 1's own load, once";
+  EXPECT_EQ(table_[0].residence, Residence::kNvme) << "its load ahead was given up";
+  ASSERT_EQ(tracker_->WaitFor(copy_index_, table_[1].fill_seq), CUDA_SUCCESS);
+  EXPECT_EQ(BytesAt(Address(1)), Pattern(8));
+  spill_->Discard(stored);
+  ASSERT_EQ(tracker_->WaitFor(copy_index_, batch.copy_seq), CUDA_SUCCESS);
+  SpillManager::StoreDemotion(&tier_, &batch);
+  EXPECT_EQ(spill_->FinishDemotion(batch).moved, 1u);
+  uint64_t stored0 = 0;
+  ASSERT_EQ(spill_->Promote(0, &stored0), CUDA_SUCCESS);  // read again on demand
+  ASSERT_EQ(tracker_->WaitFor(copy_index_, table_[0].fill_seq), CUDA_SUCCESS);
+  EXPECT_EQ(BytesAt(Address(0)), Pattern(7));
+  EXPECT_EQ(fake_.faults(), 0u);
+}
+
+// The same for a demotion started by an operation that waits without its lock:
+// it starts no batch and leaves the wait for the oldest copy to the owner.
+TEST_F(SpillManagerTest, ADemotionLeavesTheWaitForAStagingCopyToTheOwner) {
+  uint64_t stored[2] = {};
+  FillBothStagingBuffers(40, stored);
+  ASSERT_FALSE(HasFailure());
+  MakeHostChunk(3, 43);
+  owner_.defer_copies = true;
+  SpillManager::DemotionBatch batch;
+  spill_->StartDemotion(1, kNow, &batch, /*may_defer=*/true);
+  EXPECT_TRUE(batch.empty());
+  EXPECT_EQ(owner_.deferred_copies, std::vector<uint64_t>{table_[0].fill_seq}) << "the oldest";
+  ExpectInHostMemory(3, 43);
+  fake_.Release(copy_stream_);  // as the owner waits, without its lock
+  ASSERT_EQ(tracker_->WaitFor(copy_index_, owner_.deferred_copies[0]), CUDA_SUCCESS);
+  spill_->StartDemotion(1, kNow, &batch, /*may_defer=*/true);
+  ASSERT_EQ(batch.moves.size(), 1u) << "the repeat takes the buffer";
+  EXPECT_EQ(batch.moves[0].chunk, 3u);
+  EXPECT_EQ(owner_.deferred_copies.size(), 1u);
+  ASSERT_EQ(tracker_->WaitFor(copy_index_, batch.copy_seq), CUDA_SUCCESS);
+  SpillManager::StoreDemotion(&tier_, &batch);
+  EXPECT_EQ(spill_->FinishDemotion(batch).moved, 1u);
+  EXPECT_EQ(table_[3].residence, Residence::kNvme);
+  for (uint64_t s : stored) spill_->Discard(s);
+  EXPECT_EQ(fake_.faults(), 0u);
 }
 
 TEST_F(SpillManagerTest, PromotionFallsBackToAHostSlotWhenTheDeviceIsFull) {
