@@ -477,10 +477,10 @@ CUresult ShimCore::GetAddressRange(CUdeviceptr* base, size_t* size, CUdeviceptr 
     return CUDA_ERROR_NOT_FOUND;
   }
   if (table_[static_cast<uint32_t>(block >> kChunkShift)].app_mapped) {
-    auto mapping = MappingOf(table_.IndexOf(ptr));  // the cuMemMap range, as the driver answers
-    if (mapping != app_mappings_.end()) {
-      block = static_cast<uint64_t>(mapping->first) << kChunkShift;
-      bytes = static_cast<uint64_t>(mapping->second.count) << kChunkShift;
+    uint32_t first = 0;  // the cuMemMap range, as the driver answers
+    if (const AppMapping* m = app_vmm_.MappingOf(table_.IndexOf(ptr), &first)) {
+      block = static_cast<uint64_t>(first) << kChunkShift;
+      bytes = static_cast<uint64_t>(m->count) << kChunkShift;
     }
   }
   if (base != nullptr) *base = base_ + block;
@@ -495,12 +495,13 @@ bool ShimCore::FactsOf(CUdeviceptr ptr, AllocationFacts* facts) {
   }
   // Application VMM: the allocation is the cuMemMap range (Note [contiguous
   // mappings] in shim_core_app_vmm.cc).
-  auto mapping = app_mappings_.cend();
+  const AppMapping* mapping = nullptr;
+  uint32_t mapping_first = 0;
   if (table_[static_cast<uint32_t>(block >> kChunkShift)].app_mapped) {
-    mapping = MappingOf(table_.IndexOf(ptr));
-    if (mapping != app_mappings_.end()) {
-      block = static_cast<uint64_t>(mapping->first) << kChunkShift;
-      bytes = static_cast<uint64_t>(mapping->second.count) << kChunkShift;
+    mapping = app_vmm_.MappingOf(table_.IndexOf(ptr), &mapping_first);
+    if (mapping != nullptr) {
+      block = static_cast<uint64_t>(mapping_first) << kChunkShift;
+      bytes = static_cast<uint64_t>(mapping->count) << kChunkShift;
     }
   }
   facts->context = context_;
@@ -511,14 +512,15 @@ bool ShimCore::FactsOf(CUdeviceptr ptr, AllocationFacts* facts) {
   if (inserted) it->second = next_buffer_id_++;
   facts->buffer_id = it->second;
   facts->ipc_capable = pool_->device_chunks_exportable();  // Note [shim ipc] in ipc_export.h
-  if (mapping != app_mappings_.cend()) {  // Note [application VMM]: VMM memory, as the driver says
+  if (mapping != nullptr) {  // Note [application VMM]: VMM memory, as the driver says
     facts->ipc_capable = false;
-    auto r = ReservationOf(mapping->first);
-    if (r != app_reservations_.end()) {
-      facts->range_base = table_.AddressOf(r->first);
-      facts->range_bytes = static_cast<uint64_t>(r->second) << kChunkShift;
+    if (const ChunkSpan r = app_vmm_.ReservationOf(mapping_first); r.count != 0) {
+      facts->range_base = table_.AddressOf(r.first);
+      facts->range_bytes = static_cast<uint64_t>(r.count) << kChunkShift;
     }
-    facts->handle_types = virtual_handles_[mapping->second.handle].prop.requestedHandleTypes;
+    if (const VirtualHandle* v = app_vmm_.Find(mapping->handle)) {
+      facts->handle_types = v->prop.requestedHandleTypes;
+    }
   }
   return true;
 }

@@ -200,7 +200,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -209,6 +208,7 @@
 #include <vector>
 
 #include "shim/core/alloc_event_log.h"
+#include "shim/core/app_vmm_book.h"
 #include "shim/core/block_allocator.h"
 #include "shim/core/chunk_table.h"
 #include "shim/core/chunk_uses.h"
@@ -740,29 +740,6 @@ class ShimCore {
   uint32_t copy_index_ MEMSHIM_GUARDED_BY(mu_) = 0;
   uint32_t device_budget_chunks_ MEMSHIM_GUARDED_BY(mu_) = 0;
   uint64_t app_pinned_bytes_ MEMSHIM_GUARDED_BY(mu_) = 0;
-  struct AppMapping {
-    CUmemGenericAllocationHandle handle;
-    uint32_t offset_chunks;  // where in the handle
-    uint32_t count;          // chunks
-  };
-  // Note [application VMM]: virtual handles, the ranges the application
-  // reserved in the reservation (first chunk -> count) and its mappings of
-  // virtual handles (first chunk -> handle and chunk offset in it).
-  struct VirtualHandle {
-    CUmemAllocationProp prop{};
-    uint32_t chunks = 0;
-    uint32_t refs = 1;    // cuMemCreate and cuMemRetainAllocationHandle, less cuMemRelease
-    uint32_t mapped = 0;  // chunks of it mapped now
-    // Per chunk of the handle: 0 never mapped, 1 mapped, 2 unmapped (its
-    // bytes were discarded: mapping it again is refused).
-    std::vector<uint8_t> state;
-    // Once exported (Note [exported handles]): the driver's memory that
-    // holds it now; its mappings are the driver's (kForeign).
-    CUmemGenericAllocationHandle real = 0;
-    // What finishing its export in flight found wrong, for the exporting
-    // call's repeat to report (Note [exports in flight]).
-    CUresult export_error = CUDA_SUCCESS;
-  };
   // An export whose copies into driver memory were issued and not yet waited
   // for (Note [exports in flight]). `staging`: where `real` is mapped for the
   // copies (0: not mapped); `issue_result`: the first error issuing them.
@@ -828,19 +805,12 @@ class ShimCore {
   // waits, records them instead and returns CUDA_ERROR_NOT_READY.
   [[nodiscard]] CUresult SettleChunks(const std::pair<uint32_t, uint32_t>* ranges, size_t count)
       MEMSHIM_REQUIRES(mu_);
-  std::unordered_map<CUmemGenericAllocationHandle, VirtualHandle> virtual_handles_
-      MEMSHIM_GUARDED_BY(mu_);
-  uint64_t next_virtual_handle_ MEMSHIM_GUARDED_BY(mu_) = 1;
-  std::map<uint32_t, uint32_t> app_reservations_ MEMSHIM_GUARDED_BY(mu_);
-  std::map<uint32_t, AppMapping> app_mappings_ MEMSHIM_GUARDED_BY(mu_);
-  // The mapping holding app_mapped chunk `c`, or app_mappings_.end().
-  std::map<uint32_t, AppMapping>::const_iterator MappingOf(uint32_t c) const MEMSHIM_REQUIRES(mu_);
+  // Note [application VMM]: the application's virtual handles, reserved
+  // ranges and mappings.
+  AppVmmBook app_vmm_ MEMSHIM_GUARDED_BY(mu_);
   // Frees what backs unowned `chunk` now (after waiting for its last uses),
   // so that its address may be given to another mapping.
   [[nodiscard]] CUresult DropBacking(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
-  // The reservation holding chunk `c`, or app_reservations_.end().
-  std::map<uint32_t, uint32_t>::const_iterator ReservationOf(uint32_t c) const
-      MEMSHIM_REQUIRES(mu_);
   // Chunk range [*first, *first + *count) of (ptr, bytes) if it is whole
   // chunks inside one application reservation.
   bool AppRange(CUdeviceptr ptr, uint64_t bytes, uint32_t* first, uint32_t* count) const

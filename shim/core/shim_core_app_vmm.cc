@@ -76,46 +76,38 @@ CUresult ShimCore::AppCreate(uint64_t bytes, const CUmemAllocationProp& prop,
                 static_cast<unsigned long long>(bytes));
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  const CUmemGenericAllocationHandle h = kVirtualHandleTag |
-                                         (static_cast<uint64_t>(device_ & 0xff) << 40) |
-                                         (next_virtual_handle_++ & ((1ull << 40) - 1));
-  VirtualHandle& v = virtual_handles_[h];
-  v.prop = prop;
-  v.chunks = static_cast<uint32_t>(chunks);
-  v.state.assign(chunks, 0);
-  *handle = h;
+  *handle = app_vmm_.AddHandle(kVirtualHandleTag | (static_cast<uint64_t>(device_ & 0xff) << 40),
+                               static_cast<uint32_t>(chunks), prop);
   return CUDA_SUCCESS;
 }
 
 void ShimCore::DestroyIfUnused(CUmemGenericAllocationHandle handle) {
-  auto it = virtual_handles_.find(handle);
-  if (it == virtual_handles_.end() || it->second.refs != 0 || it->second.mapped != 0) return;
-  if (it->second.real != 0) {  // Note [exported handles]: the driver frees it once unmapped
-    (void)driver_->cuMemRelease(it->second.real);
-    app_pinned_bytes_ -= static_cast<uint64_t>(it->second.chunks) << kChunkShift;
+  const VirtualHandle* v = app_vmm_.Find(handle);
+  if (v == nullptr || v->refs != 0 || v->mapped != 0) return;
+  if (v->real != 0) {  // Note [exported handles]: the driver frees it once unmapped
+    (void)driver_->cuMemRelease(v->real);
+    app_pinned_bytes_ -= static_cast<uint64_t>(v->chunks) << kChunkShift;
     EnforceDeviceLimit();
   } else {
-    allocator_->Uncommit(it->second.chunks);
+    allocator_->Uncommit(v->chunks);
   }
-  virtual_handles_.erase(it);
+  app_vmm_.EraseHandle(handle);
 }
 
 CUresult ShimCore::AppRelease(CUmemGenericAllocationHandle handle) {
   MutexLock lock(&mu_);
-  auto it = virtual_handles_.find(handle);
-  if (it == virtual_handles_.end() || it->second.refs == 0) return CUDA_ERROR_INVALID_VALUE;
-  --it->second.refs;
+  VirtualHandle* v = app_vmm_.Live(handle);
+  if (v == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  --v->refs;
   DestroyIfUnused(handle);
   return CUDA_SUCCESS;
 }
 
 CUresult ShimCore::AppProperties(CUmemAllocationProp* prop, CUmemGenericAllocationHandle handle) {
   MutexLock lock(&mu_);
-  auto it = virtual_handles_.find(handle);
-  if (prop == nullptr || it == virtual_handles_.end() || it->second.refs == 0) {
-    return CUDA_ERROR_INVALID_VALUE;
-  }
-  *prop = it->second.prop;
+  const VirtualHandle* v = app_vmm_.Live(handle);
+  if (prop == nullptr || v == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *prop = v->prop;
   return CUDA_SUCCESS;
 }
 
@@ -130,23 +122,9 @@ CUresult ShimCore::AppReserve(uint64_t bytes, uint64_t alignment, CUdeviceptr* p
       !allocator_->Reserve(static_cast<uint32_t>(chunks), alignment, &first)) {
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  app_reservations_[first] = static_cast<uint32_t>(chunks);
+  app_vmm_.AddReservation({first, static_cast<uint32_t>(chunks)});
   *ptr = table_.AddressOf(first);
   return CUDA_SUCCESS;
-}
-
-std::map<uint32_t, uint32_t>::const_iterator ShimCore::ReservationOf(uint32_t c) const {
-  auto it = app_reservations_.upper_bound(c);
-  if (it == app_reservations_.begin()) return app_reservations_.end();
-  --it;
-  return c < it->first + it->second ? it : app_reservations_.end();
-}
-
-std::map<uint32_t, ShimCore::AppMapping>::const_iterator ShimCore::MappingOf(uint32_t c) const {
-  auto it = app_mappings_.upper_bound(c);
-  if (it == app_mappings_.begin()) return app_mappings_.end();
-  --it;
-  return c < it->first + it->second.count ? it : app_mappings_.end();
 }
 
 bool ShimCore::AppRange(CUdeviceptr ptr, uint64_t bytes, uint32_t* first, uint32_t* count) const {
@@ -155,10 +133,10 @@ bool ShimCore::AppRange(CUdeviceptr ptr, uint64_t bytes, uint32_t* first, uint32
     return false;
   }
   const uint32_t f = table_.IndexOf(ptr);
-  auto it = ReservationOf(f);
-  if (it == app_reservations_.end()) return false;
+  const ChunkSpan r = app_vmm_.ReservationOf(f);
+  if (r.count == 0) return false;
   const uint64_t n = bytes >> kChunkShift;
-  if (f + n > static_cast<uint64_t>(it->first) + it->second) return false;
+  if (f + n > static_cast<uint64_t>(r.first) + r.count) return false;
   *first = f;
   *count = static_cast<uint32_t>(n);
   return true;
@@ -167,16 +145,16 @@ bool ShimCore::AppRange(CUdeviceptr ptr, uint64_t bytes, uint32_t* first, uint32
 CUresult ShimCore::AppAddressFree(CUdeviceptr ptr, uint64_t bytes) {
   MutexLock lock(&mu_);
   if (!table_.Contains(ptr)) return CUDA_ERROR_INVALID_VALUE;
-  auto it = app_reservations_.find(table_.IndexOf(ptr));
-  if (it == app_reservations_.end() || table_.AddressOf(it->first) != ptr ||
-      (bytes + kChunkBytes - 1) >> kChunkShift != it->second) {
+  const ChunkSpan r = app_vmm_.ReservationAt(table_.IndexOf(ptr));
+  if (r.count == 0 || table_.AddressOf(r.first) != ptr ||
+      (bytes + kChunkBytes - 1) >> kChunkShift != r.count) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  for (uint32_t c = it->first; c < it->first + it->second; ++c) {
+  for (uint32_t c = r.first; c < r.first + r.count; ++c) {
     if (table_[c].kind != ChunkKind::kReserved) return CUDA_ERROR_INVALID_VALUE;  // still mapped
   }
-  allocator_->Unreserve(it->first, it->second);
-  app_reservations_.erase(it);
+  allocator_->Unreserve(r.first, r.count);
+  app_vmm_.EraseReservation(r.first);
   return CUDA_SUCCESS;
 }
 
@@ -244,9 +222,9 @@ CUresult ShimCore::AppMapLocked(CUdeviceptr ptr, uint64_t bytes, uint64_t offset
   if (backing->count != 0) return BackMappedChunks(backing);  // a repeat: it is mapped
   ProcessDeferred();
   if (const CUresult r = SettleExports(); r != CUDA_SUCCESS) return r;  // Note [exports in flight]
-  auto h = virtual_handles_.find(handle);
-  if (h == virtual_handles_.end() || h->second.refs == 0) return CUDA_ERROR_INVALID_VALUE;
-  VirtualHandle& v = h->second;
+  VirtualHandle* live = app_vmm_.Live(handle);
+  if (live == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  VirtualHandle& v = *live;
   uint32_t first = 0, count = 0;
   if (offset % kChunkBytes != 0 || !AppRange(ptr, bytes, &first, &count) ||
       (offset >> kChunkShift) + count > v.chunks) {
@@ -279,7 +257,7 @@ CUresult ShimCore::AppMapLocked(CUdeviceptr ptr, uint64_t bytes, uint64_t offset
   for (uint32_t c = first; c < first + count; ++c) table_[c].app_mapped = true;
   for (uint32_t i = at; i < at + count; ++i) v.state[i] = 1;
   v.mapped += count;
-  app_mappings_[first] = {handle, at, count};
+  app_vmm_.AddMapping(first, {handle, at, count});
   // Note [contiguous mappings]
   //   Adjacent mappings in one reservation are one contiguous range to the
   //   application (a tensor of an expandable segment may span two handles),
@@ -287,10 +265,10 @@ CUresult ShimCore::AppMapLocked(CUdeviceptr ptr, uint64_t bytes, uint64_t offset
   //   of it (Note [segment windows]), and copies may cross from one mapping
   //   into the next. cuMemUnmap splits the block again. Copies and memsets
   //   touch exactly their ranges.
-  auto res = ReservationOf(first);
+  const ChunkSpan res = app_vmm_.ReservationOf(first);
   uint32_t lo = first, hi = first + count;
-  if (lo > res->first && table_[lo - 1].app_mapped) lo = table_[lo - 1].owner_first;
-  if (hi < res->first + res->second && table_[hi].app_mapped) {
+  if (lo > res.first && table_[lo - 1].app_mapped) lo = table_[lo - 1].owner_first;
+  if (hi < res.first + res.count && table_[hi].app_mapped) {
     hi = table_[hi].owner_first + table_[hi].owner_count;
   }
   if (lo != first || hi != first + count) allocator_->Regroup(lo, hi - lo);
@@ -334,20 +312,16 @@ CUresult ShimCore::AppUnmapLocked(CUdeviceptr ptr, uint64_t bytes) {
   if (!AppRange(ptr, bytes, &first, &count)) return CUDA_ERROR_INVALID_VALUE;
   // Whole mappings only (Note [application VMM]).
   for (uint32_t c = first; c < first + count;) {
-    auto it = app_mappings_.find(c);
-    if (it == app_mappings_.end() || c + it->second.count > first + count) {
-      return CUDA_ERROR_INVALID_VALUE;
-    }
-    c += it->second.count;
+    const AppMapping* m = app_vmm_.MappingAt(c);
+    if (m == nullptr || c + m->count > first + count) return CUDA_ERROR_INVALID_VALUE;
+    c += m->count;
   }
   // The driver's unmap is synchronous: work that may use the range first.
   const std::pair<uint32_t, uint32_t> range{first, count};
   if (const CUresult r = SettleChunks(&range, 1); r != CUDA_SUCCESS) return r;
   CUresult result = CUDA_SUCCESS;
   for (uint32_t m = first; m < first + count;) {
-    auto it = app_mappings_.find(m);
-    const AppMapping mapping = it->second;
-    app_mappings_.erase(it);
+    const AppMapping mapping = app_vmm_.TakeMapping(m);
     const uint32_t n = mapping.count;
     ReleaseMappingChunks(m, n);
     for (uint32_t c = m; c < m + n; ++c) {
@@ -355,7 +329,7 @@ CUresult ShimCore::AppUnmapLocked(CUdeviceptr ptr, uint64_t bytes) {
       // reclaimed later, and a driver mapping there fails meanwhile.
       if (const CUresult r = DropBacking(c); r != CUDA_SUCCESS) result = r;
     }
-    VirtualHandle& v = virtual_handles_[mapping.handle];
+    VirtualHandle& v = *app_vmm_.Find(mapping.handle);  // mapped: not destroyed
     for (uint32_t i = mapping.offset_chunks; i < mapping.offset_chunks + n; ++i) v.state[i] = 2;
     v.mapped -= n;
     DestroyIfUnused(mapping.handle);
@@ -417,15 +391,13 @@ CUresult ShimCore::AppExport(void* shareable, CUmemGenericAllocationHandle handl
 
 CUresult ShimCore::AppExportLocked(void* shareable, CUmemGenericAllocationHandle handle,
                                    CUmemAllocationHandleType type, unsigned long long flags) {
-  auto it = virtual_handles_.find(handle);
-  if (shareable == nullptr || it == virtual_handles_.end() || it->second.refs == 0) {
-    return CUDA_ERROR_INVALID_VALUE;
-  }
-  if ((it->second.prop.requestedHandleTypes & type) == 0) return CUDA_ERROR_INVALID_VALUE;
+  const VirtualHandle* live = app_vmm_.Live(handle);
+  if (shareable == nullptr || live == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if ((live->prop.requestedHandleTypes & type) == 0) return CUDA_ERROR_INVALID_VALUE;
   if (driver_->cuMemExportToShareableHandle == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
   // Note [exports in flight]: this call's own export, or another's.
   if (const CUresult r = SettleExports(); r != CUDA_SUCCESS) return r;
-  VirtualHandle& v = virtual_handles_.at(handle);
+  VirtualHandle& v = *app_vmm_.Find(handle);  // live: settling exports destroys no handle
   if (v.export_error != CUDA_SUCCESS) return std::exchange(v.export_error, CUDA_SUCCESS);
   if (v.real == 0) {
     if (const CUresult r = StartExport(handle, &v); r != CUDA_SUCCESS) return r;
@@ -449,12 +421,9 @@ CUresult ShimCore::StartExport(CUmemGenericAllocationHandle handle, VirtualHandl
   ExportInFlight x;
   x.handle = handle;
   x.bytes = static_cast<uint64_t>(v->chunks) << kChunkShift;
+  x.mappings = app_vmm_.MappingsOf(handle);
   std::vector<std::pair<uint32_t, uint32_t>> ranges;
-  for (const auto& [first, m] : app_mappings_) {
-    if (m.handle != handle) continue;
-    x.mappings.push_back({first, m});
-    ranges.push_back({first, m.count});
-  }
+  for (const auto& [first, m] : x.mappings) ranges.push_back({first, m.count});
   // Work that may use its chunks completes first; then room on the device.
   if (const CUresult r = SettleChunks(ranges.data(), ranges.size()); r != CUDA_SUCCESS) return r;
   app_pinned_bytes_ += x.bytes;
@@ -549,22 +518,21 @@ void ShimCore::FinishExport(ExportInFlight* x) {
     (void)driver_->cuMemUnmap(x->staging, x->bytes);
     (void)driver_->cuMemAddressFree(x->staging, x->bytes);
   }
-  auto it = virtual_handles_.find(x->handle);
-  if (r != CUDA_SUCCESS || it == virtual_handles_.end()) {  // nothing changed for the application
+  VirtualHandle* v = app_vmm_.Find(x->handle);
+  if (r != CUDA_SUCCESS || v == nullptr) {  // nothing changed for the application
     if (x->real != 0) (void)driver_->cuMemRelease(x->real);
     app_pinned_bytes_ -= x->bytes;
     EnforceDeviceLimit();
-    if (it == virtual_handles_.end()) return;  // released meanwhile, with nothing mapped
-    it->second.export_error = r;
+    if (v == nullptr) return;  // released meanwhile, with nothing mapped
+    v->export_error = r;
     MEMSHIM_LOG(kError, "handle %#llx could not be moved to driver memory for export (%d)",
                 static_cast<unsigned long long>(x->handle), r);
     return;
   }
-  VirtualHandle& v = it->second;
   // Where the handle was mapped, the driver's memory now.
   for (const auto& [m, mapping] : x->mappings) {
     const uint32_t n = mapping.count;
-    app_mappings_.erase(m);
+    (void)app_vmm_.TakeMapping(m);
     ReleaseMappingChunks(m, n);
     for (uint32_t c = m; c < m + n; ++c) {
       if (const CUresult d = DropBacking(c); d != CUDA_SUCCESS && r == CUDA_SUCCESS) r = d;
@@ -581,10 +549,10 @@ void ShimCore::FinishExport(ExportInFlight* x) {
     }
     for (uint32_t c = m; c < m + n; ++c) table_[c].kind = ChunkKind::kForeign;
   }
-  v.mapped = 0;
-  v.real = x->real;
-  v.export_error = r;
-  allocator_->Uncommit(v.chunks);
+  v->mapped = 0;
+  v->real = x->real;
+  v->export_error = r;
+  allocator_->Uncommit(v->chunks);
   MEMSHIM_LOG(kInfo, "handle %#llx exported: %llu bytes pinned in driver memory",
               static_cast<unsigned long long>(x->handle),
               static_cast<unsigned long long>(x->bytes));
@@ -680,10 +648,11 @@ CUresult ShimCore::AppRetain(CUmemGenericAllocationHandle* handle, CUdeviceptr p
   if (!table_.Contains(ptr)) return CUDA_ERROR_INVALID_VALUE;
   const uint32_t c = table_.IndexOf(ptr);
   if (!table_[c].app_mapped) return CUDA_ERROR_INVALID_VALUE;
-  auto it = MappingOf(c);
-  if (it == app_mappings_.end()) return CUDA_ERROR_INVALID_VALUE;
-  ++virtual_handles_[it->second.handle].refs;
-  *handle = it->second.handle;
+  uint32_t first = 0;
+  const AppMapping* m = app_vmm_.MappingOf(c, &first);
+  if (m == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  ++app_vmm_.Find(m->handle)->refs;  // mapped: not destroyed
+  *handle = m->handle;
   return CUDA_SUCCESS;
 }
 

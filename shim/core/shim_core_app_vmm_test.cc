@@ -1,7 +1,6 @@
 // Application VMM (Note [application VMM] in shim_core_app_vmm.cc) over the
 // fake driver: virtual handles mapped by the application page like blocks.
 #include <gtest/gtest.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <vector>
@@ -29,9 +28,7 @@ class ShimCoreAppVmmTest : public ShimCoreTest {
     handles_.resize(handles);
     at->resize(handles);
     for (int i = 0; i < handles; ++i) {
-      ASSERT_EQ(core_->AppReserve(bytes, 0, &(*at)[i]), CUDA_SUCCESS);
-      ASSERT_EQ(core_->AppCreate(bytes, AppProp(), &handles_[i]), CUDA_SUCCESS);
-      ASSERT_EQ(core_->AppMap((*at)[i], bytes, 0, handles_[i]), CUDA_SUCCESS);
+      ASSERT_NO_FATAL_FAILURE(MapAppHandle(bytes, &(*at)[i], &handles_[i]));
     }
   }
   uint64_t FreeBytes() {
@@ -211,11 +208,7 @@ TEST_F(ShimCoreAppVmmTest, AnExportedHandleIsPinnedInDriverMemory) {
   ASSERT_EQ(core_->AppExport(&fd, handles_[0], CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
             CUDA_SUCCESS);
   ASSERT_GE(fd, 0);
-  void* exported = mmap(nullptr, 4 * kMiB, PROT_READ, MAP_SHARED, fd, 0);
-  ASSERT_NE(exported, MAP_FAILED);
-  EXPECT_EQ(Checksum(exported, 4 * kMiB), PatternChecksum(4 * kMiB, 50));
-  munmap(exported, 4 * kMiB);
-  close(fd);
+  EXPECT_EQ(ExportedChecksum(fd, 4 * kMiB), PatternChecksum(4 * kMiB, 50));
   EXPECT_TRUE(core_->IsForeign(at[0], 4 * kMiB));         // the driver's mapping now
   EXPECT_EQ(FreeBytes(), free_before + 4 * kMiB);         // out of the virtual capacity
   EXPECT_EQ(core_->stats().device_chunk_limit, 4u - 2u);  // pinned in the device budget
@@ -272,11 +265,7 @@ TEST_F(ShimCoreAppVmmTest, AFailedExportCopyKeepsTheBytesAndReportsTheError) {
   ASSERT_EQ(core_->AppExport(&fd, handles_[0], CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
             CUDA_SUCCESS);
   ASSERT_GE(fd, 0);
-  void* exported = mmap(nullptr, 4 * kMiB, PROT_READ, MAP_SHARED, fd, 0);
-  ASSERT_NE(exported, MAP_FAILED);
-  EXPECT_EQ(Checksum(exported, 4 * kMiB), PatternChecksum(4 * kMiB, 60));
-  munmap(exported, 4 * kMiB);
-  close(fd);
+  EXPECT_EQ(ExportedChecksum(fd, 4 * kMiB), PatternChecksum(4 * kMiB, 60));
   EXPECT_TRUE(core_->IsForeign(at[0], 4 * kMiB));
   EXPECT_EQ(fake_.faults(), 0u);
 }

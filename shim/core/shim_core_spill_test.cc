@@ -1,8 +1,6 @@
 // Note [spill tier]: demotion of host chunks to a spill tier and their
 // promotion, over an in-memory tier with failure switches.
 #include <gtest/gtest.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -164,9 +162,7 @@ TEST_F(ShimCoreSpillTest, ExportOfASpilledHandleLoadsItWithoutTheCoreLock) {
   CUstream s = fake_.CreateStream();
   CUdeviceptr base = 0;
   CUmemGenericAllocationHandle handle = 0;
-  ASSERT_EQ(core_->AppReserve(4 * kMiB, 0, &base), CUDA_SUCCESS);
-  ASSERT_EQ(core_->AppCreate(4 * kMiB, AppProp(), &handle), CUDA_SUCCESS);
-  ASSERT_EQ(core_->AppMap(base, 4 * kMiB, 0, handle), CUDA_SUCCESS);
+  ASSERT_NO_FATAL_FAILURE(MapAppHandle(4 * kMiB, &base, &handle));
   ASSERT_EQ(Write(s, base, 4 * kMiB, 77), CUDA_SUCCESS);
   std::vector<CUdeviceptr> blocks = WriteBlocks(s, 20);  // the handle goes to the spill tier
   ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
@@ -182,11 +178,7 @@ TEST_F(ShimCoreSpillTest, ExportOfASpilledHandleLoadsItWithoutTheCoreLock) {
   ASSERT_EQ(r, CUDA_SUCCESS);
   EXPECT_TRUE(other.Served()) << "the load was waited for under the core lock";
   ASSERT_GE(fd, 0);
-  void* exported = mmap(nullptr, 4 * kMiB, PROT_READ, MAP_SHARED, fd, 0);
-  ASSERT_NE(exported, MAP_FAILED);
-  EXPECT_EQ(Checksum(exported, 4 * kMiB), PatternChecksum(4 * kMiB, 77));
-  munmap(exported, 4 * kMiB);
-  close(fd);
+  EXPECT_EQ(ExportedChecksum(fd, 4 * kMiB), PatternChecksum(4 * kMiB, 77));
   EXPECT_TRUE(core_->IsForeign(base, 4 * kMiB));
   ExpectBlocks(s, blocks, 20);
   EXPECT_EQ(fake_.faults(), 0u);

@@ -1,8 +1,6 @@
 #include "shim/core/shim_core.h"
 
 #include <gtest/gtest.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -486,9 +484,7 @@ class ShimCoreWaitTest : public ShimCoreTest {
   // holds.
   void WriteAppHandleOnHeldStream(CUstream held, uint64_t seed, CUdeviceptr* base,
                                   CUmemGenericAllocationHandle* handle) {
-    ASSERT_EQ(core_->AppReserve(4 * kMiB, 0, base), CUDA_SUCCESS);
-    ASSERT_EQ(core_->AppCreate(4 * kMiB, AppProp(), handle), CUDA_SUCCESS);
-    ASSERT_EQ(core_->AppMap(*base, 4 * kMiB, 0, *handle), CUDA_SUCCESS);
+    ASSERT_NO_FATAL_FAILURE(MapAppHandle(4 * kMiB, base, handle));
     fake_.Hold(held);
     ASSERT_EQ(Write(held, *base, 4 * kMiB, seed), CUDA_SUCCESS);
   }
@@ -954,11 +950,7 @@ TEST_F(ShimCoreWaitTest, AppExportWaitLetsOtherThreadsUseTheCore) {
   ASSERT_EQ(w.result, CUDA_SUCCESS);
   ASSERT_NO_FATAL_FAILURE(ExpectServedDuringWait(w, "the export did not wait for the queued work"));
   ASSERT_GE(fd, 0);
-  void* exported = mmap(nullptr, 4 * kMiB, PROT_READ, MAP_SHARED, fd, 0);
-  ASSERT_NE(exported, MAP_FAILED);
-  EXPECT_EQ(Checksum(exported, 4 * kMiB), PatternChecksum(4 * kMiB, 96)) << "the queued write";
-  munmap(exported, 4 * kMiB);
-  close(fd);
+  EXPECT_EQ(ExportedChecksum(fd, 4 * kMiB), PatternChecksum(4 * kMiB, 96)) << "the queued write";
   EXPECT_TRUE(core_->IsForeign(base, 4 * kMiB));
   EXPECT_EQ(core_->stats().device_chunk_limit, 2u) << "pinned in the device budget";
   EXPECT_EQ(fake_.faults(), 0u);
@@ -973,9 +965,7 @@ TEST_F(ShimCoreWaitTest, AppExportCopyWaitLetsOtherThreadsUseTheCore) {
   CUstream s = fake_.CreateStream();
   CUdeviceptr base = 0;
   CUmemGenericAllocationHandle handle = 0;
-  ASSERT_EQ(core_->AppReserve(4 * kMiB, 0, &base), CUDA_SUCCESS);
-  ASSERT_EQ(core_->AppCreate(4 * kMiB, AppProp(), &handle), CUDA_SUCCESS);
-  ASSERT_EQ(core_->AppMap(base, 4 * kMiB, 0, handle), CUDA_SUCCESS);
+  ASSERT_NO_FATAL_FAILURE(MapAppHandle(4 * kMiB, &base, &handle));
   ASSERT_EQ(Write(s, base, 4 * kMiB, 97), CUDA_SUCCESS);
   ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);  // nothing but the copies to wait for
   fake_.Hold(copy);
@@ -996,12 +986,8 @@ TEST_F(ShimCoreWaitTest, AppExportCopyWaitLetsOtherThreadsUseTheCore) {
   EXPECT_TRUE(core_->IsForeign(base, 4 * kMiB));
   ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
   ASSERT_GE(fd, 0);
-  void* exported = mmap(nullptr, 4 * kMiB, PROT_READ, MAP_SHARED, fd, 0);
-  ASSERT_NE(exported, MAP_FAILED);
-  EXPECT_EQ(Checksum(exported, 4 * kMiB), PatternChecksum(4 * kMiB, 98))
+  EXPECT_EQ(ExportedChecksum(fd, 4 * kMiB), PatternChecksum(4 * kMiB, 98))
       << "the write made during the export is in the exported memory";
-  munmap(exported, 4 * kMiB);
-  close(fd);
   EXPECT_EQ(fake_.faults(), 0u);
 }
 

@@ -4,6 +4,8 @@
 #define MEMVIRT_SHIM_CORE_SHIM_CORE_TEST_FIXTURE_H_
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <functional>
 #include <memory>
@@ -119,6 +121,27 @@ class ShimCoreTest : public ::testing::Test {
     prop.location.id = 0;
     prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
     return prop;
+  }
+
+  // A virtual handle of `bytes` (AppProp()) created and mapped in a
+  // reservation of its own at *base. Use under ASSERT_NO_FATAL_FAILURE.
+  void MapAppHandle(uint64_t bytes, CUdeviceptr* base, CUmemGenericAllocationHandle* handle) {
+    ASSERT_EQ(core_->AppReserve(bytes, 0, base), CUDA_SUCCESS);
+    ASSERT_EQ(core_->AppCreate(bytes, AppProp(), handle), CUDA_SUCCESS);
+    ASSERT_EQ(core_->AppMap(*base, bytes, 0, *handle), CUDA_SUCCESS);
+  }
+
+  // The checksum of the first `bytes` of exported descriptor `fd` (closed
+  // here), as a process importing it reads them; 0 if it cannot be mapped.
+  static uint64_t ExportedChecksum(int fd, uint64_t bytes) {
+    void* exported = mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
+    uint64_t sum = 0;
+    if (exported != MAP_FAILED) {
+      sum = Checksum(exported, bytes);
+      munmap(exported, bytes);
+    }
+    close(fd);
+    return sum;
   }
 
   // Each (block, seed) of `blocks` reads back FillPattern(bytes, seed) on `s`.
