@@ -344,7 +344,7 @@ CUresult ShimCore::Alloc(CUdeviceptr* ptr, uint64_t bytes) {
 // the latter backs the rest of the block the first attempt allocated.
 [[gnu::always_inline]] inline CUresult ShimCore::AllocLocked(CUdeviceptr* ptr, uint64_t bytes,
                                                              AllocBacking* backing) {
-  const bool may_defer = std::exchange(defer_waits_, false);
+  const bool may_defer = std::exchange(call_.defer_waits, false);
   if (backing->count != 0) [[unlikely]] {  // a repeat: the block is allocated
     return BackNewBlock(ptr, bytes, may_defer, backing);
   }
@@ -353,7 +353,8 @@ CUresult ShimCore::Alloc(CUdeviceptr* ptr, uint64_t bytes) {
   bool ok = allocator_->Allocate(bytes, &a);
   if (!ok && !pending_frees_->empty()) {
     // Note [pending frees]: repeated after the wait.
-    if (may_defer && pending_frees_->CollectWaits(&deferred_.uses)) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (may_defer && pending_frees_->CollectWaits(&call_.deferred.uses))
+      return CUDA_ERROR_OUT_OF_MEMORY;
     stats_.host_waits += pending_frees_->WaitAll();
     ProcessDeferred();
     ok = allocator_->Allocate(bytes, &a);
@@ -376,9 +377,9 @@ CUresult ShimCore::Alloc(CUdeviceptr* ptr, uint64_t bytes) {
 
 CUresult ShimCore::BackNewBlock(CUdeviceptr* ptr, uint64_t bytes, bool may_defer,
                                 AllocBacking* backing) {
-  defer_waits_ = may_defer;
+  call_.defer_waits = may_defer;
   BackAtAllocation(backing->first, backing->count);
-  defer_waits_ = false;
+  call_.defer_waits = false;
   if (WaitsDeferred()) return CUDA_ERROR_NOT_READY;  // repeated after the wait
   backing->count = 0;
   alloc_events_.Record(backing->offset, bytes, /*freed=*/false);
@@ -593,12 +594,12 @@ CUresult ShimCore::WaitChunkIdle(uint32_t chunk) {
 
 bool ShimCore::DeferWaitChunkIdle(uint32_t chunk) {
   // Nothing left to wait for: no need to defer.
-  return defer_waits_ && uses_->CollectPending(chunk, &deferred_.uses) > 0;
+  return call_.defer_waits && uses_->CollectPending(chunk, &call_.deferred.uses) > 0;
 }
 
 bool ShimCore::DeferUse(uint32_t stream, uint64_t seq) {
   if (tracker_->IsComplete(stream, seq)) return false;
-  deferred_.uses.push_back({stream, seq});
+  call_.deferred.uses.push_back({stream, seq});
   return true;
 }
 
@@ -671,8 +672,8 @@ CUresult ShimCore::SpillOwner::AcquireHost(uint32_t* slot) {
 
 bool ShimCore::SpillOwner::DeferLoadWait(uint32_t slot) {
   core_->mu_.AssertHeld();  // spill_ calls it from Promote()
-  if (!core_->defer_waits_) return false;
-  core_->deferred_.loads.push_back(slot);
+  if (!core_->call_.defer_waits) return false;
+  core_->call_.deferred.loads.push_back(slot);
   return true;
 }
 
@@ -723,16 +724,16 @@ bool ShimCore::StoreWithoutLock(bool held, CUevent event, SpillManager::Demotion
 }
 
 bool ShimCore::DeferDemotion(uint32_t max) {
-  if (spill_ == nullptr || !defer_waits_) return false;
-  const size_t copy_waits = deferred_.uses.size();
-  spill_->StartDemotion(max, touch_->op(), &deferred_.demotion, /*may_defer=*/true);
-  if (!deferred_.demotion.empty()) {
+  if (spill_ == nullptr || !call_.defer_waits) return false;
+  const size_t copy_waits = call_.deferred.uses.size();
+  spill_->StartDemotion(max, touch_->op(), &call_.deferred.demotion, /*may_defer=*/true);
+  if (!call_.deferred.demotion.empty()) {
     ++demotions_outside_;
     return true;
   }
-  if (deferred_.uses.size() > copy_waits) return true;  // a staging buffer's copy to wait for
+  if (call_.deferred.uses.size() > copy_waits) return true;  // a staging buffer's copy to wait for
   if (demotions_outside_ == 0) return false;
-  deferred_.demotion_wait = demotions_finished_.load(std::memory_order_relaxed);
+  call_.deferred.demotion_wait = demotions_finished_.load(std::memory_order_relaxed);
   return true;
 }
 
@@ -747,7 +748,7 @@ uint32_t ShimCore::FinishDemotion(SpillManager::DemotionBatch* batch) {
 
 bool ShimCore::WaitForDeferred() {
   ++stats_.host_waits;
-  DeferredWaits waits = deferred_.Take();
+  DeferredWaits waits = call_.deferred.Take();
   bool ok = true;
   std::vector<CUevent> held;
   std::vector<WindowWait> windows;  // Note [enqueue window]: the repeat holds their events
@@ -774,7 +775,7 @@ bool ShimCore::WaitForDeferred() {
   // Note [frees of other cores]: the repeat tries once more either way.
   if (waits.peer_frees) (void)host_peers_->ReleasePeerFrees(this);
   // Note [host slots of other cores]: if nothing is given back, the repeats
-  // of this call do not ask again (host_peers_dry_).
+  // of this call do not ask again (call_.host_peers_dry).
   const uint64_t reclaimed =
       host_bytes != 0 ? host_peers_->ReclaimHostFromPeers(this, host_bytes) : 0;
   for (const WindowWait& window : windows) window.Wait();
@@ -800,28 +801,28 @@ bool ShimCore::WaitForDeferred() {
   if (host_bytes != 0) {
     ++stats_.host_reclaims_asked;
     stats_.host_bytes_reclaimed += reclaimed;
-    host_peers_dry_ = reclaimed == 0;
+    call_.host_peers_dry = reclaimed == 0;
   }
-  if (waits.peer_frees) peer_frees_asked_ = true;
+  if (waits.peer_frees) call_.peer_frees_asked = true;
   return ok;
 }
 
 bool ShimCore::DeferCopyWait(uint64_t copy_seq) {
-  return defer_waits_ && DeferUse(copy_index_, copy_seq);
+  return call_.defer_waits && DeferUse(copy_index_, copy_seq);
 }
 
 bool ShimCore::DeferPeerFrees() {
-  if (host_peers_ == nullptr || peer_frees_asked_) return false;
-  deferred_.peer_frees = true;
+  if (host_peers_ == nullptr || call_.peer_frees_asked) return false;
+  call_.deferred.peer_frees = true;
   return true;
 }
 
 bool ShimCore::DeferHostReclaim(uint32_t chunks) {
-  if (!defer_waits_ || host_peers_ == nullptr || host_peers_dry_ ||
+  if (!call_.defer_waits || host_peers_ == nullptr || call_.host_peers_dry ||
       pool_->host_in_use_by_others() == 0) {
     return false;
   }
-  deferred_.host_chunks = std::max(deferred_.host_chunks, chunks);
+  call_.deferred.host_chunks = std::max(call_.deferred.host_chunks, chunks);
   return true;
 }
 
@@ -841,8 +842,9 @@ CUresult ShimCore::AcquireHost(uint32_t* slot) {
   }
   // Note [waits outside the lock]: one demotion per attempt, finished by the
   // public call without mu_.
-  if (defer_waits_ && (!deferred_.demotion.empty() || deferred_.demotion_wait.has_value() ||
-                       DeferDemotion(kDemotionBatch))) {
+  if (call_.defer_waits &&
+      (!call_.deferred.demotion.empty() || call_.deferred.demotion_wait.has_value() ||
+       DeferDemotion(kDemotionBatch))) {
     return CUDA_ERROR_NOT_READY;
   }
   if (DemoteHostChunks(kDemotionBatch) && pool_->AcquireHost(slot) == CUDA_SUCCESS) {
@@ -892,7 +894,7 @@ CUresult ShimCore::BeforeLaunch(CUfunction function, void** params, void** extra
 [[gnu::always_inline]] inline CUresult ShimCore::LaunchLocked(CUfunction function, void** params,
                                                               void** extra, CUstream stream,
                                                               bool per_thread, Ticket* ticket) {
-  if (!repeating_) ++stats_.launches;
+  if (!call_.repeating) ++stats_.launches;
   ProcessDeferred();
   if (const CUresult r = SettleExports(); r != CUDA_SUCCESS) return r;  // Note [exports in flight]
   touch_->Begin();
@@ -932,7 +934,7 @@ CUresult ShimCore::BeforeLaunch(CUfunction function, void** params, void** extra
 }
 
 CUresult ShimCore::OpaqueLocked(uint32_t index, bool capturing, Ticket* ticket) {
-  if (!repeating_) ++stats_.opaque_launches;
+  if (!call_.repeating) ++stats_.opaque_launches;
   // The launch may reach chunks whose page-out is in flight.
   if (evictor_->DeferPageOutWait()) return CUDA_ERROR_NOT_READY;  // Note [waits outside the lock]
   evictor_->FinishPageOut();
@@ -956,7 +958,7 @@ CUresult ShimCore::OpaqueLocked(uint32_t index, bool capturing, Ticket* ticket) 
 
 CUresult ShimCore::BeforeOpaque(CUstream stream, bool per_thread, Ticket* ticket) {
   return RunWithWaitsOutsideLock([&]() MEMSHIM_REQUIRES(mu_) {
-    if (!repeating_) ++stats_.launches;
+    if (!call_.repeating) ++stats_.launches;
     ProcessDeferred();
     if (const CUresult r = SettleExports(); r != CUDA_SUCCESS)
       return r;  // Note [exports in flight]
@@ -1033,7 +1035,7 @@ void ShimCore::SetDeviceBudget(uint64_t bytes) {
   // page-outs need the core's (Note [foreign threads]).
   ScopedContext scoped(driver_, context_);
   (void)RunWithWaitsOutsideLock([&]() MEMSHIM_REQUIRES(mu_) {
-    if (!repeating_) {
+    if (!call_.repeating) {
       device_budget_chunks_ = static_cast<uint32_t>(bytes >> kChunkShift);
       policy_->OnBudgetChange(bytes);
     }
@@ -1130,7 +1132,7 @@ void ShimCore::MoveHostChunksToFreeDevice(uint32_t max) {
 
 void ShimCore::OnAppPhysicalCreate(CUmemGenericAllocationHandle handle, uint64_t bytes) {
   (void)RunWithWaitsOutsideLock([&]() MEMSHIM_REQUIRES(mu_) {
-    if (!repeating_) {
+    if (!call_.repeating) {
       app_handles_[handle] = bytes;
       app_pinned_bytes_ += bytes;
     }

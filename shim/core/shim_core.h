@@ -175,11 +175,11 @@
 //   address space is full (AllocLocked) and the waits of backing the new
 //   block (BackNewBlock: the repeat backs the rest of the block the first
 //   attempt allocated). A host slot that only a demotion to the spill tier
-//   can free starts one (DeferDemotion, deferred_.demotion): the public
+//   can free starts one (DeferDemotion, call_.deferred.demotion): the public
 //   call waits for its staging copies and stores it without mu_, then
 //   finishes it (Note [demotion outside the lock] in spill_manager.h). A promotion from the spill
 //   tier whose load is still running (the NVMe read) leaves it running in its staging buffer and
-//   fails (SpillOwner::DeferLoadWait, deferred_.loads); the public call waits for it with
+//   fails (SpillOwner::DeferLoadWait, call_.deferred.loads); the public call waits for it with
 //   SpillTier::WaitLoad() without mu_, and the repeat takes the loaded buffer as one loaded ahead.
 //   A promotion that finds every staging buffer busy defers its wait for one the same way: for
 //   the oldest copy to the device (SpillOwner::DeferCopyWait) or for a load ahead it gives up;
@@ -546,10 +546,10 @@ class ShimCore {
   bool WithinOneBlock(const MemRange& range) MEMSHIM_REQUIRES(mu_);
 
   // Residency mechanism: residency_->MakeResident() for the current
-  // operation (repeating_ passed).
+  // operation (call_.repeating passed).
   [[nodiscard]] CUresult MakeResident(uint32_t stream, bool host_wait, bool capturing,
                                       Ticket* ticket) MEMSHIM_REQUIRES(mu_) {
-    return residency_->MakeResident(stream, host_wait, capturing, repeating_, ticket);
+    return residency_->MakeResident(stream, host_wait, capturing, call_.repeating, ticket);
   }
   // A host slot: a free one, else one of a dead chunk, else the slot a copy
   // still reads (slot_releases_) once that copy completed, else one freed by
@@ -561,10 +561,10 @@ class ShimCore {
   // uses_->WaitIdle(), counted as a host wait.
   [[nodiscard]] CUresult WaitChunkIdle(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
   // Note [waits outside the lock]: if the current operation defers its
-  // waits, records `chunk`'s uses in deferred_.uses and returns true (the
+  // waits, records `chunk`'s uses in call_.deferred.uses and returns true (the
   // caller fails instead of waiting); false otherwise.
   bool DeferWaitChunkIdle(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
-  // Appends (stream, seq) to deferred_.uses unless it is known complete;
+  // Appends (stream, seq) to call_.deferred.uses unless it is known complete;
   // true if it did.
   bool DeferUse(uint32_t stream, uint64_t seq) MEMSHIM_REQUIRES(mu_);
   // DeferUse() for copy-stream sequence number `copy_seq`.
@@ -582,18 +582,18 @@ class ShimCore {
   // [waits outside the lock] says; returns its result.
   template <typename Op>
   CUresult RunWithWaitsOutsideLock(Op op) MEMSHIM_EXCLUDES(mu_);
-  // Its slow path: holds events for deferred_.uses, releases mu_,
-  // synchronizes them and waits for the spill tier's deferred_.loads, and
+  // Its slow path: holds events for call_.deferred.uses, releases mu_,
+  // synchronizes them and waits for the spill tier's call_.deferred.loads, and
   // takes mu_ again (both lists cleared). False if an event could not be held
   // or a wait failed.
   bool WaitForDeferred() MEMSHIM_REQUIRES(mu_);
   // Whether the operation being run deferred a wait.
-  bool WaitsDeferred() const MEMSHIM_REQUIRES(mu_) { return deferred_.any(); }
+  bool WaitsDeferred() const MEMSHIM_REQUIRES(mu_) { return call_.deferred.any(); }
   // Forgets the deferred waits: the operation found a way that needs none
   // (a load left running stays in its staging buffer, taken later as one
   // started ahead; a demotion started is given up, its chunks stay).
   void DropDeferredWaits() MEMSHIM_REQUIRES(mu_) {
-    DeferredWaits dropped = deferred_.Take();
+    DeferredWaits dropped = call_.deferred.Take();
     if (!dropped.demotion.empty()) FinishDemotion(&dropped.demotion);
   }
   static constexpr uint32_t kMaxOutsideWaits = 16;
@@ -662,10 +662,10 @@ class ShimCore {
   // per-operation state while mu_ is released.
   bool DemoteHostChunksOutsideLock(uint32_t max) MEMSHIM_REQUIRES(mu_);
   // Note [waits outside the lock]: starts a demotion that the public call
-  // finishes without mu_ (deferred_.demotion); if none can start while
+  // finishes without mu_ (call_.deferred.demotion); if none can start while
   // other threads' batches are outside the lock, waits for one of them to
-  // finish instead (deferred_.demotion_wait); a staging buffer's copy to the
-  // device that a batch needs is waited for the same way (deferred_.uses).
+  // finish instead (call_.deferred.demotion_wait); a staging buffer's copy to the
+  // device that a batch needs is waited for the same way (call_.deferred.uses).
   // False if none of these.
   bool DeferDemotion(uint32_t max) MEMSHIM_REQUIRES(mu_);
   // Chunks in the spill tier now (0 without one).
@@ -838,26 +838,29 @@ class ShimCore {
   std::unique_ptr<TouchSet> touch_ MEMSHIM_GUARDED_BY(mu_);
   // Eviction victims in the policy's order (Note [eviction]).
   std::unique_ptr<VictimPicker> picker_ MEMSHIM_GUARDED_BY(mu_);
-  // Note [waits outside the lock]: set by RunWithWaitsOutsideLock for the
-  // operation it runs.
-  bool defer_waits_ MEMSHIM_GUARDED_BY(mu_) = false;  // waits are deferred
-  bool repeating_ MEMSHIM_GUARDED_BY(mu_) = false;    // the operation runs again
-  // What the operation deferred waiting for; empty if nothing.
-  DeferredWaits deferred_ MEMSHIM_GUARDED_BY(mu_);
-  // The other cores gave nothing back when this public call asked them: its
-  // repeats do not ask again (reset when the call ends).
-  bool host_peers_dry_ MEMSHIM_GUARDED_BY(mu_) = false;
+  // Note [waits outside the lock]: the public call RunWithWaitsOutsideLock
+  // runs, across its repeats (one call at a time holds mu_); reset when the
+  // call ends.
+  struct CallState {
+    bool defer_waits = false;  // this attempt defers its waits
+    bool repeating = false;    // this attempt runs the operation again
+    DeferredWaits deferred;    // what this attempt deferred waiting for; empty if nothing
+    // The other cores gave nothing back when this call asked them: its
+    // repeats do not ask again.
+    bool host_peers_dry = false;
+    // The call asked the other cores to settle their completed frees
+    // already (DeferPeerFrees).
+    bool peer_frees_asked = false;
+  };
+  CallState call_ MEMSHIM_GUARDED_BY(mu_);
   // Note [demotion outside the lock]: batches started and not yet finished
   // (their threads wait for copies or store without mu_), and the number of
   // such batches finished so far, which a thread that found none to start
   // because those hold the staging buffers or the candidates waits to change
-  // (deferred_.demotion_wait: the value it saw, set while it is to wait)
+  // (call_.deferred.demotion_wait: the value it saw, set while it is to wait)
   // without mu_.
   uint32_t demotions_outside_ MEMSHIM_GUARDED_BY(mu_) = 0;
   std::atomic<uint64_t> demotions_finished_{0};
-  // Whether this public call asked the other cores to settle their
-  // completed frees already (DeferPeerFrees; reset when it ends).
-  bool peer_frees_asked_ MEMSHIM_GUARDED_BY(mu_) = false;
   // The page-ins of the operation being prepared (fill_batch.h).
   std::unique_ptr<FillBatch> fills_ MEMSHIM_GUARDED_BY(mu_);
   // Host slots a copy may still use, released once it completed.
@@ -974,9 +977,9 @@ class ShimCore {
 template <typename Op>
 CUresult ShimCore::RunWithWaitsOutsideLock(Op op) {
   mu_.Lock();
-  defer_waits_ = true;
+  call_.defer_waits = true;
   CUresult r = op();
-  defer_waits_ = false;
+  call_.defer_waits = false;
   if (!WaitsDeferred()) [[likely]] {  // nothing to wait for: the fast path
     mu_.Unlock();
     return r;
@@ -988,14 +991,14 @@ CUresult ShimCore::RunWithWaitsOutsideLock(Op op) {
       break;
     }
     if (!WaitForDeferred()) defer = false;  // the next run reports the error
-    defer_waits_ = defer && attempt < kMaxOutsideWaits;
-    repeating_ = true;
+    call_.defer_waits = defer && attempt < kMaxOutsideWaits;
+    call_.repeating = true;
     r = op();
-    defer_waits_ = false;
-    repeating_ = false;
+    call_.defer_waits = false;
+    call_.repeating = false;
   }
-  host_peers_dry_ = false;
-  peer_frees_asked_ = false;
+  call_.host_peers_dry = false;
+  call_.peer_frees_asked = false;
   mu_.Unlock();
   return r;
 }

@@ -436,7 +436,7 @@ CUresult ShimCore::StartExport(CUmemGenericAllocationHandle handle, VirtualHandl
   }
   // No wait from here on: nothing is left to promote or evict (were a chunk
   // found in the spill tier anyway, it would be promoted with waits under mu_).
-  const bool may_defer = std::exchange(defer_waits_, false);
+  const bool may_defer = std::exchange(call_.defer_waits, false);
   r = driver_->cuMemCreate(&x.real, x.bytes, &v->prop, 0);
   if (r == CUDA_SUCCESS) r = driver_->cuMemAddressReserve(&x.staging, x.bytes, 0, 0, 0);
   if (r == CUDA_SUCCESS && (r = pool_->MapRange(x.staging, x.bytes, 0, x.real)) != CUDA_SUCCESS) {
@@ -461,7 +461,7 @@ CUresult ShimCore::StartExport(CUmemGenericAllocationHandle handle, VirtualHandl
       if (r == CUDA_SUCCESS) copied.push_back(c);
     }
   }
-  defer_waits_ = may_defer;
+  call_.defer_waits = may_defer;
   x.copy_seq = tracker_->Issue(copy_index_);
   fills_->Commit(x.copy_seq);
   for (uint32_t c : copied) uses_->Add(c, copy_index_, x.copy_seq);

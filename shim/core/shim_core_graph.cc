@@ -135,7 +135,7 @@ CUresult ShimCore::BeforeReferences(const uint64_t* words, size_t num_words, con
                                     size_t num_ranges, CUstream stream, bool per_thread,
                                     Ticket* ticket) {
   return RunWithWaitsOutsideLock([&]() MEMSHIM_REQUIRES(mu_) {
-    if (!repeating_) ++stats_.launches;
+    if (!call_.repeating) ++stats_.launches;
     ProcessDeferred();
     if (const CUresult r = SettleExports(); r != CUDA_SUCCESS)
       return r;  // Note [exports in flight]
@@ -149,7 +149,7 @@ CUresult ShimCore::BeforeReferences(const uint64_t* words, size_t num_words, con
 CUresult ShimCore::BeforeGraphLaunch(CUgraphExec exec, CUstream stream, bool per_thread,
                                      Ticket* ticket) {
   return RunWithWaitsOutsideLock([&]() MEMSHIM_REQUIRES(mu_) {
-    if (!repeating_) ++stats_.launches;
+    if (!call_.repeating) ++stats_.launches;
     ProcessDeferred();
     if (const CUresult r = SettleExports(); r != CUDA_SUCCESS)
       return r;  // Note [exports in flight]
@@ -157,7 +157,7 @@ CUresult ShimCore::BeforeGraphLaunch(CUgraphExec exec, CUstream stream, bool per
     const bool capturing = IsCapturing(tracker_->HandleOf(index));
     auto it = graph_plans_.find(exec);  // looked up on each run: the lock was released between
     if (it == graph_plans_.end() || !it->second.decodable) {
-      if (it != graph_plans_.end() && !repeating_) ++it->second.launches;
+      if (it != graph_plans_.end() && !call_.repeating) ++it->second.launches;
       touch_->Begin();
       return OpaqueLocked(index, capturing, ticket);
     }
@@ -165,7 +165,7 @@ CUresult ShimCore::BeforeGraphLaunch(CUgraphExec exec, CUstream stream, bool per
     const uint64_t page_ins = stats_.page_ins;
     CUresult r = ReferencesLocked(plan.words.data(), plan.words.size(), plan.ranges.data(),
                                   plan.ranges.size(), index, capturing, plan.extra_buffer, ticket);
-    if (!repeating_) ++plan.launches;
+    if (!call_.repeating) ++plan.launches;
     plan.page_ins += stats_.page_ins - page_ins;
     return r;
   });

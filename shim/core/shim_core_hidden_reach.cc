@@ -108,7 +108,7 @@ void ShimCore::BackAtAllocation(uint32_t first, uint32_t count) {
   touch_->Begin();
   // A repeat after a deferred wait (Note [waits outside the lock]): the
   // chunks backed before it are not victims for the rest either.
-  if (repeating_) {
+  if (call_.repeating) {
     for (uint32_t c = first; c < first + count; ++c) touch_->Chunk(c);
   }
   for (uint32_t c = first; c < first + count; ++c) {
@@ -274,7 +274,7 @@ bool ShimCore::HidesAnAddress(const ParamLayout& layout, void* const* params) {
 }
 
 CUresult ShimCore::FencedLocked(uint32_t stream, bool capturing, Reach reach, Ticket* ticket) {
-  if (!repeating_) ++stats_.fenced_launches;
+  if (!call_.repeating) ++stats_.fenced_launches;
   if (unbacked_owned_ > 0 || table_.unmapped_count() > 0 ||
       (reach == Reach::kUnknown && SpilledChunks() > 0)) {
     return OpaqueLocked(stream, capturing, ticket);  // something it may reach has nothing mapped
