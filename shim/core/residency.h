@@ -108,27 +108,27 @@ class Residency {
   // every reached chunk's fill is complete: the operation needs no residency
   // work. Clears the fill_seq of chunks whose fill it found complete.
   bool AllResident() {
-    const TransitionParts& t = parts_.transition;
-    ChunkTable& table = *t.table;
+    ChunkTable& table = *parts_.transition.table;
     for (uint32_t c : parts_.touch->touched()) {
       ChunkEntry& e = table[c];
-      if (e.residence != Residence::kDevice) return false;
-      if (e.fill_seq != 0) {
-        if (!t.tracker->IsComplete(t.copy_index, e.fill_seq)) return false;
-        e.fill_seq = 0;  // known complete: later checks stop here
-      }
+      if (e.residence != Residence::kDevice || !FillLanded(&e)) return false;
     }
     for (uint32_t c : parts_.touch->reached()) {  // wherever they are, their fills must complete
-      ChunkEntry& e = table[c];
-      if (e.fill_seq != 0) {
-        if (!t.tracker->IsComplete(t.copy_index, e.fill_seq)) return false;
-        e.fill_seq = 0;
-      }
+      if (!FillLanded(&table[c])) return false;
     }
     return true;
   }
 
  private:
+  // True if *e has no fill pending (one known complete is cleared: later
+  // checks stop at fill_seq).
+  bool FillLanded(ChunkEntry* e) {
+    if (e->fill_seq == 0) return true;
+    const TransitionParts& t = parts_.transition;
+    if (!t.tracker->IsComplete(t.copy_index, e->fill_seq)) return false;
+    e->fill_seq = 0;
+    return true;
+  }
   // Promotes kNvme `chunk`; a success is a fill of the operation.
   [[nodiscard]] CUresult Promote(uint32_t chunk);
   // MakeResident() past its fast path (the touch set's policy access

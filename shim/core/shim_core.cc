@@ -895,8 +895,7 @@ CUresult ShimCore::BeforeLaunch(CUfunction function, void** params, void** extra
                                                               void** extra, CUstream stream,
                                                               bool per_thread, Ticket* ticket) {
   if (!call_.repeating) ++stats_.launches;
-  ProcessDeferred();
-  if (const CUresult r = SettleExports(); r != CUDA_SUCCESS) return r;  // Note [exports in flight]
+  if (const CUresult r = BeginChunkOperation(); r != CUDA_SUCCESS) return r;
   touch_->Begin();
   bool decodable = true;
   const ParamLayout* layout = nullptr;  // null: no parameters, or an `extra` buffer
@@ -959,9 +958,7 @@ CUresult ShimCore::OpaqueLocked(uint32_t index, bool capturing, Ticket* ticket) 
 CUresult ShimCore::BeforeOpaque(CUstream stream, bool per_thread, Ticket* ticket) {
   return RunWithWaitsOutsideLock([&]() MEMSHIM_REQUIRES(mu_) {
     if (!call_.repeating) ++stats_.launches;
-    ProcessDeferred();
-    if (const CUresult r = SettleExports(); r != CUDA_SUCCESS)
-      return r;  // Note [exports in flight]
+    if (const CUresult r = BeginChunkOperation(); r != CUDA_SUCCESS) return r;
     touch_->Begin();
     const uint32_t index = tracker_->IndexOf(stream, per_thread);
     return OpaqueLocked(index, IsCapturing(tracker_->HandleOf(index)), ticket);
@@ -974,9 +971,7 @@ CUresult ShimCore::BeforeAccess(const MemRange* ranges, int count, CUstream stre
     for (int i = 0; i < count; ++i) {
       if (!WithinOneBlock(ranges[i])) return CUDA_ERROR_INVALID_VALUE;  // as the driver answers
     }
-    ProcessDeferred();
-    if (const CUresult r = SettleExports(); r != CUDA_SUCCESS)
-      return r;  // Note [exports in flight]
+    if (const CUresult r = BeginChunkOperation(); r != CUDA_SUCCESS) return r;
     touch_->Begin();
     for (int i = 0; i < count; ++i) touch_->Range(ranges[i]);
     if (touch_->touched().empty()) return CUDA_SUCCESS;

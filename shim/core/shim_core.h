@@ -774,23 +774,26 @@ class ShimCore {
     return SettleExportsSlow();
   }
   [[nodiscard]] CUresult SettleExportsSlow() MEMSHIM_REQUIRES(mu_);
+  // Where every operation that may touch the core's chunks starts (launches,
+  // graph launches, copies and memsets, cuMemMap/cuMemUnmap of the
+  // application's handles): ProcessDeferred(), then SettleExports() (Note
+  // [exports in flight]).
+  [[nodiscard]] CUresult BeginChunkOperation() MEMSHIM_REQUIRES(mu_) {
+    ProcessDeferred();
+    return SettleExports();
+  }
   // Maps the driver memory where the handle was mapped, or, if a copy failed
   // or the handle is gone, releases it (REQUIRES: its copies complete).
   void FinishExport(ExportInFlight* x) MEMSHIM_REQUIRES(mu_);
-  // Chunks [first, first + count).
-  struct ChunkRange {
-    uint32_t first = 0;
-    uint32_t count = 0;
-  };
   // AppMap() under mu_, run by RunWithWaitsOutsideLock: *backing holds the
   // chunks an attempt mapped whose backing a repeat goes on with (count 0:
   // none yet). Local to the call.
   [[nodiscard]] CUresult AppMapLocked(CUdeviceptr ptr, uint64_t bytes, uint64_t offset,
-                                      CUmemGenericAllocationHandle handle, ChunkRange* backing)
+                                      CUmemGenericAllocationHandle handle, ChunkSpan* backing)
       MEMSHIM_REQUIRES(mu_);
   // Note [backed from allocation] for mapped chunks *backing: CUDA_ERROR_NOT_READY
   // when a wait was deferred (the repeat backs the rest), else clears *backing.
-  [[nodiscard]] CUresult BackMappedChunks(ChunkRange* backing) MEMSHIM_REQUIRES(mu_);
+  [[nodiscard]] CUresult BackMappedChunks(ChunkSpan* backing) MEMSHIM_REQUIRES(mu_);
   // DropBacking() of each of chunks [first, first + count), after their work
   // (SettleChunks: deferred when the operation defers its waits).
   [[nodiscard]] CUresult DropRangeBacking(uint32_t first, uint32_t count) MEMSHIM_REQUIRES(mu_);

@@ -207,7 +207,7 @@ CUresult ShimCore::SettleChunks(const std::pair<uint32_t, uint32_t>* ranges, siz
 
 CUresult ShimCore::AppMap(CUdeviceptr ptr, uint64_t bytes, uint64_t offset,
                           CUmemGenericAllocationHandle handle) {
-  ChunkRange backing;
+  ChunkSpan backing;
   return RunWithWaitsOutsideLock([&]() MEMSHIM_REQUIRES(mu_) {
     return AppMapLocked(ptr, bytes, offset, handle, &backing);  // Note [waits outside the lock]
   });
@@ -218,10 +218,9 @@ CUresult ShimCore::AppMap(CUdeviceptr ptr, uint64_t bytes, uint64_t offset,
 // backing the mapped chunks, after the mapping is made: the repeat backs the
 // rest of *backing, as Alloc's does (BackNewBlock).
 CUresult ShimCore::AppMapLocked(CUdeviceptr ptr, uint64_t bytes, uint64_t offset,
-                                CUmemGenericAllocationHandle handle, ChunkRange* backing) {
+                                CUmemGenericAllocationHandle handle, ChunkSpan* backing) {
   if (backing->count != 0) return BackMappedChunks(backing);  // a repeat: it is mapped
-  ProcessDeferred();
-  if (const CUresult r = SettleExports(); r != CUDA_SUCCESS) return r;  // Note [exports in flight]
+  if (const CUresult r = BeginChunkOperation(); r != CUDA_SUCCESS) return r;
   VirtualHandle* live = app_vmm_.Live(handle);
   if (live == nullptr) return CUDA_ERROR_INVALID_VALUE;
   VirtualHandle& v = *live;
@@ -278,7 +277,7 @@ CUresult ShimCore::AppMapLocked(CUdeviceptr ptr, uint64_t bytes, uint64_t offset
   return BackMappedChunks(backing);
 }
 
-CUresult ShimCore::BackMappedChunks(ChunkRange* backing) {
+CUresult ShimCore::BackMappedChunks(ChunkSpan* backing) {
   BackAtAllocation(backing->first, backing->count);
   if (WaitsDeferred()) return CUDA_ERROR_NOT_READY;  // repeated after the wait
   *backing = {};
@@ -306,8 +305,7 @@ CUresult ShimCore::AppUnmap(CUdeviceptr ptr, uint64_t bytes) {
 }
 
 CUresult ShimCore::AppUnmapLocked(CUdeviceptr ptr, uint64_t bytes) {
-  ProcessDeferred();
-  if (const CUresult r = SettleExports(); r != CUDA_SUCCESS) return r;  // Note [exports in flight]
+  if (const CUresult r = BeginChunkOperation(); r != CUDA_SUCCESS) return r;
   uint32_t first = 0, count = 0;
   if (!AppRange(ptr, bytes, &first, &count)) return CUDA_ERROR_INVALID_VALUE;
   // Whole mappings only (Note [application VMM]).
@@ -434,25 +432,27 @@ CUresult ShimCore::StartExport(CUmemGenericAllocationHandle handle, VirtualHandl
     EnforceDeviceLimit();
     return r;
   }
-  // No wait from here on: nothing is left to promote or evict (were a chunk
-  // found in the spill tier anyway, it would be promoted with waits under mu_).
-  const bool may_defer = std::exchange(call_.defer_waits, false);
+  // No wait from here on: PromoteSpilled left no chunk in the spill tier, and
+  // nothing is evicted.
   r = driver_->cuMemCreate(&x.real, x.bytes, &v->prop, 0);
   if (r == CUDA_SUCCESS) r = driver_->cuMemAddressReserve(&x.staging, x.bytes, 0, 0, 0);
   if (r == CUDA_SUCCESS && (r = pool_->MapRange(x.staging, x.bytes, 0, x.real)) != CUDA_SUCCESS) {
     (void)driver_->cuMemAddressFree(x.staging, x.bytes);
     x.staging = 0;
   }
-  // The bytes, chunk by chunk, from wherever they are now; each copy is a use
-  // of its chunk (no eviction, demotion or move copies over it).
-  fills_->Clear();
+  // The bytes, chunk by chunk, from the device chunk or the host slot's
+  // mirror; each copy is a use of its chunk (no eviction, demotion or move
+  // copies over it).
   std::vector<uint32_t> copied;
   for (const auto& [first, m] : x.mappings) {
     for (uint32_t i = 0; i < m.count && r == CUDA_SUCCESS; ++i) {
       const uint32_t c = first + i;
-      if (table_[c].residence == Residence::kNvme) r = residency_->PageIn(c, /*may_evict=*/true);
-      if (r != CUDA_SUCCESS || table_[c].residence == Residence::kUnbacked) continue;  // no bytes
       const ChunkEntry& e = table_[c];
+      if (e.residence == Residence::kUnbacked) continue;  // no bytes
+      if (e.residence == Residence::kNvme) {  // not after PromoteSpilled: fail, lose nothing
+        r = CUDA_ERROR_ILLEGAL_STATE;
+        break;
+      }
       const CUdeviceptr src =
           e.residence == Residence::kHost ? pool_->mirror(e.phys) : table_.AddressOf(c);
       r = driver_->cuMemcpyDtoDAsync_v2(
@@ -461,9 +461,7 @@ CUresult ShimCore::StartExport(CUmemGenericAllocationHandle handle, VirtualHandl
       if (r == CUDA_SUCCESS) copied.push_back(c);
     }
   }
-  call_.defer_waits = may_defer;
   x.copy_seq = tracker_->Issue(copy_index_);
-  fills_->Commit(x.copy_seq);
   for (uint32_t c : copied) uses_->Add(c, copy_index_, x.copy_seq);
   x.issue_result = r;
   exports_.push_back(std::move(x));

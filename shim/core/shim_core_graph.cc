@@ -136,9 +136,7 @@ CUresult ShimCore::BeforeReferences(const uint64_t* words, size_t num_words, con
                                     Ticket* ticket) {
   return RunWithWaitsOutsideLock([&]() MEMSHIM_REQUIRES(mu_) {
     if (!call_.repeating) ++stats_.launches;
-    ProcessDeferred();
-    if (const CUresult r = SettleExports(); r != CUDA_SUCCESS)
-      return r;  // Note [exports in flight]
+    if (const CUresult r = BeginChunkOperation(); r != CUDA_SUCCESS) return r;
     const uint32_t index = tracker_->IndexOf(stream, per_thread);
     const bool capturing = IsCapturing(tracker_->HandleOf(index));
     return ReferencesLocked(words, num_words, ranges, num_ranges, index, capturing,
@@ -150,9 +148,7 @@ CUresult ShimCore::BeforeGraphLaunch(CUgraphExec exec, CUstream stream, bool per
                                      Ticket* ticket) {
   return RunWithWaitsOutsideLock([&]() MEMSHIM_REQUIRES(mu_) {
     if (!call_.repeating) ++stats_.launches;
-    ProcessDeferred();
-    if (const CUresult r = SettleExports(); r != CUDA_SUCCESS)
-      return r;  // Note [exports in flight]
+    if (const CUresult r = BeginChunkOperation(); r != CUDA_SUCCESS) return r;
     const uint32_t index = tracker_->IndexOf(stream, per_thread);
     const bool capturing = IsCapturing(tracker_->HandleOf(index));
     auto it = graph_plans_.find(exec);  // looked up on each run: the lock was released between

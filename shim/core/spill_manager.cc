@@ -68,6 +68,14 @@ bool SpillManager::ReadyStaging(uint32_t* slot) {
   return false;
 }
 
+bool SpillManager::FinishLoadOrDefer(uint32_t slot, bool may_defer, SpillResult* res) {
+  *res = tier().FinishLoad(slot, /*wait=*/!may_defer);
+  if (!may_defer || *res != SpillResult::kPending) return false;
+  if (parts_.owner->DeferLoadWait(slot)) return true;
+  *res = tier().FinishLoad(slot, /*wait=*/true);
+  return false;
+}
+
 CUresult SpillManager::AcquireStaging(uint32_t keep_chunk, bool may_defer, uint32_t* slot) {
   // Free (or its copy done) first, then wait for the oldest copy, then give
   // up a prefetched load (its chunk stays stored; nothing is lost).
@@ -97,16 +105,10 @@ CUresult SpillManager::AcquireStaging(uint32_t keep_chunk, bool may_defer, uint3
   }
   if (victim_load == kNoIndex) return CUDA_ERROR_OUT_OF_MEMORY;
   StagingSlot& st = staging_[victim_load];
-  if (st.state == StagingSlot::State::kLoading) {
-    if (may_defer) {
-      const SpillResult res = tier().FinishLoad(victim_load, /*wait=*/false);
-      if (res == SpillResult::kPending && parts_.owner->DeferLoadWait(victim_load)) {
-        return CUDA_ERROR_NOT_READY;  // the repeat finds it loaded
-      }
-      if (res == SpillResult::kPending) (void)tier().FinishLoad(victim_load, /*wait=*/true);
-    } else {
-      (void)tier().FinishLoad(victim_load, /*wait=*/true);
-    }
+  SpillResult ignored;  // given up either way
+  if (st.state == StagingSlot::State::kLoading &&
+      FinishLoadOrDefer(victim_load, may_defer, &ignored)) {
+    return CUDA_ERROR_NOT_READY;  // the repeat finds it loaded
   }
   st = StagingSlot{};
   --staging_loads_;
@@ -305,12 +307,10 @@ CUresult SpillManager::Promote(uint32_t chunk, uint64_t* stored) {
     }
   }
   if (res == SpillResult::kOk && staging_[slot].state == StagingSlot::State::kLoading) {
-    res = tier().FinishLoad(slot, /*wait=*/false);
-    if (res == SpillResult::kPending && parts_.owner->DeferLoadWait(slot)) {
+    if (FinishLoadOrDefer(slot, /*may_defer=*/true, &res)) {
       release();
       return CUDA_ERROR_NOT_READY;
     }
-    if (res == SpillResult::kPending) res = tier().FinishLoad(slot, /*wait=*/true);
   }
   if (staging_[slot].state == StagingSlot::State::kLoading ||
       staging_[slot].state == StagingSlot::State::kLoaded) {

@@ -250,6 +250,11 @@ class SpillManager {
   };
 
   void SetSpillId(uint32_t chunk, uint64_t id);
+  // Finishes the load running into staging `slot` (*res: its outcome). With
+  // `may_defer`, a poll first; if the load still runs, the owner may take
+  // the wait (Owner::DeferLoadWait): true, *res is kPending and the load
+  // stays. Otherwise it is waited for here.
+  bool FinishLoadOrDefer(uint32_t slot, bool may_defer, SpillResult* res);
   // A staging slot usable now (free, or its copy completed), without waiting.
   bool ReadyStaging(uint32_t* slot);
   // A staging slot for a demotion or for the promotion of `keep_chunk`:
