@@ -183,7 +183,8 @@
 //   SpillTier::WaitLoad() without mu_, and the repeat takes the loaded buffer as one loaded ahead.
 //   A promotion that finds every staging buffer busy defers its wait for one the same way: for
 //   the oldest copy to the device (SpillOwner::DeferCopyWait) or for a load ahead it gives up;
-//   so does a demotion the operation starts (DeferDemotion) for that copy.
+//   so does a demotion the operation starts (DeferDemotion) for that copy, and
+//   a demotion the control plane asks for (DemoteHostChunksOutsideLock).
 //   A use on a stream whose enqueue window another thread holds open cannot be covered by an event
 //   yet: StreamTracker::Hold() hands back a WindowWait, made without mu_ like the event waits (Note
 //   [enqueue window] in stream_tracker.h). cuMemUnmap and cuMemExportToShareableHandle of the
@@ -655,8 +656,9 @@ class ShimCore {
   // the core (fills_, demotions_outside_).
   // Demotes up to `max` (at most one batch) host chunks; false if none moved.
   bool DemoteHostChunks(uint32_t max) MEMSHIM_REQUIRES(mu_);
-  // The same, with the wait for the staging copies and the stores made
-  // without mu_ (Note [demotion outside the lock] in spill_manager.h): the
+  // The same, with the waits for a staging buffer (Note [waits outside the
+  // lock]), for the staging copies and the stores made without mu_ (Note
+  // [demotion outside the lock] in spill_manager.h): the
   // core's other users go on meanwhile. REQUIRES: no operation is being
   // prepared (the control-plane calls), as others change the core's
   // per-operation state while mu_ is released.
@@ -782,9 +784,19 @@ class ShimCore {
     ProcessDeferred();
     return SettleExports();
   }
-  // Maps the driver memory where the handle was mapped, or, if a copy failed
-  // or the handle is gone, releases it (REQUIRES: its copies complete).
+  // Maps the driver memory where the handle was mapped, or, if a copy or the
+  // move of the mappings failed or the handle is gone, releases it
+  // (REQUIRES: its copies complete).
   void FinishExport(ExportInFlight* x) MEMSHIM_REQUIRES(mu_);
+  // Note [export remap]: every mapping of x's handle maps x.real, and the
+  // chunks' backings are released; or, on failure, every mapping is as it was
+  // and the driver's error is returned.
+  [[nodiscard]] CUresult MoveMappingsToExport(const ExportInFlight& x) MEMSHIM_REQUIRES(mu_);
+  // Undoes a MoveMappingsToExport() that failed: unmaps the driver memory from
+  // `moved` ranges ((first chunk, count) each) and maps each of `unmapped`
+  // chunks' backing at its address again.
+  void RestoreChunkMappings(const std::vector<std::pair<uint32_t, uint32_t>>& moved,
+                            const std::vector<uint32_t>& unmapped) MEMSHIM_REQUIRES(mu_);
   // AppMap() under mu_, run by RunWithWaitsOutsideLock: *backing holds the
   // chunks an attempt mapped whose backing a repeat goes on with (count 0:
   // none yet). Local to the call.
@@ -814,6 +826,10 @@ class ShimCore {
   // Frees what backs unowned `chunk` now (after waiting for its last uses),
   // so that its address may be given to another mapping.
   [[nodiscard]] CUresult DropBacking(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
+  // The last step of DropBacking(): releases the device chunk or host slot
+  // backing `chunk` (REQUIRES: kDevice or kHost, idle, not evicting, nothing
+  // mapped at its address).
+  void ReleaseBacking(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
   // Chunk range [*first, *first + *count) of (ptr, bytes) if it is whole
   // chunks inside one application reservation.
   bool AppRange(CUdeviceptr ptr, uint64_t bytes, uint32_t* first, uint32_t* count) const

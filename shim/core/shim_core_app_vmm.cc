@@ -169,11 +169,16 @@ CUresult ShimCore::DropBacking(uint32_t chunk) {
   if (e.pinned) return CUDA_ERROR_NOT_SUPPORTED;  // exported to another process
   if (!uses_->Idle(chunk)) tracker_->CoverAll();
   if (const CUresult r = WaitChunkIdle(chunk); r != CUDA_SUCCESS) return r;
-  if (e.unmapped) {
-    table_.SetUnmapped(chunk, false);
-  } else if (const CUresult r = pool_->UnmapAt(table_.AddressOf(chunk)); r != CUDA_SUCCESS) {
-    return r;
+  if (!e.unmapped) {
+    if (const CUresult r = pool_->UnmapAt(table_.AddressOf(chunk)); r != CUDA_SUCCESS) return r;
   }
+  ReleaseBacking(chunk);
+  return CUDA_SUCCESS;
+}
+
+void ShimCore::ReleaseBacking(uint32_t chunk) {
+  ChunkEntry& e = table_[chunk];
+  table_.SetUnmapped(chunk, false);
   if (e.residence == Residence::kDevice) {
     pool_->ReleaseDevice(e.phys);
   } else {
@@ -183,7 +188,6 @@ CUresult ShimCore::DropBacking(uint32_t chunk) {
   e.fill_seq = 0;
   policy_->OnEvicted(chunk);
   ++stats_.drops;
-  return CUDA_SUCCESS;
 }
 
 CUresult ShimCore::SettleChunks(const std::pair<uint32_t, uint32_t>* ranges, size_t count) {
@@ -517,6 +521,7 @@ void ShimCore::FinishExport(ExportInFlight* x) {
     (void)driver_->cuMemAddressFree(x->staging, x->bytes);
   }
   VirtualHandle* v = app_vmm_.Find(x->handle);
+  if (r == CUDA_SUCCESS && v != nullptr) r = MoveMappingsToExport(*x);
   if (r != CUDA_SUCCESS || v == nullptr) {  // nothing changed for the application
     if (x->real != 0) (void)driver_->cuMemRelease(x->real);
     app_pinned_bytes_ -= x->bytes;
@@ -527,33 +532,96 @@ void ShimCore::FinishExport(ExportInFlight* x) {
                 static_cast<unsigned long long>(x->handle), r);
     return;
   }
-  // Where the handle was mapped, the driver's memory now.
-  for (const auto& [m, mapping] : x->mappings) {
-    const uint32_t n = mapping.count;
-    (void)app_vmm_.TakeMapping(m);
-    ReleaseMappingChunks(m, n);
-    for (uint32_t c = m; c < m + n; ++c) {
-      if (const CUresult d = DropBacking(c); d != CUDA_SUCCESS && r == CUDA_SUCCESS) r = d;
-    }
-    const CUresult mapped =
-        pool_->MapRange(table_.AddressOf(m), static_cast<uint64_t>(n) << kChunkShift,
-                        static_cast<uint64_t>(mapping.offset_chunks) << kChunkShift, x->real);
-    if (mapped != CUDA_SUCCESS) {
-      MEMSHIM_LOG(kError, "mapping exported handle %#llx at %p failed (%d); that range is unmapped",
-                  static_cast<unsigned long long>(x->handle),
-                  reinterpret_cast<void*>(table_.AddressOf(m)), mapped);
-      if (r == CUDA_SUCCESS) r = mapped;
-      continue;
-    }
-    for (uint32_t c = m; c < m + n; ++c) table_[c].kind = ChunkKind::kForeign;
-  }
   v->mapped = 0;
   v->real = x->real;
-  v->export_error = r;
   allocator_->Uncommit(v->chunks);
   MEMSHIM_LOG(kInfo, "handle %#llx exported: %llu bytes pinned in driver memory",
               static_cast<unsigned long long>(x->handle),
               static_cast<unsigned long long>(x->bytes));
+}
+
+// Note [export remap]
+//   The handle's mappings move to the driver memory all together or not at
+//   all. Its pieces mapped at different addresses are one handle to the
+//   application: moving some while the others stay on the core's chunks
+//   would leave the handle's bytes in two places, and a failed export would
+//   leave addresses mapping driver memory that is released. cuMemMap needs
+//   an unmapped range, so each mapping's chunks are unmapped first, their
+//   backing kept, and the driver memory mapped over the range. When a step
+//   fails, the ranges already moved are unmapped, every chunk is mapped at
+//   its address again (a host chunk whose remap fails is marked unmapped and
+//   mapped at its next access, Note [failed transitions] in shim_core.h), and
+//   the export fails with the driver's error: the application's mappings and
+//   bytes are as they were. Only once every mapping moved are the chunks'
+//   backings released. A device chunk whose remap fails after the driver
+//   refused the move stays unmapped (logged): the driver refused twice to
+//   map memory at an address it had just unmapped.
+CUresult ShimCore::MoveMappingsToExport(const ExportInFlight& x) {
+  std::vector<uint32_t> unmapped;                    // chunks whose mapping this took down
+  std::vector<std::pair<uint32_t, uint32_t>> moved;  // ranges now mapping x.real
+  CUresult r = CUDA_SUCCESS;
+  for (const auto& [m, mapping] : x.mappings) {
+    for (uint32_t c = m; c < m + mapping.count && r == CUDA_SUCCESS; ++c) {
+      const ChunkEntry& e = table_[c];
+      if (e.evicting) evictor_->FinishPageOut();  // its page-out copy reads it
+      if (!uses_->Idle(c)) {
+        tracker_->CoverAll();
+        if ((r = WaitChunkIdle(c)) != CUDA_SUCCESS) break;
+      }
+      if (e.pinned) {
+        r = CUDA_ERROR_NOT_SUPPORTED;  // exported to another process
+      } else if (e.residence != Residence::kUnbacked && e.residence != Residence::kNvme &&
+                 !e.unmapped) {
+        if ((r = pool_->UnmapAt(table_.AddressOf(c))) == CUDA_SUCCESS) unmapped.push_back(c);
+      }
+    }
+    if (r == CUDA_SUCCESS) {
+      r = pool_->MapRange(table_.AddressOf(m), static_cast<uint64_t>(mapping.count) << kChunkShift,
+                          static_cast<uint64_t>(mapping.offset_chunks) << kChunkShift, x.real);
+    }
+    if (r != CUDA_SUCCESS) {
+      MEMSHIM_LOG(kError, "mapping exported handle %#llx at %p failed (%d); its mappings stay",
+                  static_cast<unsigned long long>(x.handle),
+                  reinterpret_cast<void*>(table_.AddressOf(m)), r);
+      RestoreChunkMappings(moved, unmapped);
+      return r;
+    }
+    moved.push_back({m, mapping.count});
+  }
+  for (const auto& [m, mapping] : x.mappings) {
+    (void)app_vmm_.TakeMapping(m);
+    ReleaseMappingChunks(m, mapping.count);
+    for (uint32_t c = m; c < m + mapping.count; ++c) {
+      // Demoted after its copy completed: the driver memory has its bytes.
+      if (table_[c].residence == Residence::kNvme) spill_->Drop(c);
+      if (table_[c].residence != Residence::kUnbacked) ReleaseBacking(c);
+      table_[c].kind = ChunkKind::kForeign;
+    }
+  }
+  return CUDA_SUCCESS;
+}
+
+void ShimCore::RestoreChunkMappings(const std::vector<std::pair<uint32_t, uint32_t>>& moved,
+                                    const std::vector<uint32_t>& unmapped) {
+  for (const auto& [first, count] : moved) {
+    if (const CUresult r = driver_->cuMemUnmap(table_.AddressOf(first), static_cast<uint64_t>(count)
+                                                                            << kChunkShift);
+        r != CUDA_SUCCESS) {
+      MEMSHIM_LOG(kError, "unmapping driver memory at %p failed (%d)",
+                  reinterpret_cast<void*>(table_.AddressOf(first)), r);
+    }
+  }
+  for (uint32_t c : unmapped) {
+    const ChunkEntry& e = table_[c];
+    const CUdeviceptr va = table_.AddressOf(c);
+    if (e.residence == Residence::kHost) {
+      table_.SetUnmapped(c, pool_->MapAt(va, pool_->host_handle(e.phys)) != CUDA_SUCCESS);
+    } else if (const CUresult r = pool_->MapAt(va, pool_->device_handle(e.phys));
+               r != CUDA_SUCCESS) {
+      MEMSHIM_LOG(kError, "remapping a device chunk at %p failed (%d); it stays unmapped",
+                  reinterpret_cast<void*>(va), r);
+    }
+  }
 }
 
 CUresult ShimCore::BeginForeignMap(CUdeviceptr ptr, uint64_t bytes) {

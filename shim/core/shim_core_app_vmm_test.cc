@@ -270,6 +270,56 @@ TEST_F(ShimCoreAppVmmTest, AFailedExportCopyKeepsTheBytesAndReportsTheError) {
   EXPECT_EQ(fake_.faults(), 0u);
 }
 
+// Note [export remap]: a handle mapped in two pieces whose second piece the
+// driver refuses to map over keeps both pieces on the core's chunks (none
+// maps the released driver memory), fails the export with the driver's
+// error and loses no byte; the next export moves both.
+TEST_F(ShimCoreAppVmmTest, AFailedRemapForAnExportKeepsEveryMappingAsItWas) {
+  MakeWithFaults(16 * kMiB, 64 * kMiB);
+  CUstream s = fake_.CreateStream();
+  CUdeviceptr piece[2] = {0, 0};
+  CUmemGenericAllocationHandle handle = 0;
+  ASSERT_EQ(core_->AppCreate(8 * kMiB, AppProp(), &handle), CUDA_SUCCESS);
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(core_->AppReserve(4 * kMiB, 0, &piece[i]), CUDA_SUCCESS);
+    ASSERT_EQ(core_->AppMap(piece[i], 4 * kMiB, i * 4 * kMiB, handle), CUDA_SUCCESS);
+    ASSERT_EQ(Write(s, piece[i], 4 * kMiB, 80 + i), CUDA_SUCCESS);
+  }
+  ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
+  const uint64_t free_before = FreeBytes();
+  int fd = -1;
+  // The staging mapping and the first piece's move go through; the second
+  // piece's fails.
+  faults_->FailMemMap(1, /*after=*/2);
+  EXPECT_EQ(core_->AppExport(&fd, handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+            CUDA_ERROR_OUT_OF_MEMORY);
+  Disarm();
+  EXPECT_EQ(fd, -1);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_FALSE(core_->IsForeign(piece[i], 4 * kMiB)) << "piece " << i << " moved alone";
+  }
+  EXPECT_EQ(core_->stats().device_chunk_limit, 8u) << "the pinned size given back";
+  EXPECT_EQ(FreeBytes(), free_before);
+  for (int i = 0; i < 2; ++i) {
+    uint64_t sum = 0;
+    ASSERT_EQ(Read(s, piece[i], 4 * kMiB, &sum), CUDA_SUCCESS);
+    ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
+    EXPECT_EQ(sum, PatternChecksum(4 * kMiB, 80 + i)) << "piece " << i;
+  }
+  ASSERT_EQ(core_->AppExport(&fd, handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+            CUDA_SUCCESS);
+  ASSERT_GE(fd, 0);
+  EXPECT_EQ(ExportedChecksum(fd, 4 * kMiB), PatternChecksum(4 * kMiB, 80));
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_TRUE(core_->IsForeign(piece[i], 4 * kMiB)) << "piece " << i;
+    uint64_t sum = 0;  // read through the driver memory now
+    ASSERT_EQ(Read(s, piece[i], 4 * kMiB, &sum), CUDA_SUCCESS);
+    ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
+    EXPECT_EQ(sum, PatternChecksum(4 * kMiB, 80 + i)) << "piece " << i;
+  }
+  EXPECT_EQ(fake_.faults(), 0u);
+}
+
 // Note [segment windows]: a segment four times the device budget, read one
 // 2 MiB tensor per kernel, pages about one chunk per kernel instead of the
 // device's worth; a kernel reading all of it from its first address sees

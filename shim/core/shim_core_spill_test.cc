@@ -217,6 +217,55 @@ TEST_F(ShimCoreSpillTest, DemotionAskedByTheControlPlaneStoresWithoutTheCoreLock
   EXPECT_EQ(fake_.faults(), 0u);
 }
 
+// Note [waits outside the lock] (shim_core.h): a demotion the control plane
+// asks for while every staging buffer still copies a promoted chunk to the
+// device waits for the oldest copy without the core lock, then demotes.
+TEST_F(ShimCoreSpillTest, ControlPlaneDemotionWaitsForAStagingCopyWithoutTheCoreLock) {
+  Make(HookEventSync(fake_.driver()), 8 * kMiB, 8 * kMiB, "lru", &plane_);
+  const CUstream copy = fake_.created_streams().back();  // the core's copy stream
+  CUstream s = fake_.CreateStream();
+  std::vector<CUdeviceptr> blocks = WriteBlocks(s, 24);
+  ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
+  // Room on the device for four promotions without an eviction.
+  std::vector<int> kept, spilled;
+  for (int i = 0; i < 24; ++i) {
+    const Residence r = core_->TEST_ResidenceOf(blocks[i]);
+    if (r == Residence::kDevice) {
+      ASSERT_EQ(core_->Free(blocks[i]), CUDA_SUCCESS);
+      continue;
+    }
+    kept.push_back(i);
+    if (r == Residence::kNvme) spilled.push_back(i);
+  }
+  ASSERT_GE(spilled.size(), 4u);
+  // Four promotions whose copies from their staging buffers stay queued.
+  fake_.Hold(copy);
+  uint64_t sums[4] = {};
+  for (int k = 0; k < 4; ++k) {
+    ASSERT_EQ(Read(s, blocks[spilled[k]], 2 * kMiB, &sums[k]), CUDA_SUCCESS) << k;
+  }
+  const uint64_t demotions = core_->stats().demotions;
+  CallFromAnotherThread other(core_.get());
+  during_event_sync = other.Hook();
+  EXPECT_EQ(core_->DemoteHostBytes(2 * kMiB), 2 * kMiB);
+  during_event_sync = nullptr;
+  fake_.Release(copy);
+  ASSERT_TRUE(other.Ran()) << "the demotion did not wait for a staging copy";
+  EXPECT_TRUE(other.Served()) << "the staging copy was waited for under the core lock";
+  EXPECT_EQ(core_->stats().demotions, demotions + 1);
+  ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
+  for (int k = 0; k < 4; ++k) {
+    EXPECT_EQ(sums[k], PatternChecksum(2 * kMiB, 500 + spilled[k])) << "block " << spilled[k];
+  }
+  for (int i : kept) {
+    uint64_t sum = 0;
+    ASSERT_EQ(Read(s, blocks[i], 2 * kMiB, &sum), CUDA_SUCCESS) << "block " << i;
+    ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
+    EXPECT_EQ(sum, PatternChecksum(2 * kMiB, 500 + i)) << "block " << i;
+  }
+  EXPECT_EQ(fake_.faults(), 0u);
+}
+
 // Note [demotion outside the lock]: threads writing and reading their own
 // blocks, 2.5x device and host memory together, while each other's
 // demotions store (slowly) without the core lock; a chunk written during its

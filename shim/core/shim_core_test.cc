@@ -445,22 +445,11 @@ TEST_F(ShimCoreTest, GraphPlanningLetsOtherThreadsUseTheCore) {
 // Note [waits outside the lock]: an operation that must wait for pending
 // work waits without the core lock, so another thread can use the core
 // meanwhile; the operation then completes with every byte in place.
-std::function<void()> during_event_sync;
-decltype(Driver::cuEventSynchronize) forwarded_event_sync = nullptr;
-CUresult EventSyncWithHook(CUevent event) {
-  if (during_event_sync) std::exchange(during_event_sync, nullptr)();
-  return forwarded_event_sync(event);
-}
-
 class ShimCoreWaitTest : public ShimCoreTest {
  protected:
   // Make() over the fake driver with cuEventSynchronize hooked.
   void MakeHooked(uint64_t device_budget, uint64_t host_budget, const char* policy = nullptr) {
-    static Driver hooked;  // outlives the core, which the fixture destroys last
-    hooked = fake_.driver();
-    forwarded_event_sync = hooked.cuEventSynchronize;
-    hooked.cuEventSynchronize = &EventSyncWithHook;
-    Make(&hooked, device_budget, host_budget, policy);
+    Make(HookEventSync(fake_.driver()), device_budget, host_budget, policy);
   }
 
   // Allocates `count` 2 MiB blocks and writes them on `held`, which it

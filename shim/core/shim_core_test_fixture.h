@@ -39,6 +39,24 @@ inline uint64_t PatternChecksum(uint64_t bytes, uint64_t seed) {
   return Checksum(buf.data(), bytes);
 }
 
+// Tests of Note [waits outside the lock]: a driver whose cuEventSynchronize
+// first runs `during_event_sync` (once: taken out before it runs).
+inline std::function<void()> during_event_sync;
+inline decltype(Driver::cuEventSynchronize) forwarded_event_sync = nullptr;
+inline CUresult EventSyncWithHook(CUevent event) {
+  if (std::function<void()> hook = std::exchange(during_event_sync, nullptr)) hook();
+  return forwarded_event_sync(event);
+}
+// `base` with cuEventSynchronize hooked. One at a time: the driver is static
+// (it outlives the core, which a fixture destroys last).
+inline const Driver* HookEventSync(const Driver& base) {
+  static Driver hooked;
+  hooked = base;
+  forwarded_event_sync = base.cuEventSynchronize;
+  hooked.cuEventSynchronize = &EventSyncWithHook;
+  return &hooked;
+}
+
 class ShimCoreTest : public ::testing::Test {
  protected:
   void SetUp() override { Make(&fake_.driver(), 8 * kMiB, 64 * kMiB); }

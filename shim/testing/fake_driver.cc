@@ -548,7 +548,11 @@ struct FaultEntryPoints {
   }
   static CUresult Map(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle h,
                       unsigned long long flags) {
-    if (Trip(&g_faults->fail_map_)) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (g_faults->pass_map_ > 0) {
+      --g_faults->pass_map_;
+    } else if (Trip(&g_faults->fail_map_)) {
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     return g_faults->base_.cuMemMap(ptr, size, offset, h, flags);
   }
   static CUresult Unmap(CUdeviceptr ptr, size_t size) {

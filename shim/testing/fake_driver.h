@@ -165,7 +165,11 @@ class FaultInjector {
   const Driver& driver() const { return driver_; }
 
   void FailMemCreate(int times) { fail_create_ = times; }
-  void FailMemMap(int times) { fail_map_ = times; }
+  // The `after` calls first succeed.
+  void FailMemMap(int times, int after = 0) {
+    fail_map_ = times;
+    pass_map_ = after;
+  }
   void FailMemUnmap(int times) { fail_unmap_ = times; }
   void FailSetAccess(int times) { fail_set_access_ = times; }
   // cuMemcpyDtoDAsync (page-in and page-out copies).
@@ -182,7 +186,8 @@ class FaultInjector {
   // Every switch off.
   void ClearFaults() {
     fail_create_ = fail_map_ = fail_unmap_ = fail_set_access_ = fail_copy_ = fail_host_copy_ =
-        fail_event_record_ = fail_event_sync_ = fail_stream_wait_ = fail_event_query_ = 0;
+        fail_event_record_ = fail_event_sync_ = fail_stream_wait_ = fail_event_query_ = pass_map_ =
+            0;
   }
 
  private:
@@ -191,6 +196,7 @@ class FaultInjector {
   Driver driver_;
   int fail_create_ = 0;
   int fail_map_ = 0;
+  int pass_map_ = 0;  // cuMemMap calls to let through before fail_map_ applies
   int fail_unmap_ = 0;
   int fail_set_access_ = 0;
   int fail_copy_ = 0;
