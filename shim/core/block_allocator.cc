@@ -198,7 +198,7 @@ bool BlockAllocator::Allocate(uint64_t bytes, Allocation* out) {
   *out = Allocation();
   const int size_class = ClassOf(bytes);
   if (size_class >= 0) return AllocateSmall(size_class, &out->offset, out);
-  const uint64_t chunks64 = (bytes + kChunkBytes - 1) >> kChunkShift;
+  const uint64_t chunks64 = ChunksFor(bytes);
   if (chunks64 > table_->capacity()) return false;
   const uint32_t count = static_cast<uint32_t>(chunks64);
   uint32_t first;

@@ -14,6 +14,10 @@ namespace memvirt::shim {
 
 inline constexpr uint64_t kChunkBytes = 2ull << 20;  // physical chunk size (2 MiB)
 inline constexpr int kChunkShift = 21;
+// Chunks that hold `bytes` (rounded up).
+inline constexpr uint64_t ChunksFor(uint64_t bytes) {
+  return (bytes + kChunkBytes - 1) >> kChunkShift;
+}
 
 struct ShimConfig {
   bool disabled = false;                     // MEMSHIM_DISABLE=1: pure pass-through

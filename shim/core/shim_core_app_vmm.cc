@@ -115,7 +115,7 @@ CUresult ShimCore::AppReserve(uint64_t bytes, uint64_t alignment, CUdeviceptr* p
   if (ptr == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
   if (alignment < kChunkBytes) alignment = kChunkBytes;
   if ((alignment & (alignment - 1)) != 0) return CUDA_ERROR_INVALID_VALUE;
-  const uint64_t chunks = (bytes + kChunkBytes - 1) >> kChunkShift;
+  const uint64_t chunks = ChunksFor(bytes);
   MutexLock lock(&mu_);
   uint32_t first = 0;
   if (chunks > table_.capacity() ||
@@ -146,8 +146,7 @@ CUresult ShimCore::AppAddressFree(CUdeviceptr ptr, uint64_t bytes) {
   MutexLock lock(&mu_);
   if (!table_.Contains(ptr)) return CUDA_ERROR_INVALID_VALUE;
   const ChunkSpan r = app_vmm_.ReservationAt(table_.IndexOf(ptr));
-  if (r.count == 0 || table_.AddressOf(r.first) != ptr ||
-      (bytes + kChunkBytes - 1) >> kChunkShift != r.count) {
+  if (r.count == 0 || table_.AddressOf(r.first) != ptr || ChunksFor(bytes) != r.count) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   for (uint32_t c = r.first; c < r.first + r.count; ++c) {
