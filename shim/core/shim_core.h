@@ -792,11 +792,17 @@ class ShimCore {
   // chunks' backings are released; or, on failure, every mapping is as it was
   // and the driver's error is returned.
   [[nodiscard]] CUresult MoveMappingsToExport(const ExportInFlight& x) MEMSHIM_REQUIRES(mu_);
-  // Undoes a MoveMappingsToExport() that failed: unmaps the driver memory from
-  // `moved` ranges ((first chunk, count) each) and maps each of `unmapped`
-  // chunks' backing at its address again.
-  void RestoreChunkMappings(const std::vector<std::pair<uint32_t, uint32_t>>& moved,
+  // Undoes a MoveMappingsToExport() of x that failed: unmaps the driver memory
+  // from `moved` ranges ((first chunk, count) each) and maps each of
+  // `unmapped` chunks' backing at its address again.
+  void RestoreChunkMappings(const ExportInFlight& x,
+                            const std::vector<std::pair<uint32_t, uint32_t>>& moved,
                             const std::vector<uint32_t>& unmapped) MEMSHIM_REQUIRES(mu_);
+  // A device chunk of x's mappings that could not be mapped again moves to a
+  // host slot with its bytes from x's driver memory (Note [export remap]);
+  // false if no slot is free or the copy fails (nothing changed).
+  [[nodiscard]] bool MoveToHostFromExport(const ExportInFlight& x, uint32_t chunk)
+      MEMSHIM_REQUIRES(mu_);
   // AppMap() under mu_, run by RunWithWaitsOutsideLock: *backing holds the
   // chunks an attempt mapped whose backing a repeat goes on with (count 0:
   // none yet). Local to the call.

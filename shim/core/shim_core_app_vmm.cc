@@ -515,12 +515,13 @@ CUresult ShimCore::SettleExportsSlow() {
 void ShimCore::FinishExport(ExportInFlight* x) {
   CUresult r = x->issue_result;
   if (const CUresult w = tracker_->WaitFor(copy_index_, x->copy_seq); r == CUDA_SUCCESS) r = w;
+  VirtualHandle* v = app_vmm_.Find(x->handle);
+  // While the staging range still maps the driver memory (Note [export remap]).
+  if (r == CUDA_SUCCESS && v != nullptr) r = MoveMappingsToExport(*x);
   if (x->staging != 0) {
     (void)driver_->cuMemUnmap(x->staging, x->bytes);
     (void)driver_->cuMemAddressFree(x->staging, x->bytes);
   }
-  VirtualHandle* v = app_vmm_.Find(x->handle);
-  if (r == CUDA_SUCCESS && v != nullptr) r = MoveMappingsToExport(*x);
   if (r != CUDA_SUCCESS || v == nullptr) {  // nothing changed for the application
     if (x->real != 0) (void)driver_->cuMemRelease(x->real);
     app_pinned_bytes_ -= x->bytes;
@@ -552,9 +553,12 @@ void ShimCore::FinishExport(ExportInFlight* x) {
 //   mapped at its next access, Note [failed transitions] in shim_core.h), and
 //   the export fails with the driver's error: the application's mappings and
 //   bytes are as they were. Only once every mapping moved are the chunks'
-//   backings released. A device chunk whose remap fails after the driver
-//   refused the move stays unmapped (logged): the driver refused twice to
-//   map memory at an address it had just unmapped.
+//   backings released. A device chunk whose own remap fails too moves to a
+//   host slot, its bytes copied from the driver memory (still mapped at the
+//   export's staging range, and equal to the chunk's: the copies completed
+//   and no operation ran since), and is mapped there at its next access as
+//   a host chunk whose remap failed is; with no host slot to be had without
+//   a wait it stays unmapped (logged).
 CUresult ShimCore::MoveMappingsToExport(const ExportInFlight& x) {
   std::vector<uint32_t> unmapped;                    // chunks whose mapping this took down
   std::vector<std::pair<uint32_t, uint32_t>> moved;  // ranges now mapping x.real
@@ -582,7 +586,7 @@ CUresult ShimCore::MoveMappingsToExport(const ExportInFlight& x) {
       MEMSHIM_LOG(kError, "mapping exported handle %#llx at %p failed (%d); its mappings stay",
                   static_cast<unsigned long long>(x.handle),
                   reinterpret_cast<void*>(table_.AddressOf(m)), r);
-      RestoreChunkMappings(moved, unmapped);
+      RestoreChunkMappings(x, moved, unmapped);
       return r;
     }
     moved.push_back({m, mapping.count});
@@ -600,7 +604,8 @@ CUresult ShimCore::MoveMappingsToExport(const ExportInFlight& x) {
   return CUDA_SUCCESS;
 }
 
-void ShimCore::RestoreChunkMappings(const std::vector<std::pair<uint32_t, uint32_t>>& moved,
+void ShimCore::RestoreChunkMappings(const ExportInFlight& x,
+                                    const std::vector<std::pair<uint32_t, uint32_t>>& moved,
                                     const std::vector<uint32_t>& unmapped) {
   for (const auto& [first, count] : moved) {
     if (const CUresult r = driver_->cuMemUnmap(table_.AddressOf(first), static_cast<uint64_t>(count)
@@ -616,11 +621,40 @@ void ShimCore::RestoreChunkMappings(const std::vector<std::pair<uint32_t, uint32
     if (e.residence == Residence::kHost) {
       table_.SetUnmapped(c, pool_->MapAt(va, pool_->host_handle(e.phys)) != CUDA_SUCCESS);
     } else if (const CUresult r = pool_->MapAt(va, pool_->device_handle(e.phys));
-               r != CUDA_SUCCESS) {
+               r != CUDA_SUCCESS && !MoveToHostFromExport(x, c)) {
       MEMSHIM_LOG(kError, "remapping a device chunk at %p failed (%d); it stays unmapped",
                   reinterpret_cast<void*>(va), r);
     }
   }
+}
+
+bool ShimCore::MoveToHostFromExport(const ExportInFlight& x, uint32_t chunk) {
+  if (x.staging == 0) return false;
+  uint64_t offset = 0;  // of the chunk in the handle
+  for (const auto& [m, mapping] : x.mappings) {
+    if (chunk >= m && chunk < m + mapping.count) offset = mapping.offset_chunks + (chunk - m);
+  }
+  uint32_t slot;
+  if (pool_->AcquireHost(&slot) != CUDA_SUCCESS) return false;
+  CUresult r = driver_->cuMemcpyDtoDAsync_v2(
+      pool_->mirror(slot), x.staging + (offset << kChunkShift), kChunkBytes, copy_stream_);
+  if (r == CUDA_SUCCESS) r = tracker_->WaitFor(copy_index_, tracker_->Issue(copy_index_));
+  if (r != CUDA_SUCCESS) {
+    pool_->ReleaseHost(slot);
+    return false;
+  }
+  ChunkEntry& e = table_[chunk];
+  pool_->ReleaseDevice(e.phys);
+  e.residence = Residence::kHost;
+  e.phys = slot;
+  e.fill_seq = 0;
+  table_.SetUnmapped(
+      chunk, pool_->MapAt(table_.AddressOf(chunk), pool_->host_handle(slot)) != CUDA_SUCCESS);
+  policy_->OnEvicted(chunk);
+  ++stats_.evictions;
+  MEMSHIM_LOG(kWarn, "device chunk at %p moved to host memory after its remap failed",
+              reinterpret_cast<void*>(table_.AddressOf(chunk)));
+  return true;
 }
 
 CUresult ShimCore::BeginForeignMap(CUdeviceptr ptr, uint64_t bytes) {

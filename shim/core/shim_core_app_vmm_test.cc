@@ -31,6 +31,7 @@ class ShimCoreAppVmmTest : public ShimCoreTest {
       ASSERT_NO_FATAL_FAILURE(MapAppHandle(bytes, &(*at)[i], &handles_[i]));
     }
   }
+  void ExpectAFailedRemapKeepsEveryMapping(int failed_maps);
   uint64_t FreeBytes() {
     size_t free = 0, total = 0;
     EXPECT_EQ(core_->GetInfo(&free, &total), CUDA_SUCCESS);
@@ -273,8 +274,9 @@ TEST_F(ShimCoreAppVmmTest, AFailedExportCopyKeepsTheBytesAndReportsTheError) {
 // Note [export remap]: a handle mapped in two pieces whose second piece the
 // driver refuses to map over keeps both pieces on the core's chunks (none
 // maps the released driver memory), fails the export with the driver's
-// error and loses no byte; the next export moves both.
-TEST_F(ShimCoreAppVmmTest, AFailedRemapForAnExportKeepsEveryMappingAsItWas) {
+// error and loses no byte; the next export moves both. `failed_maps`: 1, or
+// 2 when the first chunk's own remap fails too.
+void ShimCoreAppVmmTest::ExpectAFailedRemapKeepsEveryMapping(int failed_maps) {
   MakeWithFaults(16 * kMiB, 64 * kMiB);
   CUstream s = fake_.CreateStream();
   CUdeviceptr piece[2] = {0, 0};
@@ -287,10 +289,11 @@ TEST_F(ShimCoreAppVmmTest, AFailedRemapForAnExportKeepsEveryMappingAsItWas) {
   }
   ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
   const uint64_t free_before = FreeBytes();
+  const uint64_t evictions = core_->stats().evictions;
   int fd = -1;
   // The staging mapping and the first piece's move go through; the second
-  // piece's fails.
-  faults_->FailMemMap(1, /*after=*/2);
+  // piece's fails (and then the first piece's first chunk's remap).
+  faults_->FailMemMap(failed_maps, /*after=*/2);
   EXPECT_EQ(core_->AppExport(&fd, handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
             CUDA_ERROR_OUT_OF_MEMORY);
   Disarm();
@@ -298,6 +301,9 @@ TEST_F(ShimCoreAppVmmTest, AFailedRemapForAnExportKeepsEveryMappingAsItWas) {
   for (int i = 0; i < 2; ++i) {
     EXPECT_FALSE(core_->IsForeign(piece[i], 4 * kMiB)) << "piece " << i << " moved alone";
   }
+  EXPECT_EQ(core_->TEST_ResidenceOf(piece[0]),
+            failed_maps == 1 ? Residence::kDevice : Residence::kHost);
+  EXPECT_EQ(core_->stats().evictions, evictions + (failed_maps - 1));
   EXPECT_EQ(core_->stats().device_chunk_limit, 8u) << "the pinned size given back";
   EXPECT_EQ(FreeBytes(), free_before);
   for (int i = 0; i < 2; ++i) {
@@ -318,6 +324,16 @@ TEST_F(ShimCoreAppVmmTest, AFailedRemapForAnExportKeepsEveryMappingAsItWas) {
     EXPECT_EQ(sum, PatternChecksum(4 * kMiB, 80 + i)) << "piece " << i;
   }
   EXPECT_EQ(fake_.faults(), 0u);
+}
+
+TEST_F(ShimCoreAppVmmTest, AFailedRemapForAnExportKeepsEveryMappingAsItWas) {
+  ExpectAFailedRemapKeepsEveryMapping(1);
+}
+
+// A device chunk the driver then refuses to map again at its address moves
+// to a host slot with its bytes, mapped there at its next access.
+TEST_F(ShimCoreAppVmmTest, AChunkThatCannotBeMappedBackMovesToTheHostWithItsBytes) {
+  ExpectAFailedRemapKeepsEveryMapping(2);
 }
 
 // Note [segment windows]: a segment four times the device budget, read one
