@@ -619,7 +619,7 @@ void ShimCore::RestoreChunkMappings(const ExportInFlight& x,
     const ChunkEntry& e = table_[c];
     const CUdeviceptr va = table_.AddressOf(c);
     if (e.residence == Residence::kHost) {
-      table_.SetUnmapped(c, pool_->MapAt(va, pool_->host_handle(e.phys)) != CUDA_SUCCESS);
+      (void)fills_->MapHostSlot(c);  // a failure marks it unmapped: mapped at its next use
     } else if (const CUresult r = pool_->MapAt(va, pool_->device_handle(e.phys));
                r != CUDA_SUCCESS && !MoveToHostFromExport(x, c)) {
       MEMSHIM_LOG(kError, "remapping a device chunk at %p failed (%d); it stays unmapped",
@@ -648,8 +648,7 @@ bool ShimCore::MoveToHostFromExport(const ExportInFlight& x, uint32_t chunk) {
   e.residence = Residence::kHost;
   e.phys = slot;
   e.fill_seq = 0;
-  table_.SetUnmapped(
-      chunk, pool_->MapAt(table_.AddressOf(chunk), pool_->host_handle(slot)) != CUDA_SUCCESS);
+  (void)fills_->MapHostSlot(chunk);  // a failure marks it unmapped: mapped at its next use
   policy_->OnEvicted(chunk);
   ++stats_.evictions;
   MEMSHIM_LOG(kWarn, "device chunk at %p moved to host memory after its remap failed",
