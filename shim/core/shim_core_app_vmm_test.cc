@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <functional>
 #include <vector>
 
 #include "shim/core/shim_core_test_fixture.h"
@@ -31,6 +32,7 @@ class ShimCoreAppVmmTest : public ShimCoreTest {
       ASSERT_NO_FATAL_FAILURE(MapAppHandle(bytes, &(*at)[i], &handles_[i]));
     }
   }
+  void ExpectAFailedExportStepKeepsTheBytes(const std::function<void()>& arm, CUresult expected);
   void ExpectAFailedRemapKeepsEveryMapping(int failed_maps);
   uint64_t FreeBytes() {
     size_t free = 0, total = 0;
@@ -237,7 +239,12 @@ TEST_F(ShimCoreAppVmmTest, AnExportedHandleIsPinnedInDriverMemory) {
 // Note [exports in flight]: a copy into driver memory that fails leaves the
 // handle's bytes where they are and the handle paged, gives the pinned size
 // back and fails the export; the next export works.
-TEST_F(ShimCoreAppVmmTest, AFailedExportCopyKeepsTheBytesAndReportsTheError) {
+// Each step of moving a handle to driver memory for export that the driver
+// fails (`arm` makes it fail, with `expected`) fails the export with that
+// error, keeps every handle's bytes where they are, gives the pinned size
+// back, and a later export succeeds.
+void ShimCoreAppVmmTest::ExpectAFailedExportStepKeepsTheBytes(const std::function<void()>& arm,
+                                                              CUresult expected) {
   MakeWithFaults(16 * kMiB, 64 * kMiB);
   CUstream s = fake_.CreateStream();
   std::vector<CUdeviceptr> at;
@@ -247,9 +254,9 @@ TEST_F(ShimCoreAppVmmTest, AFailedExportCopyKeepsTheBytesAndReportsTheError) {
   const uint64_t free_before = FreeBytes();
   for (int h = 0; h < 2; ++h) {
     int fd = -1;
-    faults_->FailCopy(1);  // the export's first copy
+    arm();
     EXPECT_EQ(core_->AppExport(&fd, handles_[h], CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
-              CUDA_ERROR_LAUNCH_FAILED);
+              expected);
     Disarm();
     EXPECT_EQ(fd, -1);
     EXPECT_FALSE(core_->IsForeign(at[h], 4 * kMiB)) << "still the core's";
@@ -269,6 +276,26 @@ TEST_F(ShimCoreAppVmmTest, AFailedExportCopyKeepsTheBytesAndReportsTheError) {
   EXPECT_EQ(ExportedChecksum(fd, 4 * kMiB), PatternChecksum(4 * kMiB, 60));
   EXPECT_TRUE(core_->IsForeign(at[0], 4 * kMiB));
   EXPECT_EQ(fake_.faults(), 0u);
+}
+
+TEST_F(ShimCoreAppVmmTest, AFailedExportCopyKeepsTheBytesAndReportsTheError) {
+  ExpectAFailedExportStepKeepsTheBytes([&] { faults_->FailCopy(1); },  // the export's first copy
+                                       CUDA_ERROR_LAUNCH_FAILED);
+}
+
+TEST_F(ShimCoreAppVmmTest, AFailedCreateOfTheDriverMemoryKeepsTheBytes) {
+  ExpectAFailedExportStepKeepsTheBytes([&] { faults_->FailMemCreate(1); },
+                                       CUDA_ERROR_OUT_OF_MEMORY);
+}
+
+TEST_F(ShimCoreAppVmmTest, AFailedStagingMappingKeepsTheBytes) {
+  ExpectAFailedExportStepKeepsTheBytes([&] { faults_->FailMemMap(1); },  // the staging range's
+                                       CUDA_ERROR_OUT_OF_MEMORY);
+}
+
+TEST_F(ShimCoreAppVmmTest, AFailedStagingAccessKeepsTheBytes) {
+  ExpectAFailedExportStepKeepsTheBytes([&] { faults_->FailSetAccess(1); },
+                                       CUDA_ERROR_OUT_OF_MEMORY);
 }
 
 // Note [export remap]: a handle mapped in two pieces whose second piece the
