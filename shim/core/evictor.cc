@@ -48,14 +48,18 @@ bool Evictor::EvictSome(uint32_t want, uint32_t lookahead) {
   // stream, or the best candidate above) are waited for before their
   // page-out: without the owner's lock if the operation defers its waits
   // (Note [waits outside the lock]: it runs again after them), else here.
-  bool deferred = false;
+  bool busy = false, deferred = false;
   for (uint32_t c : picked) {
-    if (!parts_.uses->Idle(c)) deferred |= waits.DeferChunkIdle(c);
+    if (parts_.uses->Idle(c)) continue;
+    busy = true;
+    deferred |= waits.DeferChunkIdle(c);
   }
   if (deferred) return false;
-  std::erase_if(picked, [this, &waits](uint32_t c) {
-    return !parts_.uses->Idle(c) && waits.WaitChunkIdle(c) != CUDA_SUCCESS;  // in use: stays
-  });
+  if (busy) {  // the common case, every victim idle, polls each once
+    std::erase_if(picked, [this, &waits](uint32_t c) {
+      return !parts_.uses->Idle(c) && waits.WaitChunkIdle(c) != CUDA_SUCCESS;  // in use: stays
+    });
+  }
   if (picked.empty()) return false;
   if (EvictBatch(picked) == 0) return false;
   StartLookahead(lookahead);

@@ -423,10 +423,12 @@ CUresult ShimCore::Free(CUdeviceptr ptr) {
   // Note [pending frees]: a large block still in use is freed once that work
   // is done; a small one at once.
   const bool large = table_[static_cast<uint32_t>(offset >> kChunkShift)].kind == ChunkKind::kLarge;
-  if (large && !pending_frees_->BlockIdle(offset)) tracker_->CoverAll();  // finished work shows
   if (large && !pending_frees_->BlockIdle(offset)) {
-    pending_frees_->AddUntilIdle(offset);
-    return CUDA_SUCCESS;
+    tracker_->CoverAll();  // finished work shows
+    if (!pending_frees_->BlockIdle(offset)) {
+      pending_frees_->AddUntilIdle(offset);
+      return CUDA_SUCCESS;
+    }
   }
   return FreeLocked(offset);
 }
