@@ -583,6 +583,10 @@ class ShimCore {
   // [waits outside the lock] says; returns its result.
   template <typename Op>
   CUresult RunWithWaitsOutsideLock(Op op) MEMSHIM_EXCLUDES(mu_);
+  // The same for a caller that holds mu_ already (a control-plane call):
+  // mu_ is released only while it waits.
+  template <typename Op>
+  CUresult RepeatWithWaitsOutsideLock(Op op) MEMSHIM_REQUIRES(mu_);
   // Its slow path: holds events for call_.deferred.uses, releases mu_,
   // synchronizes them and waits for the spill tier's call_.deferred.loads, and
   // takes mu_ again (both lists cleared). False if an event could not be held
@@ -1002,13 +1006,18 @@ class ShimCore {
 template <typename Op>
 CUresult ShimCore::RunWithWaitsOutsideLock(Op op) {
   mu_.Lock();
+  const CUresult r = RepeatWithWaitsOutsideLock(op);
+  mu_.Unlock();
+  return r;
+}
+
+template <typename Op>
+CUresult ShimCore::RepeatWithWaitsOutsideLock(Op op) {
   call_.defer_waits = true;
   CUresult r = op();
   call_.defer_waits = false;
-  if (!WaitsDeferred()) [[likely]] {  // nothing to wait for: the fast path
-    mu_.Unlock();
-    return r;
-  }
+  if (!WaitsDeferred()) [[likely]]
+    return r;  // nothing to wait for: the fast path
   bool defer = true;
   for (uint32_t attempt = 1; WaitsDeferred(); ++attempt) {
     if (r == CUDA_SUCCESS) {  // it found another way: nothing to wait for
@@ -1024,7 +1033,6 @@ CUresult ShimCore::RunWithWaitsOutsideLock(Op op) {
   }
   call_.host_peers_dry = false;
   call_.peer_frees_asked = false;
-  mu_.Unlock();
   return r;
 }
 

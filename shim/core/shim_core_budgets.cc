@@ -156,16 +156,12 @@ bool ShimCore::DemoteHostChunksOutsideLock(uint32_t max) {
   if (spill_ == nullptr) return false;
   SpillManager::DemotionBatch batch;
   // Note [waits outside the lock]: a staging buffer's copy (or a load ahead
-  // given up for it) is waited for without mu_ too; the last attempt waits
-  // under it, and so does one after a failed wait (to end with the error).
-  for (uint32_t attempt = 1;; ++attempt) {
-    call_.defer_waits = attempt < kMaxOutsideWaits;
+  // given up for it) is waited for without mu_ too; a batch started is a
+  // success (the waits for the rest are dropped).
+  (void)RepeatWithWaitsOutsideLock([&]() MEMSHIM_REQUIRES(mu_) {
     spill_->StartDemotion(max, touch_->op(), &batch, call_.defer_waits);
-    call_.defer_waits = false;
-    if (!batch.empty() || !WaitsDeferred()) break;
-    if (!WaitForDeferred()) attempt = kMaxOutsideWaits - 1;
-  }
-  if (WaitsDeferred()) DropDeferredWaits();  // a batch started: its copies first
+    return batch.empty() ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+  });
   if (batch.empty()) return false;
   ++demotions_outside_;
   ++stats_.host_waits;
