@@ -836,6 +836,10 @@ class ShimCore {
   // Frees what backs unowned `chunk` now (after waiting for its last uses),
   // so that its address may be given to another mapping.
   [[nodiscard]] CUresult DropBacking(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
+  // Before a kDevice or kHost `chunk`'s backing is taken away: its work
+  // done (waited for here, under mu_); CUDA_ERROR_NOT_SUPPORTED if it is
+  // pinned (exported to another process).
+  [[nodiscard]] CUresult SettleForRelease(uint32_t chunk) MEMSHIM_REQUIRES(mu_);
   // The last step of DropBacking(): releases the device chunk or host slot
   // backing `chunk` (REQUIRES: kDevice or kHost, idle, not evicting, nothing
   // mapped at its address).

@@ -165,14 +165,18 @@ CUresult ShimCore::DropBacking(uint32_t chunk) {
     spill_->Drop(chunk);
     return CUDA_SUCCESS;
   }
-  if (e.pinned) return CUDA_ERROR_NOT_SUPPORTED;  // exported to another process
-  if (!uses_->Idle(chunk)) tracker_->CoverAll();
-  if (const CUresult r = WaitChunkIdle(chunk); r != CUDA_SUCCESS) return r;
+  if (const CUresult r = SettleForRelease(chunk); r != CUDA_SUCCESS) return r;
   if (!e.unmapped) {
     if (const CUresult r = pool_->UnmapAt(table_.AddressOf(chunk)); r != CUDA_SUCCESS) return r;
   }
   ReleaseBacking(chunk);
   return CUDA_SUCCESS;
+}
+
+CUresult ShimCore::SettleForRelease(uint32_t chunk) {
+  if (table_[chunk].pinned) return CUDA_ERROR_NOT_SUPPORTED;  // exported to another process
+  if (!uses_->Idle(chunk)) tracker_->CoverAll();
+  return WaitChunkIdle(chunk);
 }
 
 void ShimCore::ReleaseBacking(uint32_t chunk) {
@@ -567,15 +571,10 @@ CUresult ShimCore::MoveMappingsToExport(const ExportInFlight& x) {
     for (uint32_t c = m; c < m + mapping.count && r == CUDA_SUCCESS; ++c) {
       const ChunkEntry& e = table_[c];
       if (e.evicting) evictor_->FinishPageOut();  // its page-out copy reads it
-      if (!uses_->Idle(c)) {
-        tracker_->CoverAll();
-        if ((r = WaitChunkIdle(c)) != CUDA_SUCCESS) break;
-      }
-      if (e.pinned) {
-        r = CUDA_ERROR_NOT_SUPPORTED;  // exported to another process
-      } else if (e.residence != Residence::kUnbacked && e.residence != Residence::kNvme &&
-                 !e.unmapped) {
-        if ((r = pool_->UnmapAt(table_.AddressOf(c))) == CUDA_SUCCESS) unmapped.push_back(c);
+      if (e.residence == Residence::kUnbacked || e.residence == Residence::kNvme) continue;
+      if ((r = SettleForRelease(c)) != CUDA_SUCCESS) break;
+      if (!e.unmapped && (r = pool_->UnmapAt(table_.AddressOf(c))) == CUDA_SUCCESS) {
+        unmapped.push_back(c);
       }
     }
     if (r == CUDA_SUCCESS) {
