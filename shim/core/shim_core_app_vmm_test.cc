@@ -263,12 +263,8 @@ void ShimCoreAppVmmTest::ExpectAFailedExportStepKeepsTheBytes(const std::functio
     EXPECT_EQ(core_->stats().device_chunk_limit, 8u) << "the pinned size given back";
     EXPECT_EQ(FreeBytes(), free_before);
   }
-  for (int i = 0; i < 3; ++i) {  // every handle kept its bytes and pages on
-    uint64_t sum = 0;
-    ASSERT_EQ(Read(s, at[i], 4 * kMiB, &sum), CUDA_SUCCESS);
-    ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
-    EXPECT_EQ(sum, PatternChecksum(4 * kMiB, 60 + i)) << "handle " << i;
-  }
+  // Every handle kept its bytes and pages on.
+  ExpectPatterns(s, 4 * kMiB, {{at[0], 60}, {at[1], 61}, {at[2], 62}});
   int fd = -1;
   ASSERT_EQ(core_->AppExport(&fd, handles_[0], CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
             CUDA_SUCCESS);
@@ -333,23 +329,13 @@ void ShimCoreAppVmmTest::ExpectAFailedRemapKeepsEveryMapping(int failed_maps) {
   EXPECT_EQ(core_->stats().evictions, evictions + (failed_maps - 1));
   EXPECT_EQ(core_->stats().device_chunk_limit, 8u) << "the pinned size given back";
   EXPECT_EQ(FreeBytes(), free_before);
-  for (int i = 0; i < 2; ++i) {
-    uint64_t sum = 0;
-    ASSERT_EQ(Read(s, piece[i], 4 * kMiB, &sum), CUDA_SUCCESS);
-    ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
-    EXPECT_EQ(sum, PatternChecksum(4 * kMiB, 80 + i)) << "piece " << i;
-  }
+  ExpectPatterns(s, 4 * kMiB, {{piece[0], 80}, {piece[1], 81}});
   ASSERT_EQ(core_->AppExport(&fd, handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
             CUDA_SUCCESS);
   ASSERT_GE(fd, 0);
   EXPECT_EQ(ExportedChecksum(fd, 4 * kMiB), PatternChecksum(4 * kMiB, 80));
-  for (int i = 0; i < 2; ++i) {
-    EXPECT_TRUE(core_->IsForeign(piece[i], 4 * kMiB)) << "piece " << i;
-    uint64_t sum = 0;  // read through the driver memory now
-    ASSERT_EQ(Read(s, piece[i], 4 * kMiB, &sum), CUDA_SUCCESS);
-    ASSERT_EQ(core_->TEST_Synchronize(), CUDA_SUCCESS);
-    EXPECT_EQ(sum, PatternChecksum(4 * kMiB, 80 + i)) << "piece " << i;
-  }
+  for (int i = 0; i < 2; ++i) EXPECT_TRUE(core_->IsForeign(piece[i], 4 * kMiB)) << "piece " << i;
+  ExpectPatterns(s, 4 * kMiB, {{piece[0], 80}, {piece[1], 81}});  // through the driver memory
   EXPECT_EQ(fake_.faults(), 0u);
 }
 
