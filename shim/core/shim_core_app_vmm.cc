@@ -592,10 +592,10 @@ CUresult ShimCore::MoveMappingsToExport(const ExportInFlight& x) {
   }
   for (const auto& [m, mapping] : x.mappings) {
     (void)app_vmm_.TakeMapping(m);
+    // Frees the chunks: a chunk demoted after its copy completed leaves the
+    // spill tier there (the driver memory has its bytes).
     ReleaseMappingChunks(m, mapping.count);
     for (uint32_t c = m; c < m + mapping.count; ++c) {
-      // Demoted after its copy completed: the driver memory has its bytes.
-      if (table_[c].residence == Residence::kNvme) spill_->Drop(c);
       if (table_[c].residence != Residence::kUnbacked) ReleaseBacking(c);
       table_[c].kind = ChunkKind::kForeign;
     }
